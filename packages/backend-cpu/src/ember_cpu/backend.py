@@ -1,0 +1,54 @@
+"""The cpu device: payloads are numpy arrays, kernels come from one table per op group."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from ember import _dtype
+from ember._backend import Backend, Kernel
+from ember._host import numpy_dtype
+
+from . import creation, elementwise, linalg, movement, nn, reduction
+
+__all__ = ["KERNELS", "CpuBackend"]
+
+#: Every primitive's kernel on the cpu.
+KERNELS: dict[Any, Kernel] = {
+    **creation.KERNELS,
+    **elementwise.KERNELS,
+    **reduction.KERNELS,
+    **movement.KERNELS,
+    **linalg.KERNELS,
+    **nn.KERNELS,
+}
+
+
+class CpuBackend(Backend):
+    """numpy on the host.
+
+    Tensors are immutable, so payloads may be views of one another (``reshape``, ``permute``,
+    ``expand``, ``slice`` cost no copy); kernels never write into their inputs.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ember import ops
+    >>> from ember_cpu import CpuBackend
+    >>> CpuBackend().kernels[ops.add](np.ones(2), np.ones(2))
+    array([2., 2.])
+    """
+
+    name = "cpu"
+    dtypes = frozenset(_dtype.ALL_DTYPES)
+
+    def __init__(self) -> None:
+        self.kernels = dict(KERNELS)
+        super().__init__()
+
+    def from_numpy(self, array: np.ndarray, dtype: _dtype.DType) -> np.ndarray:
+        return np.array(array, dtype=numpy_dtype(dtype), copy=True)
+
+    def to_numpy(self, payload: np.ndarray, dtype: _dtype.DType) -> np.ndarray:
+        # a copy: the caller may write into it, and the tensor must not change
+        return np.array(payload, dtype=numpy_dtype(dtype), copy=True)

@@ -1,0 +1,136 @@
+"""Elementwise kernels: most map straight to a numpy ufunc (no Python frame on the hot path)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from ember.ops import elementwise as ew
+
+from ._common import F32, F64, LOW, quiet, widen
+
+__all__ = ["KERNELS", "erf"]
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    # exp overflows to inf for very negative x, and 1 / (1 + inf) is the right limit, 0
+    return np.reciprocal(np.exp(np.negative(x)) + 1.0).astype(x.dtype, copy=False)
+
+
+def _rsqrt(x: np.ndarray) -> np.ndarray:
+    return np.reciprocal(np.sqrt(x))
+
+
+# erf: piecewise Chebyshev interpolants of math.erf, built once on first use (exact to double
+# precision: the nodes are evaluated with the C library's erf).
+_ERF_PIECES: list[tuple[float, float, Any]] = []
+
+
+def _erf_pieces() -> list[tuple[float, float, Any]]:
+    if not _ERF_PIECES:
+        cheb = np.polynomial.Chebyshev
+        # near 0, erf(x)/x is even and smooth, which keeps relative accuracy for tiny x
+        _ERF_PIECES.append((0.0, 1.0, cheb.interpolate(
+            np.vectorize(lambda v: math.erf(v) / v if v else 2 / math.sqrt(math.pi)), 40,
+            domain=[-1.0, 1.0])))
+        for lo, hi in ((1.0, 2.0), (2.0, 3.0), (3.0, 4.0), (4.0, 6.0)):
+            _ERF_PIECES.append((lo, hi, cheb.interpolate(np.vectorize(math.erf), 36,
+                                                         domain=[lo, hi])))
+    return _ERF_PIECES
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    """The error function, computed in float64 and cast back to ``x``'s dtype."""
+    xd = np.asarray(x, dtype=F64)
+    a = np.abs(xd)
+    out = np.ones_like(xd)  # |x| >= 6 rounds to 1 in double precision
+    pieces = _erf_pieces()
+    lo, hi, first = pieces[0]
+    m = a < hi
+    out[m] = first(a[m]) * a[m]
+    for lo, hi, p in pieces[1:]:
+        m = (a >= lo) & (a < hi)
+        out[m] = p(a[m])
+    out = np.copysign(out, xd)
+    out[np.isnan(xd)] = np.nan
+    return out.astype(x.dtype, copy=False)
+
+
+def _keep_ints(fn: Any) -> Any:
+    """floor/ceil/trunc/round: the identity on integers (numpy would return floats)."""
+
+    def kernel(x: np.ndarray) -> np.ndarray:
+        return x if x.dtype.kind in "iub" else fn(x)
+
+    return kernel
+
+
+def _int_pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if a.dtype.kind not in "iu" or b.dtype.kind == "u" or not (b < 0).any():
+        return np.power(a, b)
+    # Note: numpy refuses negative integer powers; PyTorch truncates 1 / a**|b| toward zero
+    neg = b < 0
+    out = np.power(a, np.where(neg, 0, b))
+    one = np.ones((), a.dtype)
+    odd = (b % 2) != 0
+    inv = np.where(a == 1, one, np.where(a == -1, np.where(odd, -one, one), np.zeros((), a.dtype)))
+    return np.where(neg, inv, out)
+
+
+def _shift(fn: Any) -> Any:
+    def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if a.dtype.kind == "b":  # numpy shifts bools as int8
+            return fn(a.view(np.uint8), b.view(np.uint8)).astype(np.bool_)
+        return fn(a, b)
+
+    return kernel
+
+
+def _clamp(x: np.ndarray, min: Any = None, max: Any = None) -> np.ndarray:
+    # Note: nan stays nan (numpy's and PyTorch's clip); bounds are cast to x's dtype first
+    dt = x.dtype
+    lo = None if min is None else np.asarray(min).astype(dt)
+    hi = None if max is None else np.asarray(max).astype(dt)
+    if lo is None and hi is None:
+        return x
+    src = x.astype(F32) if dt in LOW else x
+    return np.asarray(np.clip(src, lo, hi)).astype(dt, copy=False)
+
+
+def _float(fn: Any) -> Any:
+    """A float-only unary function: quiet, and computed in float32 for bfloat16 inputs."""
+    return quiet(widen(fn))
+
+
+KERNELS: dict[Any, Any] = {
+    # float functions
+    ew.exp: quiet(np.exp), ew.expm1: quiet(np.expm1), ew.log: quiet(np.log),
+    ew.log1p: quiet(np.log1p), ew.sqrt: quiet(np.sqrt), ew.rsqrt: _float(_rsqrt),
+    ew.sin: quiet(np.sin), ew.cos: quiet(np.cos), ew.tan: quiet(np.tan),
+    ew.tanh: quiet(np.tanh), ew.asin: quiet(np.arcsin), ew.acos: quiet(np.arccos),
+    ew.atan: quiet(np.arctan), ew.sinh: quiet(np.sinh), ew.cosh: quiet(np.cosh),
+    ew.erf: erf, ew.sigmoid: _float(_sigmoid), ew.reciprocal: quiet(np.reciprocal),
+    # numeric
+    ew.neg: np.negative, ew.abs: np.absolute, ew.sign: np.sign,
+    ew.floor: _keep_ints(np.floor), ew.ceil: _keep_ints(np.ceil),
+    ew.round: _keep_ints(np.rint), ew.trunc: _keep_ints(np.trunc),
+    # predicates
+    ew.logical_not: np.logical_not, ew.isnan: np.isnan, ew.isinf: np.isinf,
+    ew.bitwise_not: np.invert,
+    # binary arithmetic.  Note: add/sub/mul stay bare ufuncs for speed, so float overflow
+    # there may raise numpy's RuntimeWarning unless the caller silences it.
+    ew.add: np.add, ew.sub: np.subtract, ew.mul: np.multiply,
+    ew.floordiv: quiet(np.floor_divide), ew.remainder: quiet(np.remainder),
+    ew.pow: quiet(_int_pow), ew.maximum: np.maximum, ew.minimum: np.minimum,
+    ew.div: quiet(np.true_divide), ew.atan2: quiet(np.arctan2),
+    # comparisons and logic
+    ew.eq: np.equal, ew.ne: np.not_equal, ew.lt: np.less, ew.le: np.less_equal,
+    ew.gt: np.greater, ew.ge: np.greater_equal,
+    ew.logical_and: np.logical_and, ew.logical_or: np.logical_or,
+    ew.logical_xor: np.logical_xor,
+    ew.bitwise_and: np.bitwise_and, ew.bitwise_or: np.bitwise_or,
+    ew.bitwise_xor: np.bitwise_xor, ew.left_shift: _shift(np.left_shift),
+    ew.right_shift: _shift(np.right_shift),
+    ew.where: np.where, ew.clamp: quiet(_clamp),
+}

@@ -1,0 +1,24 @@
+"""Linear algebra: batched, broadcasting matmul on BLAS (float16/bfloat16 accumulate in
+float32)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from ember.ops import linalg as la
+
+from ._common import F32, LOW
+
+__all__ = ["KERNELS", "matmul"]
+
+
+def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` with batch axes broadcast."""
+    dt = a.dtype
+    if dt in LOW:
+        return np.matmul(a.astype(F32), b.astype(F32)).astype(dt)
+    return np.matmul(a, b)
+
+
+KERNELS: dict[Any, Any] = {la.matmul: matmul}

@@ -1,0 +1,251 @@
+"""Neural-network kernels in PyTorch layouts (NCL / NCHW, OIHW weights).
+
+Convolutions gather every receptive field with ``sliding_window_view`` (a view), copy them once
+into an im2col matrix and hand that to BLAS; transposed convolutions are convolutions of the
+zero-dilated input with the flipped kernel.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from ember.ops import nn
+from numpy.lib.stride_tricks import sliding_window_view
+
+from ._common import F32, F64, LOW
+
+__all__ = ["KERNELS", "conv2d", "conv_transpose2d"]
+
+Pair = tuple[int, int]
+
+
+def _windows(x: np.ndarray, k: Pair, stride: Pair, dilation: Pair) -> np.ndarray:
+    """``[N, C, OH, OW, kh, kw]`` view of the receptive fields of a padded ``x``."""
+    span = ((k[0] - 1) * dilation[0] + 1, (k[1] - 1) * dilation[1] + 1)
+    w = sliding_window_view(x, span, axis=(2, 3))
+    return w[:, :, ::stride[0], ::stride[1], ::dilation[0], ::dilation[1]]
+
+
+def _zero_pad(x: np.ndarray, before: Pair, after: Pair, value: Any = 0) -> np.ndarray:
+    if not any(before) and not any(after):
+        return x
+    n, c, h, w = x.shape
+    out = np.full((n, c, h + before[0] + after[0], w + before[1] + after[1]), value, x.dtype)
+    out[:, :, before[0]:before[0] + h, before[1]:before[1] + w] = x
+    return out
+
+
+def conv2d(x: np.ndarray, w: np.ndarray, stride: Pair = (1, 1), padding: Pair = (0, 0),
+           dilation: Pair = (1, 1), groups: int = 1) -> np.ndarray:
+    """2-D cross-correlation of ``x[N, C, H, W]`` with ``w[O, C/groups, kh, kw]``."""
+    dt = x.dtype
+    if dt in LOW:
+        return conv2d(x.astype(F32), w.astype(F32), stride, padding, dilation, groups).astype(dt)
+    n = x.shape[0]
+    o, cg, kh, kw = w.shape
+    xp = _zero_pad(x, padding, padding)
+    win = _windows(xp, (kh, kw), stride, dilation)  # [N, C, OH, OW, kh, kw]
+    oh, ow = win.shape[2], win.shape[3]
+    og = o // groups
+    if groups == 1:
+        cols = win.transpose(0, 2, 3, 1, 4, 5).reshape(n * oh * ow, cg * kh * kw)
+        out = cols @ w.reshape(o, cg * kh * kw).T  # [N*OH*OW, O]
+        return out.reshape(n, oh, ow, o).transpose(0, 3, 1, 2)
+    cols = win.reshape(n, groups, cg, oh, ow, kh, kw).transpose(1, 0, 3, 4, 2, 5, 6)
+    cols = cols.reshape(groups, n * oh * ow, cg * kh * kw)
+    wg = w.reshape(groups, og, cg * kh * kw).transpose(0, 2, 1)
+    out = np.matmul(cols, wg)  # [g, N*OH*OW, og]
+    return out.reshape(groups, n, oh, ow, og).transpose(1, 0, 4, 2, 3).reshape(n, o, oh, ow)
+
+
+def conv_transpose2d(x: np.ndarray, w: np.ndarray, stride: Pair = (1, 1),
+                     padding: Pair = (0, 0), output_padding: Pair = (0, 0),
+                     dilation: Pair = (1, 1), groups: int = 1) -> np.ndarray:
+    """The gradient of conv2d with respect to its input: ``w[C, O/groups, kh, kw]``."""
+    dt = x.dtype
+    if dt in LOW:
+        return conv_transpose2d(x.astype(F32), w.astype(F32), stride, padding, output_padding,
+                                dilation, groups).astype(dt)
+    n, c, h, wd = x.shape
+    _, og, kh, kw = w.shape
+    sh, sw = stride
+    # insert stride - 1 zeros between input pixels
+    if sh > 1 or sw > 1:
+        up = np.zeros((n, c, (h - 1) * sh + 1, (wd - 1) * sw + 1), x.dtype)
+        up[:, :, ::sh, ::sw] = x
+    else:
+        up = x
+    qh = dilation[0] * (kh - 1) - padding[0]
+    qw = dilation[1] * (kw - 1) - padding[1]
+    before = (max(qh, 0), max(qw, 0))
+    after = (max(qh + output_padding[0], 0), max(qw + output_padding[1], 0))
+    up = _zero_pad(up, before, after)
+    # padding larger than the kernel span crops instead
+    ch0, cw0 = max(-qh, 0), max(-qw, 0)
+    ch1, cw1 = max(-(qh + output_padding[0]), 0), max(-(qw + output_padding[1]), 0)
+    if ch0 or cw0 or ch1 or cw1:
+        up = up[:, :, ch0:up.shape[2] - ch1, cw0:up.shape[3] - cw1]
+    cg = c // groups
+    wt = w.reshape(groups, cg, og, kh, kw).transpose(0, 2, 1, 3, 4).reshape(groups * og, cg, kh, kw)
+    return conv2d(up, wt[:, :, ::-1, ::-1], (1, 1), (0, 0), dilation, groups)
+
+
+def _conv1d(x: np.ndarray, w: np.ndarray, stride: tuple[int] = (1,), padding: tuple[int] = (0,),
+            dilation: tuple[int] = (1,), groups: int = 1) -> np.ndarray:
+    out = conv2d(x[:, :, None, :], w[:, :, None, :], (1, stride[0]), (0, padding[0]),
+                 (1, dilation[0]), groups)
+    return out[:, :, 0, :]
+
+
+def _conv_transpose1d(x: np.ndarray, w: np.ndarray, stride: tuple[int] = (1,),
+                      padding: tuple[int] = (0,), output_padding: tuple[int] = (0,),
+                      dilation: tuple[int] = (1,), groups: int = 1) -> np.ndarray:
+    out = conv_transpose2d(x[:, :, None, :], w[:, :, None, :], (1, stride[0]), (0, padding[0]),
+                           (0, output_padding[0]), (1, dilation[0]), groups)
+    return out[:, :, 0, :]
+
+
+# -- pooling ----------------------------------------------------------------------------------
+
+def _pool_size(n: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int:
+    span = d * (k - 1) + 1
+    if ceil_mode:
+        out = -(-(n + 2 * p - span) // s) + 1
+        if (out - 1) * s >= n + p:  # the last window must start inside the input or left pad
+            out -= 1
+        return out
+    return (n + 2 * p - span) // s + 1
+
+
+def _lowest(dt: np.dtype[Any]) -> Any:
+    if dt.kind == "f":
+        return -np.inf
+    if dt.kind == "b":
+        return False
+    return np.iinfo(dt).min
+
+
+def _max_pool2d(x: np.ndarray, kernel_size: Pair = (1, 1), stride: Pair = (1, 1),
+                padding: Pair = (0, 0), dilation: Pair = (1, 1),
+                ceil_mode: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    dt = x.dtype
+    xs = x.astype(F32) if dt in LOW else x
+    n, c, h, w = x.shape
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel_size, stride, padding, dilation
+    oh = _pool_size(h, kh, sh, ph, dh, ceil_mode)
+    ow = _pool_size(w, kw, sw, pw, dw, ceil_mode)
+    # pad so that every (possibly ceil-mode) window lies inside the array
+    eh = max((oh - 1) * sh + dh * (kh - 1) + 1 - (h + 2 * ph), 0)
+    ew = max((ow - 1) * sw + dw * (kw - 1) + 1 - (w + 2 * pw), 0)
+    xp = _zero_pad(xs, (ph, pw), (ph + eh, pw + ew), _lowest(xs.dtype))
+    win = _windows(xp, (kh, kw), (sh, sw), (dh, dw))[:, :, :oh, :ow]
+    flat = win.reshape(n, c, oh, ow, kh * kw)
+    arg = flat.argmax(axis=-1)  # first maximum, or the first nan (PyTorch's rule)
+    values = np.take_along_axis(flat, arg[..., None], axis=-1)[..., 0]
+    # the window position back to a flat index into the unpadded H*W plane
+    row = np.arange(oh)[:, None] * sh - ph + (arg // kw) * dh
+    col = np.arange(ow)[None, :] * sw - pw + (arg % kw) * dw
+    return values.astype(dt, copy=False), (row * w + col).astype(np.int64)
+
+
+def _avg_divisor(n: int, o: int, k: int, s: int, p: int, count_include_pad: bool) -> np.ndarray:
+    start = np.arange(o) * s - p
+    end = np.minimum(start + k, n + p)
+    size = end - start
+    if not count_include_pad:
+        size = np.minimum(end, n) - np.maximum(start, 0)
+    return size
+
+
+def _avg_pool2d(x: np.ndarray, kernel_size: Pair = (1, 1), stride: Pair = (1, 1),
+                padding: Pair = (0, 0), ceil_mode: bool = False,
+                count_include_pad: bool = True) -> np.ndarray:
+    dt = x.dtype
+    xs = x.astype(F32) if dt in LOW else x
+    h, w = x.shape[2:]
+    (kh, kw), (sh, sw), (ph, pw) = kernel_size, stride, padding
+    oh = _pool_size(h, kh, sh, ph, 1, ceil_mode)
+    ow = _pool_size(w, kw, sw, pw, 1, ceil_mode)
+    eh = max((oh - 1) * sh + kh - (h + 2 * ph), 0)
+    ew = max((ow - 1) * sw + kw - (w + 2 * pw), 0)
+    xp = _zero_pad(xs, (ph, pw), (ph + eh, pw + ew))
+    sums = _windows(xp, (kh, kw), (sh, sw), (1, 1))[:, :, :oh, :ow].sum(axis=(-2, -1))
+    div = np.outer(_avg_divisor(h, oh, kh, sh, ph, count_include_pad),
+                   _avg_divisor(w, ow, kw, sw, pw, count_include_pad))
+    return (sums / div).astype(dt, copy=False)
+
+
+def _adaptive_bounds(n: int, o: int) -> tuple[np.ndarray, np.ndarray]:
+    i = np.arange(o)
+    return (i * n) // o, -((-(i + 1) * n) // o)  # floor(i*n/o), ceil((i+1)*n/o)
+
+
+def _adaptive_avg_pool2d(x: np.ndarray, output_size: Pair = (1, 1)) -> np.ndarray:
+    dt = x.dtype
+    n, c, h, w = x.shape
+    oh, ow = output_size
+    # an integral image in float64 turns every window sum into four look-ups
+    s = np.zeros((n, c, h + 1, w + 1), F64)
+    np.cumsum(np.cumsum(x, axis=2, dtype=F64), axis=3, out=s[:, :, 1:, 1:])
+    h0, h1 = _adaptive_bounds(h, oh)
+    w0, w1 = _adaptive_bounds(w, ow)
+    a, b = h0[:, None], h1[:, None]
+    total = s[:, :, b, w1] - s[:, :, a, w1] - s[:, :, b, w0] + s[:, :, a, w0]
+    return (total / ((h1 - h0)[:, None] * (w1 - w0)[None, :])).astype(dt)
+
+
+def _embedding(weight: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    return np.take(weight, indices, axis=0)
+
+
+# -- interpolation ----------------------------------------------------------------------------
+
+def _nearest_index(n: int, o: int) -> np.ndarray:
+    # PyTorch's legacy "nearest": float32 scale, floor, clamp
+    scale = np.float32(n) / np.float32(o)
+    return np.minimum(np.floor(np.arange(o, dtype=F32) * scale).astype(np.int64), n - 1)
+
+
+def _linear_weights(n: int, o: int, align_corners: bool) -> tuple[Any, Any, Any]:
+    dst = np.arange(o, dtype=F64)
+    if align_corners:
+        src = dst * ((n - 1) / (o - 1)) if o > 1 else np.zeros(o)
+    else:
+        src = np.maximum((dst + 0.5) * (n / o) - 0.5, 0.0)
+    i0 = np.minimum(np.floor(src).astype(np.int64), n - 1)
+    i1 = np.minimum(i0 + 1, n - 1)
+    return i0, i1, src - i0
+
+
+def _interpolate(x: np.ndarray, size: tuple[int, ...] = (), mode: str = "nearest",
+                 align_corners: bool | None = None) -> np.ndarray:
+    dt = x.dtype
+    out = x.astype(F32) if dt in LOW else x
+    for axis, o in enumerate(size, start=2):
+        n = x.shape[axis]
+        if mode == "nearest":
+            out = np.take(out, _nearest_index(n, o), axis=axis)
+            continue
+        if mode not in ("linear", "bilinear"):
+            raise ValueError(f"interpolate: unsupported mode {mode!r} on cpu")
+        i0, i1, lam = _linear_weights(n, o, bool(align_corners))
+        shape = [1] * out.ndim
+        shape[axis] = o
+        lam = lam.reshape(shape).astype(out.dtype)
+        lo, hi = np.take(out, i0, axis=axis), np.take(out, i1, axis=axis)
+        out = lo * (1 - lam) + hi * lam
+    return out.astype(dt, copy=False)
+
+
+KERNELS: dict[Any, Any] = {
+    nn.conv1d: _conv1d,
+    nn.conv2d: conv2d,
+    nn.conv_transpose1d: _conv_transpose1d,
+    nn.conv_transpose2d: conv_transpose2d,
+    nn.max_pool2d: _max_pool2d,
+    nn.avg_pool2d: _avg_pool2d,
+    nn.adaptive_avg_pool2d: _adaptive_avg_pool2d,
+    nn.embedding: _embedding,
+    nn.interpolate: _interpolate,
+}
