@@ -59,7 +59,7 @@ def _gather(x: np.ndarray, index: np.ndarray, dim: int = 0) -> np.ndarray:
 
 
 def _coords(index: np.ndarray, dim: int) -> tuple[np.ndarray, ...]:
-    grid = np.ogrid[tuple(builtins.slice(0, n) for n in index.shape)]
+    grid = list(np.ogrid[tuple(builtins.slice(0, n) for n in index.shape)])
     grid[dim] = index
     return tuple(grid)
 

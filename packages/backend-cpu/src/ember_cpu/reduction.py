@@ -70,7 +70,7 @@ def _scan(fn: Any) -> Any:
             return x
         if dt in LOW:
             return fn(x, axis=dim, dtype=F32).astype(dt)
-        return fn(x, axis=dim)
+        return fn(x, axis=dim, dtype=dt)
 
     return kernel
 
