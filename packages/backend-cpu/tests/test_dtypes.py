@@ -6,10 +6,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-
 from ember import _dtype as dt
 from ember import ops
 from ember._host import numpy_dtype
+
 from ember_cpu import CpuBackend
 
 K = CpuBackend().kernels

@@ -1,0 +1,229 @@
+"""Convolutions, pooling and interpolation against naive loops written from the definitions."""
+
+from __future__ import annotations
+
+import math
+from itertools import product
+
+import numpy as np
+import pytest
+from ember import ops
+
+from ember_cpu import CpuBackend
+
+K = CpuBackend().kernels
+rng = np.random.default_rng(1234)
+
+
+def naive_conv2d(x, w, stride, padding, dilation, groups):
+    n, _, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    oh = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+    ow = (wd + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+    out = np.zeros((n, o, oh, ow))
+    og = o // groups
+    for b, oc, i, j in product(range(n), range(o), range(oh), range(ow)):
+        g = oc // og
+        acc = 0.0
+        for ci, p, q in product(range(cg), range(kh), range(kw)):
+            y = i * stride[0] - padding[0] + p * dilation[0]
+            z = j * stride[1] - padding[1] + q * dilation[1]
+            if 0 <= y < h and 0 <= z < wd:
+                acc += x[b, g * cg + ci, y, z] * w[oc, ci, p, q]
+        out[b, oc, i, j] = acc
+    return out
+
+
+def naive_conv_transpose2d(x, w, stride, padding, output_padding, dilation, groups):
+    # every input pixel scatters its kernel-weighted value into the output
+    n, c, h, wd = x.shape
+    _, og, kh, kw = w.shape
+    cg = c // groups
+    oh = (h - 1) * stride[0] - 2 * padding[0] + dilation[0] * (kh - 1) + output_padding[0] + 1
+    ow = (wd - 1) * stride[1] - 2 * padding[1] + dilation[1] * (kw - 1) + output_padding[1] + 1
+    out = np.zeros((n, og * groups, oh, ow))
+    for b, ci, i, j, oc, p, q in product(range(n), range(c), range(h), range(wd), range(og),
+                                         range(kh), range(kw)):
+        y = i * stride[0] - padding[0] + p * dilation[0]
+        z = j * stride[1] - padding[1] + q * dilation[1]
+        if 0 <= y < oh and 0 <= z < ow:
+            out[b, (ci // cg) * og + oc, y, z] += x[b, ci, i, j] * w[ci, oc, p, q]
+    return out
+
+
+CONV = [  # stride, padding, dilation, groups, kernel
+    ((1, 1), (0, 0), (1, 1), 1, (3, 3)),
+    ((2, 1), (1, 2), (1, 1), 1, (3, 2)),
+    ((1, 2), (2, 1), (2, 1), 2, (2, 3)),
+    ((3, 3), (0, 1), (1, 2), 4, (1, 2)),
+]
+
+
+@pytest.mark.parametrize(("stride", "padding", "dilation", "groups", "k"), CONV)
+def test_conv2d_matches_the_definition(stride, padding, dilation, groups, k):
+    x = rng.standard_normal((2, 4, 7, 8))
+    w = rng.standard_normal((8, 4 // groups, *k))
+    got = K[ops.conv2d](x, w, stride=stride, padding=padding, dilation=dilation, groups=groups)
+    np.testing.assert_allclose(got, naive_conv2d(x, w, stride, padding, dilation, groups),
+                               rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize(("stride", "padding", "dilation", "groups", "k"), CONV)
+def test_conv_transpose2d_scatters_each_input_pixel(stride, padding, dilation, groups, k):
+    x = rng.standard_normal((2, 4, 4, 5))
+    w = rng.standard_normal((4, 2, *k))  # [C, O/groups, kh, kw]
+    opad = (stride[0] - 1, 0)  # output_padding must stay below the stride
+    got = K[ops.conv_transpose2d](x, w, stride=stride, padding=padding, output_padding=opad,
+                                  dilation=dilation, groups=groups)
+    want = naive_conv_transpose2d(x, w, stride, padding, opad, dilation, groups)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_conv1d_is_conv2d_of_height_one():
+    x = rng.standard_normal((2, 6, 11))
+    w = rng.standard_normal((4, 3, 3))
+    got = K[ops.conv1d](x, w, stride=(2,), padding=(2,), dilation=(3,), groups=2)
+    want = naive_conv2d(x[:, :, None], w[:, :, None], (1, 2), (0, 2), (1, 3), 2)[:, :, 0]
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_conv_transpose1d_matches_the_definition():
+    x = rng.standard_normal((1, 2, 6))
+    w = rng.standard_normal((2, 3, 4))
+    got = K[ops.conv_transpose1d](x, w, stride=(3,), padding=(4,), output_padding=(2,),
+                                  dilation=(1,), groups=1)
+    want = naive_conv_transpose2d(x[:, :, None], w[:, :, None], (1, 3), (0, 4), (0, 2),
+                                  (1, 1), 1)[:, :, 0]
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_conv2d_float16_accumulates_in_float32():
+    x = np.full((1, 512, 1, 1), 0.1, np.float16)
+    w = np.ones((1, 512, 1, 1), np.float16)
+    got = K[ops.conv2d](x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1)
+    assert got.dtype == np.float16
+    assert abs(float(got[0, 0, 0, 0]) - 512 * float(np.float16(0.1))) < 0.05
+
+
+def pool_size(n, k, s, p, d, ceil_mode):
+    out = (n + 2 * p - d * (k - 1) - 1 + (s - 1 if ceil_mode else 0)) // s + 1
+    if ceil_mode and (out - 1) * s >= n + p:
+        out -= 1
+    return out
+
+
+def naive_max_pool2d(x, k, s, p, d, ceil_mode):
+    n, c, h, w = x.shape
+    oh, ow = pool_size(h, k[0], s[0], p[0], d[0], ceil_mode), pool_size(w, k[1], s[1], p[1], d[1],
+                                                                        ceil_mode)
+    vals, idx = np.zeros((n, c, oh, ow)), np.zeros((n, c, oh, ow), np.int64)
+    for b, ch, i, j in product(range(n), range(c), range(oh), range(ow)):
+        best, where = -math.inf, -1
+        for a, e in product(range(k[0]), range(k[1])):
+            y, z = i * s[0] - p[0] + a * d[0], j * s[1] - p[1] + e * d[1]
+            if 0 <= y < h and 0 <= z < w:
+                v = x[b, ch, y, z]
+                if v > best or (math.isnan(v) and not math.isnan(best)):
+                    best, where = v, y * w + z
+        vals[b, ch, i, j], idx[b, ch, i, j] = best, where
+    return vals, idx
+
+
+POOL = [  # kernel, stride, padding, dilation, ceil_mode
+    ((2, 2), (2, 2), (0, 0), (1, 1), False),
+    ((3, 3), (2, 2), (1, 1), (1, 1), True),
+    ((3, 2), (2, 3), (1, 1), (2, 1), True),
+    ((2, 3), (1, 2), (0, 1), (1, 2), False),
+    ((3, 3), (3, 3), (1, 1), (1, 1), True),
+]
+
+
+@pytest.mark.parametrize(("k", "s", "p", "d", "ceil_mode"), POOL)
+def test_max_pool2d_values_and_flat_indices(k, s, p, d, ceil_mode):
+    x = rng.standard_normal((2, 3, 7, 8))
+    x[0, 0, 1, 1] = np.nan
+    vals, idx = K[ops.max_pool2d](x, kernel_size=k, stride=s, padding=p, dilation=d,
+                                  ceil_mode=ceil_mode)
+    want_v, want_i = naive_max_pool2d(x, k, s, p, d, ceil_mode)
+    np.testing.assert_array_equal(vals, want_v)
+    np.testing.assert_array_equal(idx, want_i)
+    assert idx.dtype == np.int64
+
+
+def test_max_pool2d_ties_take_the_first_index():
+    x = np.ones((1, 1, 2, 2))
+    _, idx = K[ops.max_pool2d](x, kernel_size=(2, 2), stride=(2, 2), padding=(0, 0),
+                               dilation=(1, 1), ceil_mode=False)
+    assert idx.tolist() == [[[[0]]]]
+
+
+def naive_avg_pool2d(x, k, s, p, ceil_mode, count_include_pad):
+    n, c, h, w = x.shape
+    oh, ow = pool_size(h, k[0], s[0], p[0], 1, ceil_mode), pool_size(w, k[1], s[1], p[1], 1,
+                                                                     ceil_mode)
+    out = np.zeros((n, c, oh, ow))
+    for i, j in product(range(oh), range(ow)):
+        y0, z0 = i * s[0] - p[0], j * s[1] - p[1]
+        y1, z1 = min(y0 + k[0], h + p[0]), min(z0 + k[1], w + p[1])
+        size = (y1 - y0) * (z1 - z0)
+        y0, z0, y1, z1 = max(y0, 0), max(z0, 0), min(y1, h), min(z1, w)
+        if not count_include_pad:
+            size = (y1 - y0) * (z1 - z0)
+        out[:, :, i, j] = x[:, :, y0:y1, z0:z1].sum(axis=(2, 3)) / size
+    return out
+
+
+@pytest.mark.parametrize("count_include_pad", [True, False])
+@pytest.mark.parametrize(("k", "s", "p", "ceil_mode"), [
+    ((2, 2), (2, 2), (0, 0), False), ((3, 3), (2, 2), (1, 1), True),
+    ((3, 2), (2, 3), (1, 1), True), ((3, 3), (3, 3), (1, 1), True)])
+def test_avg_pool2d_divisors_follow_pytorch(k, s, p, ceil_mode, count_include_pad):
+    x = rng.standard_normal((2, 2, 7, 8))
+    got = K[ops.avg_pool2d](x, kernel_size=k, stride=s, padding=p, ceil_mode=ceil_mode,
+                            count_include_pad=count_include_pad)
+    np.testing.assert_allclose(got, naive_avg_pool2d(x, k, s, p, ceil_mode, count_include_pad),
+                               rtol=1e-12)
+
+
+@pytest.mark.parametrize("size", [(3, 4), (7, 8), (1, 1), (5, 3), (10, 11)])
+def test_adaptive_avg_pool2d_windows(size):
+    x = rng.standard_normal((2, 3, 7, 8))
+    got = K[ops.adaptive_avg_pool2d](x, output_size=size)
+    want = np.zeros((2, 3, *size))
+    for i, j in product(range(size[0]), range(size[1])):
+        y0, y1 = (i * 7) // size[0], -((-(i + 1) * 7) // size[0])
+        z0, z1 = (j * 8) // size[1], -((-(j + 1) * 8) // size[1])
+        want[:, :, i, j] = x[:, :, y0:y1, z0:z1].mean(axis=(2, 3))
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_interpolate_nearest_uses_floor_of_scaled_index():
+    x = np.arange(3.0).reshape(1, 1, 3)
+    got = K[ops.interpolate](x, size=(5,), mode="nearest", align_corners=None)
+    assert got.tolist() == [[[0.0, 0.0, 1.0, 1.0, 2.0]]]  # floor(i * 3 / 5)
+
+
+def test_interpolate_linear_half_pixel_and_align_corners():
+    x = np.array([[[0.0, 1.0, 2.0]]])
+    half = K[ops.interpolate](x, size=(6,), mode="linear", align_corners=False)
+    np.testing.assert_allclose(half, [[[0.0, 0.25, 0.75, 1.25, 1.75, 2.0]]])
+    corners = K[ops.interpolate](x, size=(5,), mode="linear", align_corners=True)
+    np.testing.assert_allclose(corners, [[[0.0, 0.5, 1.0, 1.5, 2.0]]])
+
+
+def test_interpolate_bilinear_is_separable_linear():
+    x = rng.standard_normal((1, 2, 3, 4))
+    got = K[ops.interpolate](x, size=(5, 7), mode="bilinear", align_corners=True)
+    rows = np.stack([np.interp(np.linspace(0, 2, 5), np.arange(3), x[0, c, :, j])
+                     for c in range(2) for j in range(4)]).reshape(2, 4, 5).transpose(0, 2, 1)
+    want = np.stack([[np.interp(np.linspace(0, 3, 7), np.arange(4), rows[c, i])
+                      for i in range(5)] for c in range(2)])
+    np.testing.assert_allclose(got[0], want, rtol=1e-12, atol=1e-12)
+
+
+def test_embedding_takes_rows():
+    w = np.arange(12.0).reshape(4, 3)
+    got = K[ops.embedding](w, np.array([[3, 0], [1, 1]]))
+    assert got.shape == (2, 2, 3)
+    assert got[0, 0].tolist() == [9.0, 10.0, 11.0]
+    assert got[1, 1].tolist() == [3.0, 4.0, 5.0]
