@@ -1,0 +1,211 @@
+"""ember: one tensor API, backends as plugins, decorators that stack at run time.
+
+Examples
+--------
+>>> import ember
+>>> x = ember.tensor([[2., 3.], [4., 5.]])
+>>> (x + 1).sum().item()
+18.0
+"""
+
+from __future__ import annotations
+
+from . import functional as functional
+from . import ops as ops
+from ._device import (
+    Device as Device,
+    DeviceInfo as DeviceInfo,
+    DecoratorSpec as DecoratorSpec,
+    DeviceSpec as DeviceSpec,
+    default_device as default_device,
+    device as device,
+    devices as devices,
+    use_device as use_device,
+)
+from ._dtype import (
+    DType as DType,
+    bfloat16 as bfloat16,
+    bool_ as bool_,
+    float16 as float16,
+    float32 as float32,
+    float64 as float64,
+    int8 as int8,
+    int16 as int16,
+    int32 as int32,
+    int64 as int64,
+    promote_types as promote_types,
+    uint8 as uint8,
+)
+from ._errors import (
+    DTypeError as DTypeError,
+    DeviceMismatchError as DeviceMismatchError,
+    DeviceUnavailableError as DeviceUnavailableError,
+    EmberPluginWarning as EmberPluginWarning,
+    RecordError as RecordError,
+    ShapeError as ShapeError,
+)
+from ._printing import set_printoptions as set_printoptions
+from ._random import (
+    Generator as Generator,
+    default_generator as default_generator,
+    manual_seed as manual_seed,
+    seed as seed,
+)
+from ._tensor import Tensor as Tensor
+from .hookspecs import hookimpl as hookimpl
+from ._creation import (
+    arange as arange,
+    as_tensor as as_tensor,
+    empty as empty,
+    empty_like as empty_like,
+    eye as eye,
+    from_dlpack as from_dlpack,
+    from_numpy as from_numpy,
+    full as full,
+    full_like as full_like,
+    linspace as linspace,
+    ones as ones,
+    ones_like as ones_like,
+    rand as rand,
+    rand_like as rand_like,
+    randint as randint,
+    randint_like as randint_like,
+    randn as randn,
+    randn_like as randn_like,
+    tensor as tensor,
+    zeros as zeros,
+    zeros_like as zeros_like,
+)
+from ._elementwise import (
+    abs as abs,
+    acos as acos,
+    add as add,
+    asin as asin,
+    atan as atan,
+    atan2 as atan2,
+    bitwise_and as bitwise_and,
+    bitwise_not as bitwise_not,
+    bitwise_or as bitwise_or,
+    bitwise_xor as bitwise_xor,
+    ceil as ceil,
+    clamp as clamp,
+    cos as cos,
+    cosh as cosh,
+    div as div,
+    eq as eq,
+    erf as erf,
+    exp as exp,
+    expm1 as expm1,
+    floor as floor,
+    floordiv as floordiv,
+    ge as ge,
+    gt as gt,
+    isinf as isinf,
+    isnan as isnan,
+    le as le,
+    left_shift as left_shift,
+    log as log,
+    log1p as log1p,
+    logical_and as logical_and,
+    logical_not as logical_not,
+    logical_or as logical_or,
+    logical_xor as logical_xor,
+    lt as lt,
+    maximum as maximum,
+    minimum as minimum,
+    mul as mul,
+    ne as ne,
+    neg as neg,
+    pow as pow,
+    reciprocal as reciprocal,
+    remainder as remainder,
+    right_shift as right_shift,
+    round as round,
+    rsqrt as rsqrt,
+    sigmoid as sigmoid,
+    sign as sign,
+    sin as sin,
+    sinh as sinh,
+    sqrt as sqrt,
+    sub as sub,
+    tan as tan,
+    tanh as tanh,
+    true_divide as true_divide,
+    trunc as trunc,
+    where as where,
+)
+from ._linalg import (
+    matmul as matmul,
+    outer as outer,
+)
+from ._manipulation import (
+    argsort as argsort,
+    broadcast_tensors as broadcast_tensors,
+    broadcast_to as broadcast_to,
+    cat as cat,
+    chunk as chunk,
+    contiguous as contiguous,
+    expand as expand,
+    flatten as flatten,
+    flip as flip,
+    gather as gather,
+    index_select as index_select,
+    masked_fill as masked_fill,
+    narrow as narrow,
+    nonzero as nonzero,
+    pad as pad,
+    permute as permute,
+    repeat as repeat,
+    reshape as reshape,
+    roll as roll,
+    scatter as scatter,
+    scatter_add as scatter_add,
+    sort as sort,
+    split as split,
+    squeeze as squeeze,
+    stack as stack,
+    swapaxes as swapaxes,
+    topk as topk,
+    transpose as transpose,
+    tril as tril,
+    triu as triu,
+    unflatten as unflatten,
+    unsqueeze as unsqueeze,
+)
+from ._reduction import (
+    all as all,
+    amax as amax,
+    amin as amin,
+    any as any,
+    argmax as argmax,
+    argmin as argmin,
+    cumprod as cumprod,
+    cumsum as cumsum,
+    max as max,
+    mean as mean,
+    min as min,
+    prod as prod,
+    std as std,
+    sum as sum,
+    var as var,
+)
+from .functional import (
+    dropout as dropout,
+    gelu as gelu,
+    layer_norm as layer_norm,
+    log_softmax as log_softmax,
+    logsumexp as logsumexp,
+    one_hot as one_hot,
+    relu as relu,
+    rms_norm as rms_norm,
+    silu as silu,
+    softmax as softmax,
+)
+
+__version__ = "0.1.0"
+bool = bool_  # noqa: A001  # ember.bool, as torch.bool
+float = float32  # noqa: A001  # ember.float, as torch.float
+long = int64
+half = float16
+double = float64
+

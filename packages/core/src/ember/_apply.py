@@ -1,0 +1,134 @@
+"""The one path every op takes: check devices, coerce scalars, promote dtypes, dispatch."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from . import _dtype as dt
+from ._errors import DeviceMismatchError, DTypeError, ShapeError
+
+if TYPE_CHECKING:
+    from ._device import Device
+    from ._tensor import Tensor
+    from .ops import Op
+
+__all__ = ["apply", "broadcast_shapes", "default_float", "normalize_dim", "normalize_dims"]
+
+Scalar = bool | int | float
+
+
+def default_float() -> dt.DType:
+    return dt.float32
+
+
+def apply(op: Op, *args: Tensor, **params: Any) -> Any:
+    """Run a primitive on tensors that already share a device (and dtype, where needed)."""
+    dev = args[0]._device
+    for a in args[1:]:
+        if a._device is not dev:
+            raise DeviceMismatchError(
+                f"{op.name}: tensors are on different devices: {dev} and {a._device}")
+    return dev.dispatch(op, args, params)
+
+
+def create(op: Op, device: Device, **params: Any) -> Any:
+    """Run a creation primitive (no tensor inputs) on ``device``."""
+    dtype = params.get("dtype")
+    if dtype is not None and not device.supports(dtype):
+        raise DTypeError(f"device {device} does not support dtype {dtype.name}")
+    return device.dispatch(op, (), params)
+
+
+def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
+    """The broadcast of several shapes, or a `ShapeError` naming every one of them."""
+    ndim = max((len(s) for s in shapes), default=0)
+    out = [1] * ndim
+    for s in shapes:
+        for i, n in enumerate(s, ndim - len(s)):
+            if n == out[i] or n == 1:
+                continue
+            if out[i] == 1:
+                out[i] = n
+                continue
+            listed = " and ".join(str(tuple(x)) for x in shapes)
+            raise ShapeError(f"shapes {listed} cannot be broadcast together "
+                             f"(axis {i - ndim}: {out[i]} vs {n})")
+    return tuple(out)
+
+
+def normalize_dim(dim: int, ndim: int, *, name: str = "dim") -> int:
+    lim = max(ndim, 1)
+    if not -lim <= dim < lim:
+        raise IndexError(f"{name} {dim} is out of range for a tensor of {ndim} dimension(s)")
+    return dim % lim
+
+
+def normalize_dims(dim: int | Sequence[int] | None, ndim: int) -> tuple[int, ...]:
+    if dim is None:
+        return tuple(range(ndim))
+    if isinstance(dim, int):
+        dim = (dim,)
+    out = sorted({normalize_dim(d, ndim) for d in dim})
+    if len(out) != len(tuple(dim)):
+        raise ValueError(f"repeated axis in dim={tuple(dim)}")
+    return tuple(out)
+
+
+# -- scalars and promotion --------------------------------------------------------------------
+
+_SCALAR_CACHE: dict[tuple[Any, ...], Tensor] = {}
+
+
+def scalar_tensor(value: Scalar, dtype: dt.DType, device: Device) -> Tensor:
+    """A 0-d tensor of ``value``; small constants are cached (tensors are immutable)."""
+    key = (value, type(value), dtype, device)
+    t = _SCALAR_CACHE.get(key)
+    if t is None:
+        from .ops import creation
+
+        t = create(creation.full, device, shape=(), value=value, dtype=dtype)
+        if value == value and len(_SCALAR_CACHE) < 512:  # skip nan: it never compares equal
+            _SCALAR_CACHE[key] = t
+    return t
+
+
+def cast(x: Tensor, dtype: dt.DType) -> Tensor:
+    if x._dtype is dtype:
+        return x
+    if not x._device.supports(dtype):
+        raise DTypeError(f"device {x._device} does not support dtype {dtype.name}")
+    from .ops import creation
+
+    return apply(creation.cast, x, dtype=dtype)  # type: ignore[no-any-return]
+
+
+def as_tensor_pair(a: Any, b: Any) -> tuple[Tensor, Tensor]:
+    """Turn ``a op b`` (at least one a Tensor) into two tensors of one device and dtype."""
+    from ._tensor import Tensor
+
+    if isinstance(a, Tensor):
+        if isinstance(b, Tensor):
+            if a._dtype is not b._dtype:
+                target = dt.promote_types(a._dtype, b._dtype)
+                return cast(a, target), cast(b, target)
+            return a, b
+        target = dt.result_type_scalar(a._dtype, b, default_float())
+        return cast(a, target), scalar_tensor(b, target, a._device)
+    if not isinstance(b, Tensor):
+        raise TypeError(f"expected a tensor, got {type(a).__name__} and {type(b).__name__}")
+    target = dt.result_type_scalar(b._dtype, a, default_float())
+    return scalar_tensor(a, target, b._device), cast(b, target)
+
+
+def check_broadcast(op: Op, a: Tensor, b: Tensor) -> None:
+    sa, sb = a._data.shape, b._data.shape
+    if sa != sb and sa and sb:
+        try:
+            broadcast_shapes(sa, sb)
+        except ShapeError as exc:
+            raise ShapeError(f"{op.name}: {exc}") from None
+
+
+def to_float(x: Tensor) -> Tensor:
+    return x if x._dtype.kind == "f" else cast(x, default_float())

@@ -1,0 +1,124 @@
+"""What a backend is: a name, its dtypes, host transfer, and a table ``{Op: kernel}``.
+
+A *primitive backend* (cpu, opencl, cuda) subclasses `Backend`, fills ``kernels`` and stores
+whatever array type it likes as the tensor payload (``Tensor._data``); the payload must expose a
+``shape`` tuple.  Kernels are called as ``kernel(*payloads, **params)`` and return a payload (or
+a tuple for multi-output ops); core works out the result dtype from the op's rule.
+
+A *decorator* (autodiff, fusion) subclasses `Decorator` and overrides :meth:`dispatch`, which
+sees whole tensors and may hand any op to its inner device unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ._dtype import DType
+from ._errors import DTypeError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ._device import Device
+    from ._tensor import Tensor
+    from .ops import Op
+
+__all__ = ["Backend", "Decorator", "Kernel"]
+
+Kernel = Callable[..., Any]
+
+
+class Backend:
+    """Base class of primitive backends.
+
+    Subclasses set ``name``, ``dtypes`` and ``kernels`` and implement :meth:`from_numpy` and
+    :meth:`to_numpy`.  ``device`` is filled in by core when the backend is attached.
+    """
+
+    name: str = "backend"
+    dtypes: frozenset[DType] = frozenset()
+    kernels: dict[Op, Kernel]
+    device: Device
+
+    def __init__(self) -> None:
+        if not hasattr(self, "kernels"):
+            self.kernels = {}
+
+    # -- data movement ---------------------------------------------------------------------
+
+    def from_numpy(self, array: np.ndarray, dtype: DType) -> Any:
+        """Copy a host array (already of ``dtype``'s numpy type) into a new payload."""
+        raise NotImplementedError
+
+    def to_numpy(self, payload: Any, dtype: DType) -> np.ndarray:
+        """Copy a payload back to a host array; this is a synchronisation point."""
+        raise NotImplementedError
+
+    def synchronize(self) -> None:
+        """Block until queued work is done.  Synchronous backends need not override."""
+
+    def supports(self, dtype: DType) -> bool:
+        return dtype in self.dtypes
+
+    def memory_stats(self) -> dict[str, int]:
+        """Allocator figures (bytes) where the backend keeps them."""
+        return {}
+
+    # -- dispatch ---------------------------------------------------------------------------
+
+    def dispatch(self, op: Op, args: Sequence[Tensor], params: dict[str, Any]) -> Any:
+        """Run ``op`` on tensors of this device and wrap the result(s) as tensors."""
+        try:
+            kernel = self.kernels[op]
+        except KeyError:
+            raise NotImplementedError(
+                f"op {op.name!r} is not implemented on device {self.device}") from None
+        out = kernel(*[a._data for a in args], **params)
+        dtype = op.result_rule([a._dtype for a in args], params)
+        make = self.device.tensor_type._make
+        if op.outputs == 1:
+            return make(out, self.device, dtype)
+        return tuple(make(o, self.device, d) for o, d in zip(out, dtype, strict=True))
+
+    def require(self, dtype: DType) -> None:
+        if not self.supports(dtype):
+            raise DTypeError(f"device {self.device} does not support dtype {dtype.name}")
+
+
+class Decorator(Backend):
+    """Base class of decorator devices: a device that wraps ``inner``.
+
+    By default everything falls through to the inner device; a decorator overrides
+    :meth:`dispatch` for the ops it has work for.
+    """
+
+    tensor_type: type[Tensor]
+
+    def __init__(self, inner: Device) -> None:
+        super().__init__()
+        self.inner = inner
+        self.name = type(self).__name__.lower()
+
+    def supports(self, dtype: DType) -> bool:
+        return self.inner.supports(dtype)
+
+    def synchronize(self) -> None:
+        self.inner.synchronize()
+
+    def memory_stats(self) -> dict[str, int]:
+        return self.inner.backend.memory_stats()
+
+    def wrap(self, inner: Tensor) -> Tensor:
+        """An inner-device tensor seen as a tensor of this device."""
+        raise NotImplementedError
+
+    def unwrap(self, tensor: Tensor) -> Tensor:
+        """The inner-device tensor behind a tensor of this device."""
+        raise NotImplementedError
+
+    def from_numpy(self, array: np.ndarray, dtype: DType) -> Any:
+        raise NotImplementedError  # decorators create tensors through wrap()
+
+    def to_numpy(self, payload: Any, dtype: DType) -> np.ndarray:
+        raise NotImplementedError  # decorators read through unwrap()

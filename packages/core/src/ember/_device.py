@@ -1,0 +1,305 @@
+"""Devices, device strings and the registry that plugins fill.
+
+A device string is ``name[:index]`` wrapped by decorators: ``autodiff<fusion<cpu>>``.
+``str(device)`` round-trips, and equal strings give the same `Device` object.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ._errors import DeviceUnavailableError
+
+if TYPE_CHECKING:
+    from ._backend import Backend
+    from ._dtype import DType
+
+__all__ = ["Device", "DeviceInfo", "DeviceSpec", "DecoratorSpec", "device", "devices"]
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """What a plugin registers for a family of devices (``cpu``, ``opencl``, ``cuda``).
+
+    ``factory(index)`` builds the backend; ``probe()`` returns ``(available, reason)`` and must
+    be cheap (no heavy imports); ``count()`` how many indices exist (1 when unknown).
+    """
+
+    name: str
+    factory: Callable[[int], Backend]
+    probe: Callable[[], tuple[bool, str]] = lambda: (True, "")
+    count: Callable[[], int] = lambda: 1
+    priority: int = 0
+    description: str = ""
+    plugin: str = ""
+    indexed: bool = True
+
+
+@dataclass(frozen=True)
+class DecoratorSpec:
+    """A decorator device (``autodiff``, ``fusion``): ``factory(inner_device, **options)``."""
+
+    name: str
+    factory: Callable[..., Backend]
+    description: str = ""
+    plugin: str = ""
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """One row of :func:`ember.devices`."""
+
+    name: str
+    kind: str  # "device" or "decorator"
+    available: bool
+    reason: str = ""
+    description: str = ""
+    plugin: str = ""
+
+    def __str__(self) -> str:
+        state = "available" if self.available else f"unavailable: {self.reason}"
+        return f"{self.name:<22} {self.kind:<9} {state}"
+
+
+@dataclass
+class _Registry:
+    devices: dict[str, DeviceSpec] = field(default_factory=dict)
+    decorators: dict[str, DecoratorSpec] = field(default_factory=dict)
+    loaded: bool = False
+
+
+REGISTRY = _Registry()
+_LOCK = threading.RLock()
+_CACHE: dict[str, Device] = {}
+
+
+def _ensure_plugins() -> None:
+    if not REGISTRY.loaded:
+        from ._plugins import load_plugins
+
+        load_plugins()
+
+
+class Device:
+    """A device handle: a backend, or a decorator wrapping an inner device.
+
+    Examples
+    --------
+    >>> import ember
+    >>> d = ember.device("cpu")
+    >>> str(d), d.supports(ember.float64)
+    ('cpu', True)
+    """
+
+    __slots__ = ("_backend", "dispatch", "index", "inner", "name", "options", "tensor_type")
+
+    name: str
+    index: int | None
+    inner: Device | None
+    options: dict[str, Any]
+
+    def __init__(self, name: str, index: int | None, inner: Device | None,
+                 backend: Backend, options: dict[str, Any] | None = None) -> None:
+        from ._tensor import Tensor
+
+        self.name = name
+        self.index = index
+        self.inner = inner
+        self.options = dict(options or {})
+        self._backend = backend
+        # bound once so that per-op dispatch is a single attribute look-up
+        self.dispatch = backend.dispatch
+        self.tensor_type: type[Tensor] = getattr(backend, "tensor_type", Tensor)
+        backend.device = self
+
+    @property
+    def backend(self) -> Backend:
+        """The backend object that executes ops for this device."""
+        return self._backend
+
+    @property
+    def is_decorator(self) -> bool:
+        return self.inner is not None
+
+    @property
+    def base(self) -> Device:
+        """The innermost (hardware) device of a decorator stack."""
+        d = self
+        while d.inner is not None:
+            d = d.inner
+        return d
+
+    def supports(self, dtype: DType) -> bool:
+        """Whether tensors of ``dtype`` can live on this device."""
+        return self._backend.supports(dtype)
+
+    def synchronize(self) -> None:
+        """Wait until every op queued on this device has finished."""
+        self._backend.synchronize()
+
+    def __str__(self) -> str:
+        if self.inner is not None:
+            opts = "".join(f",{k}={v}" for k, v in sorted(self.options.items()))
+            return f"{self.name}<{self.inner}{opts}>"
+        return self.name if self.index is None else f"{self.name}:{self.index}"
+
+    def __repr__(self) -> str:
+        return f"device({str(self)!r})"
+
+    def __reduce__(self) -> tuple[Callable[[str], Device], tuple[str]]:
+        return device, (str(self),)
+
+
+_ATOM = re.compile(r"^([A-Za-z_][\w\-]*)(?::(\d+))?$")
+
+
+def _split_decorator(text: str) -> tuple[str, str, dict[str, Any]] | None:
+    lt = text.find("<")
+    if lt < 0:
+        return None
+    if not text.endswith(">"):
+        raise ValueError(f"malformed device string {text!r}: a decorator needs a closing '>'")
+    name = text[:lt].strip()
+    body = text[lt + 1:-1]
+    # options follow the inner device after a top-level comma: autodiff<cpu,checkpointing=True>
+    depth, cut = 0, len(body)
+    for i, ch in enumerate(body):
+        depth += ch == "<"
+        depth -= ch == ">"
+        if ch == "," and depth == 0:
+            cut = i
+            break
+    options: dict[str, Any] = {}
+    for item in filter(None, (s.strip() for s in body[cut + 1:].split(","))):
+        key, _, raw = item.partition("=")
+        options[key.strip()] = _parse_option(raw.strip())
+    return name, body[:cut].strip(), options
+
+
+def _parse_option(raw: str) -> Any:
+    low = raw.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    try:
+        return int(raw)
+    except ValueError:
+        return raw
+
+
+def _build(text: str) -> Device:
+    dec = _split_decorator(text)
+    if dec is not None:
+        name, inner_text, options = dec
+        spec = REGISTRY.decorators.get(name)
+        if spec is None:
+            known = ", ".join(sorted(REGISTRY.decorators)) or "none installed"
+            raise ValueError(f"unknown decorator {name!r} in device {text!r} (known: {known})")
+        inner = device(inner_text)
+        backend = spec.factory(inner, **options)
+        return Device(name, None, inner, backend, options)
+    m = _ATOM.match(text)
+    if m is None:
+        raise ValueError(f"malformed device string {text!r}: expected name[:index]")
+    name, idx = m.group(1), m.group(2)
+    dspec = REGISTRY.devices.get(name)
+    if dspec is None:
+        known = ", ".join(sorted(REGISTRY.devices)) or "none installed"
+        raise ValueError(f"unknown device {name!r} (known: {known})")
+    index = int(idx) if idx is not None else (0 if dspec.indexed else None)
+    ok, reason = dspec.probe()
+    if not ok:
+        raise DeviceUnavailableError(f"device {text!r} is unavailable: {reason}")
+    if index is not None and index >= dspec.count():
+        raise DeviceUnavailableError(
+            f"device {text!r} is unavailable: index {index} out of range "
+            f"({dspec.count()} {name} device(s))")
+    return Device(name, index, None, dspec.factory(index if index is not None else 0))
+
+
+def device(spec: str | Device | None = None) -> Device:
+    """Resolve a device string (or None for the default device) to a `Device`.
+
+    Examples
+    --------
+    >>> import ember
+    >>> ember.device("cpu")
+    device('cpu')
+    """
+    if isinstance(spec, Device):
+        return spec
+    if spec is None:
+        return default_device()
+    if not isinstance(spec, str):
+        raise TypeError(f"expected a device string or ember.Device, got {type(spec).__name__}")
+    key = spec.replace(" ", "")
+    dev = _CACHE.get(key)
+    if dev is not None:
+        return dev
+    with _LOCK:
+        _ensure_plugins()
+        dev = _CACHE.get(key)
+        if dev is None:
+            dev = _build(key)
+            _CACHE[key] = dev
+            _CACHE[str(dev)] = dev
+    return dev
+
+
+_DEFAULT: list[Device] = []
+_LOCAL = threading.local()
+
+
+def default_device() -> Device:
+    """The device new tensors go to: ``EMBER_DEVICE`` or ``cpu``, overridable per thread."""
+    local = getattr(_LOCAL, "stack", None)
+    if local:
+        return local[-1]  # type: ignore[no-any-return]  # list of Device, set by use_device
+    if not _DEFAULT:
+        _DEFAULT.append(device(os.environ.get("EMBER_DEVICE", "cpu")))
+    return _DEFAULT[0]
+
+
+@contextmanager
+def use_device(spec: str | Device) -> Iterator[Device]:
+    """Make ``spec`` the default device inside a ``with`` block (per thread)."""
+    dev = device(spec)
+    stack = getattr(_LOCAL, "stack", None)
+    if stack is None:
+        stack = _LOCAL.stack = []
+    stack.append(dev)
+    try:
+        yield dev
+    finally:
+        stack.pop()
+
+
+def devices() -> list[DeviceInfo]:
+    """Every registered device family and decorator, with availability and reasons.
+
+    Examples
+    --------
+    >>> import ember
+    >>> any(d.name == "cpu" and d.available for d in ember.devices())
+    True
+    """
+    _ensure_plugins()
+    rows: list[DeviceInfo] = []
+    for spec in sorted(REGISTRY.devices.values(), key=lambda s: (-s.priority, s.name)):
+        try:
+            ok, reason = spec.probe()
+        except Exception as exc:  # a probe must never take ember down
+            ok, reason = False, f"probe failed: {type(exc).__name__}: {exc}"
+        n = spec.count() if ok else 1
+        names = [f"{spec.name}:{i}" for i in range(n)] if spec.indexed else [spec.name]
+        for name in names:
+            rows.append(DeviceInfo(name, "device", ok, reason, spec.description, spec.plugin))
+    for dspec in sorted(REGISTRY.decorators.values(), key=lambda s: s.name):
+        rows.append(DeviceInfo(f"{dspec.name}<...>", "decorator", True, "",
+                               dspec.description, dspec.plugin))
+    return rows

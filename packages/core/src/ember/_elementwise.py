@@ -1,0 +1,366 @@
+"""Elementwise functions: ``ember.exp(x)``, ``ember.add(a, b)``, ``ember.where(c, a, b)``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from . import _dtype as dt
+from ._apply import Scalar, apply, as_tensor_pair, cast, check_broadcast, scalar_tensor, to_float
+from ._errors import DTypeError
+from .ops import elementwise as ew
+from .ops._op import Op
+
+if TYPE_CHECKING:
+    from ._tensor import Tensor
+
+__all__ = [*ew.FLOAT_UNARY, *ew.NUMERIC_UNARY, *ew.BOOL_UNARY, *ew.ARITHMETIC_BINARY,
+           *ew.FLOAT_BINARY, *ew.COMPARISON_BINARY, *ew.LOGICAL_BINARY, *ew.BITWISE_BINARY,
+           "bitwise_not", "clamp", "where", "true_divide"]
+
+_BOOL_AS_INT = dt.int64
+
+
+def _float_unary(op: Op, x: Tensor) -> Tensor:
+    return apply(op, to_float(x))  # type: ignore[no-any-return]
+
+
+def _number_unary(op: Op, x: Tensor) -> Tensor:
+    if x._dtype.kind == "b":
+        x = cast(x, _BOOL_AS_INT)
+    if x._dtype.kind != "f" and op.name in ("floor", "ceil", "round", "trunc"):
+        return x
+    return apply(op, x)  # type: ignore[no-any-return]
+
+
+def _binary(op: Op, a: Tensor | Scalar, b: Tensor | Scalar, kind: str) -> Tensor:
+    x, y = as_tensor_pair(a, b)
+    if x._dtype.kind == "b" and kind in ("number", "float"):
+        x, y = cast(x, _BOOL_AS_INT), cast(y, _BOOL_AS_INT)
+    if kind == "float" and x._dtype.kind != "f":
+        x, y = to_float(x), to_float(y)
+    elif kind == "int" and x._dtype.kind == "f":
+        raise DTypeError(f"{op.name} needs integer or bool tensors, got {x._dtype.name}")
+    if x._data.shape != y._data.shape:
+        check_broadcast(op, x, y)
+    return apply(op, x, y)  # type: ignore[no-any-return]
+
+
+def _logical(op: Op, a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
+    x, y = as_tensor_pair(a, b)
+    check_broadcast(op, x, y)
+    return apply(op, cast(x, dt.bool_), cast(y, dt.bool_))  # type: ignore[no-any-return]
+
+
+def exp(x: Tensor) -> Tensor:
+    """Elementwise ``exp``; integer inputs compute in the default float."""
+    return _float_unary(ew.exp, x)
+
+
+def expm1(x: Tensor) -> Tensor:
+    """Elementwise ``expm1``; integer inputs compute in the default float."""
+    return _float_unary(ew.expm1, x)
+
+
+def log(x: Tensor) -> Tensor:
+    """Elementwise ``log``; integer inputs compute in the default float."""
+    return _float_unary(ew.log, x)
+
+
+def log1p(x: Tensor) -> Tensor:
+    """Elementwise ``log1p``; integer inputs compute in the default float."""
+    return _float_unary(ew.log1p, x)
+
+
+def sqrt(x: Tensor) -> Tensor:
+    """Elementwise ``sqrt``; integer inputs compute in the default float."""
+    return _float_unary(ew.sqrt, x)
+
+
+def rsqrt(x: Tensor) -> Tensor:
+    """Elementwise ``rsqrt``; integer inputs compute in the default float."""
+    return _float_unary(ew.rsqrt, x)
+
+
+def sin(x: Tensor) -> Tensor:
+    """Elementwise ``sin``; integer inputs compute in the default float."""
+    return _float_unary(ew.sin, x)
+
+
+def cos(x: Tensor) -> Tensor:
+    """Elementwise ``cos``; integer inputs compute in the default float."""
+    return _float_unary(ew.cos, x)
+
+
+def tan(x: Tensor) -> Tensor:
+    """Elementwise ``tan``; integer inputs compute in the default float."""
+    return _float_unary(ew.tan, x)
+
+
+def tanh(x: Tensor) -> Tensor:
+    """Elementwise ``tanh``; integer inputs compute in the default float."""
+    return _float_unary(ew.tanh, x)
+
+
+def asin(x: Tensor) -> Tensor:
+    """Elementwise ``asin``; integer inputs compute in the default float."""
+    return _float_unary(ew.asin, x)
+
+
+def acos(x: Tensor) -> Tensor:
+    """Elementwise ``acos``; integer inputs compute in the default float."""
+    return _float_unary(ew.acos, x)
+
+
+def atan(x: Tensor) -> Tensor:
+    """Elementwise ``atan``; integer inputs compute in the default float."""
+    return _float_unary(ew.atan, x)
+
+
+def sinh(x: Tensor) -> Tensor:
+    """Elementwise ``sinh``; integer inputs compute in the default float."""
+    return _float_unary(ew.sinh, x)
+
+
+def cosh(x: Tensor) -> Tensor:
+    """Elementwise ``cosh``; integer inputs compute in the default float."""
+    return _float_unary(ew.cosh, x)
+
+
+def erf(x: Tensor) -> Tensor:
+    """Elementwise ``erf``; integer inputs compute in the default float."""
+    return _float_unary(ew.erf, x)
+
+
+def sigmoid(x: Tensor) -> Tensor:
+    """Elementwise ``sigmoid``; integer inputs compute in the default float."""
+    return _float_unary(ew.sigmoid, x)
+
+
+def reciprocal(x: Tensor) -> Tensor:
+    """Elementwise ``reciprocal``; integer inputs compute in the default float."""
+    return _float_unary(ew.reciprocal, x)
+
+
+def neg(x: Tensor) -> Tensor:
+    """Elementwise ``neg``, keeping the dtype."""
+    return _number_unary(ew.neg, x)
+
+
+def abs(x: Tensor) -> Tensor:
+    """Elementwise ``abs``, keeping the dtype."""
+    return _number_unary(ew.abs, x)
+
+
+def sign(x: Tensor) -> Tensor:
+    """Elementwise ``sign``, keeping the dtype."""
+    return _number_unary(ew.sign, x)
+
+
+def floor(x: Tensor) -> Tensor:
+    """Elementwise ``floor``, keeping the dtype."""
+    return _number_unary(ew.floor, x)
+
+
+def ceil(x: Tensor) -> Tensor:
+    """Elementwise ``ceil``, keeping the dtype."""
+    return _number_unary(ew.ceil, x)
+
+
+def round(x: Tensor) -> Tensor:
+    """Elementwise ``round``, keeping the dtype."""
+    return _number_unary(ew.round, x)
+
+
+def trunc(x: Tensor) -> Tensor:
+    """Elementwise ``trunc``, keeping the dtype."""
+    return _number_unary(ew.trunc, x)
+
+
+def logical_not(x: Tensor) -> Tensor:
+    """Elementwise ``logical_not``, giving bool."""
+    return apply(ew.logical_not, x)  # type: ignore[no-any-return]
+
+
+def isnan(x: Tensor) -> Tensor:
+    """Elementwise ``isnan``, giving bool."""
+    return apply(ew.isnan, x)  # type: ignore[no-any-return]
+
+
+def isinf(x: Tensor) -> Tensor:
+    """Elementwise ``isinf``, giving bool."""
+    return apply(ew.isinf, x)  # type: ignore[no-any-return]
+
+
+def add(a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
+    """Elementwise ``add`` with broadcasting and type promotion."""
+    return _binary(ew.add, a, b, "number")
+
+
+def sub(a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
+    """Elementwise ``sub`` with broadcasting and type promotion."""
+    return _binary(ew.sub, a, b, "number")
+
+
+def mul(a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
+    """Elementwise ``mul`` with broadcasting and type promotion."""
+    return _binary(ew.mul, a, b, "number")
+
+
+def floordiv(a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
+    """Elementwise ``floordiv`` with broadcasting and type promotion."""
+    return _binary(ew.floordiv, a, b, "number")
+
+
+def remainder(a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
+    """Elementwise ``remainder`` with broadcasting and type promotion."""
+    return _binary(ew.remainder, a, b, "number")
+
+
+def pow(a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
+    """Elementwise ``pow`` with broadcasting and type promotion."""
+    return _binary(ew.pow, a, b, "number")
+
+
+def maximum(a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
+    """Elementwise ``maximum`` with broadcasting and type promotion."""
+    return _binary(ew.maximum, a, b, "number")
+
+
+def minimum(a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
+    """Elementwise ``minimum`` with broadcasting and type promotion."""
+    return _binary(ew.minimum, a, b, "number")
+
+
+def div(a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
+    """Elementwise ``div`` with broadcasting and type promotion."""
+    return _binary(ew.div, a, b, "float")
+
+
+def atan2(a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
+    """Elementwise ``atan2`` with broadcasting and type promotion."""
+    return _binary(ew.atan2, a, b, "float")
+
+
+def eq(a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
+    """Elementwise ``eq`` with broadcasting and type promotion."""
+    return _binary(ew.eq, a, b, "any")
+
+
+def ne(a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
+    """Elementwise ``ne`` with broadcasting and type promotion."""
+    return _binary(ew.ne, a, b, "any")
+
+
+def lt(a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
+    """Elementwise ``lt`` with broadcasting and type promotion."""
+    return _binary(ew.lt, a, b, "any")
+
+
+def le(a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
+    """Elementwise ``le`` with broadcasting and type promotion."""
+    return _binary(ew.le, a, b, "any")
+
+
+def gt(a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
+    """Elementwise ``gt`` with broadcasting and type promotion."""
+    return _binary(ew.gt, a, b, "any")
+
+
+def ge(a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
+    """Elementwise ``ge`` with broadcasting and type promotion."""
+    return _binary(ew.ge, a, b, "any")
+
+
+def bitwise_and(a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
+    """Elementwise ``bitwise_and`` with broadcasting and type promotion."""
+    return _binary(ew.bitwise_and, a, b, "int")
+
+
+def bitwise_or(a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
+    """Elementwise ``bitwise_or`` with broadcasting and type promotion."""
+    return _binary(ew.bitwise_or, a, b, "int")
+
+
+def bitwise_xor(a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
+    """Elementwise ``bitwise_xor`` with broadcasting and type promotion."""
+    return _binary(ew.bitwise_xor, a, b, "int")
+
+
+def left_shift(a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
+    """Elementwise ``left_shift`` with broadcasting and type promotion."""
+    return _binary(ew.left_shift, a, b, "int")
+
+
+def right_shift(a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
+    """Elementwise ``right_shift`` with broadcasting and type promotion."""
+    return _binary(ew.right_shift, a, b, "int")
+
+
+def logical_and(a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
+    """Elementwise ``logical_and`` of the truth values."""
+    return _logical(ew.logical_and, a, b)
+
+
+def logical_or(a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
+    """Elementwise ``logical_or`` of the truth values."""
+    return _logical(ew.logical_or, a, b)
+
+
+def logical_xor(a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
+    """Elementwise ``logical_xor`` of the truth values."""
+    return _logical(ew.logical_xor, a, b)
+
+
+true_divide = div
+
+
+def bitwise_not(x: Tensor) -> Tensor:
+    """Elementwise bitwise not (logical not for bool)."""
+    if x._dtype.kind == "f":
+        raise DTypeError(f"bitwise_not needs integer or bool tensors, got {x._dtype.name}")
+    return apply(ew.bitwise_not, x)  # type: ignore[no-any-return]
+
+
+def where(condition: Tensor, a: Tensor | float, b: Tensor | float) -> Tensor:
+    """``a`` where ``condition`` holds, else ``b``; all three broadcast.
+
+    Examples
+    --------
+    >>> import ember
+    >>> x = ember.tensor([1., -2., 3.])
+    >>> ember.where(x > 0, x, 0.0).tolist()
+    [1.0, 0.0, 3.0]
+    """
+    from ._tensor import Tensor
+
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+        dtype = dt.result_type_scalar(dt.bool_, a, dt.float32)
+        dtype = dt.promote_types(dtype, dt.result_type_scalar(dt.bool_, b, dt.float32))
+        a = scalar_tensor(a, dtype, condition._device)
+    x, y = as_tensor_pair(a, b)
+    cond = cast(condition, dt.bool_)
+    check_broadcast(ew.where, x, y)
+    check_broadcast(ew.where, cond, x)
+    check_broadcast(ew.where, cond, y)
+    return apply(ew.where, cond, x, y)  # type: ignore[no-any-return]
+
+
+def clamp(x: Tensor, min: Tensor | float | None = None,  # noqa: A002  # PyTorch's names
+          max: Tensor | float | None = None) -> Tensor:  # noqa: A002
+    """Limit ``x`` to ``[min, max]``; either bound may be None or a tensor."""
+    from ._tensor import Tensor
+
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        out = x
+        if min is not None:
+            out = _g["maximum"](out, min)
+        if max is not None:
+            out = _g["minimum"](out, max)
+        return out  # type: ignore[no-any-return]
+    if min is None and max is None:
+        raise ValueError("clamp needs at least one of min and max")
+    if x._dtype.kind != "f" and any(isinstance(v, float) for v in (min, max)):
+        x = to_float(x)
+    elif x._dtype.kind == "b":
+        x = cast(x, _BOOL_AS_INT)
+    return apply(ew.clamp, x, min=min, max=max)  # type: ignore[no-any-return]

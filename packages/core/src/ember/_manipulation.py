@@ -1,0 +1,379 @@
+"""Shape and movement functions: reshape, permute, cat, stack, pad, gather, sort, ..."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from . import _dtype as dt
+from ._apply import apply, broadcast_shapes, cast, normalize_dim
+from ._errors import DTypeError, ShapeError
+from ._reduction import ValuesIndices
+from .ops import movement as mv
+
+if TYPE_CHECKING:
+    from ._tensor import Tensor
+
+__all__ = [
+    "argsort", "broadcast_tensors", "broadcast_to", "cat", "chunk", "contiguous", "expand",
+    "flatten", "flip", "gather", "index_select", "masked_fill", "narrow", "nonzero", "pad",
+    "permute", "repeat", "reshape", "roll", "scatter", "scatter_add", "sort", "split", "squeeze",
+    "stack", "swapaxes", "topk", "transpose", "tril", "triu", "unflatten", "unsqueeze",
+]
+
+Shape = Sequence[int]
+
+
+def _shape_arg(shape: tuple[int | Sequence[int], ...]) -> tuple[int, ...]:
+    if len(shape) == 1 and not isinstance(shape[0], int):
+        return tuple(int(s) for s in shape[0])
+    return tuple(int(s) for s in shape)  # type: ignore[arg-type]  # all ints here
+
+
+def reshape(x: Tensor, *shape: int | Sequence[int]) -> Tensor:
+    """A tensor of the same elements in ``shape`` (one axis may be -1).
+
+    Examples
+    --------
+    >>> import ember
+    >>> ember.arange(6).reshape(2, -1).shape
+    (2, 3)
+    """
+    new = list(_shape_arg(shape))
+    numel = math.prod(x.shape)
+    if new.count(-1) > 1:
+        raise ShapeError(f"reshape: only one axis may be -1, got {tuple(new)}")
+    if -1 in new:
+        rest = math.prod(n for n in new if n != -1)
+        if rest == 0 or numel % rest:
+            raise ShapeError(f"reshape: cannot reshape {x.shape} into {tuple(new)}")
+        new[new.index(-1)] = numel // rest
+    target = tuple(new)
+    if math.prod(target) != numel or any(n < 0 for n in target):
+        raise ShapeError(f"reshape: cannot reshape {x.shape} ({numel} elements) into {target}")
+    if target == x.shape:
+        return x
+    return apply(mv.reshape, x, shape=target)  # type: ignore[no-any-return]
+
+
+def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    """Merge axes ``start_dim..end_dim`` into one."""
+    if x.ndim == 0:
+        return reshape(x, 1)
+    s, e = normalize_dim(start_dim, x.ndim), normalize_dim(end_dim, x.ndim)
+    shape = x.shape
+    return reshape(x, *shape[:s], math.prod(shape[s:e + 1]), *shape[e + 1:])
+
+
+def unflatten(x: Tensor, dim: int, sizes: Shape) -> Tensor:
+    """Split axis ``dim`` into ``sizes``."""
+    d = normalize_dim(dim, x.ndim)
+    return reshape(x, *x.shape[:d], *sizes, *x.shape[d + 1:])
+
+
+def squeeze(x: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
+    """Drop size-1 axes (all of them, or those in ``dim``)."""
+    if dim is None:
+        dims = {i for i, n in enumerate(x.shape) if n == 1}
+    else:
+        dims = {normalize_dim(d, x.ndim) for d in ((dim,) if isinstance(dim, int) else dim)}
+        dims = {d for d in dims if x.shape[d] == 1}
+    return reshape(x, *[n for i, n in enumerate(x.shape) if i not in dims])
+
+
+def unsqueeze(x: Tensor, dim: int) -> Tensor:
+    """Insert a size-1 axis at ``dim``."""
+    d = normalize_dim(dim, x.ndim + 1)
+    return reshape(x, *x.shape[:d], 1, *x.shape[d:])
+
+
+def permute(x: Tensor, *dims: int | Sequence[int]) -> Tensor:
+    """Reorder the axes."""
+    order = tuple(normalize_dim(d, x.ndim) for d in _shape_arg(dims))
+    if sorted(order) != list(range(x.ndim)):
+        raise ShapeError(f"permute: {tuple(_shape_arg(dims))} is not a permutation of "
+                         f"{x.ndim} axes (shape {x.shape})")
+    if order == tuple(range(x.ndim)):
+        return x
+    return apply(mv.permute, x, dims=order)  # type: ignore[no-any-return]
+
+
+def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
+    """Swap two axes."""
+    order = list(range(x.ndim))
+    a, b = normalize_dim(dim0, x.ndim), normalize_dim(dim1, x.ndim)
+    order[a], order[b] = order[b], order[a]
+    return permute(x, order)
+
+
+swapaxes = transpose
+
+
+def expand(x: Tensor, *shape: int | Sequence[int]) -> Tensor:
+    """Broadcast ``x`` to ``shape`` without copying (-1 keeps an axis)."""
+    target = list(_shape_arg(shape))
+    if len(target) < x.ndim:
+        raise ShapeError(f"expand: cannot expand {x.shape} to fewer axes {tuple(target)}")
+    lead = len(target) - x.ndim
+    for i, n in enumerate(x.shape):
+        if target[lead + i] == -1:
+            target[lead + i] = n
+        elif n != 1 and n != target[lead + i]:
+            raise ShapeError(f"expand: cannot expand {x.shape} to {tuple(target)}")
+    if any(n < 0 for n in target):
+        raise ShapeError(f"expand: -1 is not allowed for new axes in {tuple(target)}")
+    if tuple(target) == x.shape:
+        return x
+    if lead:
+        x = reshape(x, *([1] * lead), *x.shape)
+    return apply(mv.expand, x, shape=tuple(target))  # type: ignore[no-any-return]
+
+
+def broadcast_to(x: Tensor, shape: Shape) -> Tensor:
+    """Broadcast ``x`` to ``shape``."""
+    return expand(x, tuple(shape))
+
+
+def broadcast_tensors(*xs: Tensor) -> tuple[Tensor, ...]:
+    """Broadcast several tensors to their common shape."""
+    shape = broadcast_shapes(*(t.shape for t in xs))
+    return tuple(expand(t, shape) for t in xs)
+
+
+def repeat(x: Tensor, *reps: int | Sequence[int]) -> Tensor:
+    """Tile ``x`` ``reps`` times along each axis (PyTorch's ``Tensor.repeat``)."""
+    r = _shape_arg(reps)
+    if len(r) < x.ndim:
+        raise ShapeError(f"repeat: {len(r)} repeats for a tensor of {x.ndim} axes")
+    x = reshape(x, *([1] * (len(r) - x.ndim)), *x.shape)
+    inter = []
+    for n in x.shape:
+        inter += [1, n]
+    y = reshape(x, *inter)
+    big = []
+    for k, n in zip(r, x.shape, strict=True):
+        big += [k, n]
+    return reshape(expand(y, big), *[k * n for k, n in zip(r, x.shape, strict=True)])
+
+
+def flip(x: Tensor, dims: int | Sequence[int]) -> Tensor:
+    """Reverse the order of elements along ``dims``."""
+    d = tuple(sorted({normalize_dim(i, x.ndim) for i in ((dims,) if isinstance(dims, int)
+                                                          else dims)}))
+    return apply(mv.flip, x, dims=d) if d else x  # type: ignore[no-any-return]
+
+
+def narrow(x: Tensor, dim: int, start: int, length: int) -> Tensor:
+    """``length`` elements of axis ``dim`` from ``start``."""
+    d = normalize_dim(dim, x.ndim)
+    return x[(slice(None),) * d + (slice(start, start + length),)]
+
+
+def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    """Join tensors along an existing axis.
+
+    Examples
+    --------
+    >>> import ember
+    >>> ember.cat([ember.zeros(2), ember.ones(3)]).tolist()
+    [0.0, 0.0, 1.0, 1.0, 1.0]
+    """
+    ts = list(tensors)
+    if not ts:
+        raise ValueError("cat needs at least one tensor")
+    dtype = ts[0]._dtype
+    for t in ts[1:]:
+        dtype = dt.promote_types(dtype, t._dtype)
+    ts = [cast(t, dtype) for t in ts]
+    ref = next((t for t in ts if t.ndim > 0), ts[0])
+    d = normalize_dim(dim, ref.ndim)
+    for t in ts:
+        if t.ndim != ref.ndim or any(a != b for i, (a, b) in enumerate(
+                zip(t.shape, ref.shape, strict=True)) if i != d):
+            raise ShapeError(f"cat: shapes {ref.shape} and {t.shape} differ outside dim {d}")
+    ts = [t for t in ts if t.shape[d] > 0] or ts[:1]
+    if len(ts) == 1:
+        return ts[0]
+    return apply(mv.cat, *ts, dim=d)  # type: ignore[no-any-return]
+
+
+def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    """Join tensors of one shape along a new axis."""
+    ts = list(tensors)
+    if not ts:
+        raise ValueError("stack needs at least one tensor")
+    for t in ts[1:]:
+        if t.shape != ts[0].shape:
+            raise ShapeError(f"stack: shapes {ts[0].shape} and {t.shape} differ")
+    d = normalize_dim(dim, ts[0].ndim + 1)
+    return cat([unsqueeze(t, d) for t in ts], d)
+
+
+def split(x: Tensor, split_size_or_sections: int | Sequence[int], dim: int = 0) -> list[Tensor]:
+    """Split into pieces of a size, or of the sizes listed (PyTorch's ``split``)."""
+    d = normalize_dim(dim, x.ndim)
+    n = x.shape[d]
+    if isinstance(split_size_or_sections, int):
+        step = split_size_or_sections
+        sizes = [min(step, n - i) for i in range(0, n, step)] or [0]
+    else:
+        sizes = list(split_size_or_sections)
+        if sum(sizes) != n:
+            raise ShapeError(f"split: sizes {sizes} do not add up to {n} (axis {d} of {x.shape})")
+    out, start = [], 0
+    for s in sizes:
+        out.append(narrow(x, d, start, s))
+        start += s
+    return out
+
+
+def chunk(x: Tensor, chunks: int, dim: int = 0) -> list[Tensor]:
+    """Split into ``chunks`` nearly equal pieces."""
+    n = x.shape[normalize_dim(dim, x.ndim)]
+    return split(x, max(1, -(-n // chunks)), dim)
+
+
+def roll(x: Tensor, shifts: int | Sequence[int], dims: int | Sequence[int]) -> Tensor:
+    """Rotate elements along ``dims`` by ``shifts``."""
+    sh = (shifts,) if isinstance(shifts, int) else tuple(shifts)
+    ds = (dims,) if isinstance(dims, int) else tuple(dims)
+    for s, d in zip(sh, ds, strict=True):
+        n = x.shape[normalize_dim(d, x.ndim)]
+        if n == 0:
+            continue
+        k = s % n
+        if k:
+            x = cat([narrow(x, d, n - k, k), narrow(x, d, 0, n - k)], d)
+    return x
+
+
+def pad(x: Tensor, pad: Sequence[int], mode: str = "constant", value: float = 0.0) -> Tensor:
+    """Pad the last axes as ``torch.nn.functional.pad``: ``(left, right, top, bottom, ...)``."""
+    if len(pad) % 2 or len(pad) // 2 > x.ndim:
+        raise ShapeError(f"pad: {tuple(pad)} must hold pairs for at most {x.ndim} axes")
+    if mode != "constant":
+        raise NotImplementedError(f"pad mode {mode!r}: only 'constant' is a primitive")
+    widths = [(0, 0)] * x.ndim
+    for i in range(len(pad) // 2):
+        widths[x.ndim - 1 - i] = (pad[2 * i], pad[2 * i + 1])
+    # negative widths crop, as in PyTorch
+    crop = tuple(slice(max(-lo, 0), n - max(-hi, 0)) for (lo, hi), n in zip(widths, x.shape,
+                                                                           strict=True))
+    if any(lo < 0 or hi < 0 for lo, hi in widths):
+        x = x[crop]
+    widths = [(max(lo, 0), max(hi, 0)) for lo, hi in widths]
+    if all(w == (0, 0) for w in widths):
+        return x
+    return apply(mv.pad, x, pad=tuple(widths), value=value)  # type: ignore[no-any-return]
+
+
+def _index_tensor(index: Tensor, name: str) -> Tensor:
+    if index._dtype.kind not in "iu":
+        raise DTypeError(f"{name}: index must be an integer tensor, got {index._dtype.name}")
+    return cast(index, dt.int64)
+
+
+def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
+    """``out[i][j] = x[index[i][j]][j]`` for ``dim=0`` (PyTorch's ``gather``)."""
+    index = _index_tensor(index, "gather")
+    if index.ndim != x.ndim:
+        raise ShapeError(f"gather: index shape {index.shape} needs {x.ndim} axes like x {x.shape}")
+    return apply(mv.gather, x, index, dim=normalize_dim(dim, x.ndim))  # type: ignore[no-any-return]
+
+
+def _scatter_args(x: Tensor, index: Tensor, src: Tensor | float, name: str) -> tuple[Tensor, Tensor]:
+    from ._apply import scalar_tensor
+    from ._tensor import Tensor as T
+
+    index = _index_tensor(index, name)
+    if not isinstance(src, T):
+        src = expand(scalar_tensor(src, x._dtype, x._device), index.shape)
+    if index.ndim != x.ndim or src.ndim != x.ndim:
+        raise ShapeError(f"{name}: x {x.shape}, index {index.shape} and src {src.shape} "
+                         "need the same number of axes")
+    return index, cast(src, x._dtype)
+
+
+def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+    """``x`` with ``src`` added at ``index`` along ``dim`` (functional, duplicates add up)."""
+    index, src = _scatter_args(x, index, src, "scatter_add")
+    return apply(mv.scatter_add, x, index, src,  # type: ignore[no-any-return]
+                 dim=normalize_dim(dim, x.ndim))
+
+
+def scatter(x: Tensor, dim: int, index: Tensor, src: Tensor | float) -> Tensor:
+    """``x`` with ``src`` written at ``index`` along ``dim`` (functional)."""
+    index, src = _scatter_args(x, index, src, "scatter")
+    return apply(mv.scatter, x, index, src, dim=normalize_dim(dim, x.ndim))  # type: ignore[no-any-return]
+
+
+def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
+    """Rows (along ``dim``) picked by a 1-D integer ``index``."""
+    index = _index_tensor(index, "index_select")
+    if index.ndim != 1:
+        index = reshape(index, -1)
+    return apply(mv.index_select, x, index,  # type: ignore[no-any-return]
+                 dim=normalize_dim(dim, x.ndim))
+
+
+def masked_fill(x: Tensor, mask: Tensor, value: float) -> Tensor:
+    """``x`` with ``value`` where ``mask`` (broadcast to x) is true."""
+    from ._tensor import Tensor as T
+
+    if isinstance(value, T):
+        value = value.item()
+    if broadcast_shapes(x.shape, mask.shape) != x.shape:
+        raise ShapeError(f"masked_fill: mask {mask.shape} does not broadcast to x {x.shape}")
+    if x._dtype.kind in "iub" and isinstance(value, float) and not value.is_integer():
+        raise DTypeError(f"masked_fill: value {value} does not fit dtype {x._dtype.name}")
+    return apply(mv.masked_fill, x, cast(mask, dt.bool_), value=value)  # type: ignore[no-any-return]
+
+
+def tril(x: Tensor, diagonal: int = 0) -> Tensor:
+    """Lower triangle of the last two axes."""
+    return apply(mv.tril, x, k=diagonal)  # type: ignore[no-any-return]
+
+
+def triu(x: Tensor, diagonal: int = 0) -> Tensor:
+    """Upper triangle of the last two axes."""
+    return apply(mv.triu, x, k=diagonal)  # type: ignore[no-any-return]
+
+
+def contiguous(x: Tensor) -> Tensor:
+    """A copy with a dense row-major layout (a no-op where the backend has one already)."""
+    return apply(mv.contiguous, x)  # type: ignore[no-any-return]
+
+
+def nonzero(x: Tensor, *, as_tuple: bool = False) -> Tensor | tuple[Tensor, ...]:
+    """Coordinates of non-zero elements: ``[n, ndim]`` int64, or one 1-D tensor per axis."""
+    idx: Tensor = apply(mv.nonzero, x)
+    if as_tuple:
+        return tuple(idx[:, i] for i in range(x.ndim))
+    return idx
+
+
+def sort(x: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> ValuesIndices:
+    """Sorted values and their indices along ``dim``."""
+    d = normalize_dim(dim, x.ndim)
+    if x.ndim == 0:
+        from ._creation import zeros_like
+
+        return ValuesIndices(x, zeros_like(x, dtype=dt.int64))
+    v, i = apply(mv.sort, x, dim=d, descending=descending, stable=stable)
+    return ValuesIndices(v, i)
+
+
+def argsort(x: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
+    """Indices that sort ``x`` along ``dim``."""
+    return sort(x, dim, descending, stable).indices
+
+
+def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> ValuesIndices:  # noqa: A002
+    """The ``k`` largest (or smallest) values along ``dim`` and their indices, sorted."""
+    d = normalize_dim(dim, x.ndim)
+    n = x.shape[d] if x.ndim else 1
+    if not 0 <= k <= n:
+        raise ValueError(f"topk: k={k} is out of range for axis {d} of size {n}")
+    v, i = apply(mv.topk, x, k=k, dim=d, largest=largest)
+    return ValuesIndices(v, i)

@@ -1,0 +1,166 @@
+"""Reductions (``sum``, ``mean``, ``amax``, ``var``, ``argmax``, ...) and scans."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, NamedTuple
+
+from . import _dtype as dt
+from ._apply import apply, cast, normalize_dim, normalize_dims, to_float
+from .ops import reduction as red
+from .ops._op import Op
+
+if TYPE_CHECKING:
+    from ._tensor import Tensor
+
+__all__ = ["all", "amax", "amin", "any", "argmax", "argmin", "cumprod", "cumsum", "max",
+           "mean", "min", "prod", "std", "sum", "var"]
+
+Dim = int | Sequence[int] | None
+
+
+class ValuesIndices(NamedTuple):
+    """What ``max(dim=)``, ``min(dim=)``, ``sort`` and ``topk`` return, as in PyTorch."""
+
+    values: Tensor
+    indices: Tensor
+
+
+def _reduce(op: Op, x: Tensor, dim: Dim, keepdim: bool, **params: object) -> Tensor:
+    dims = normalize_dims(dim, x.ndim)
+    if not dims:  # a 0-d tensor: reducing over nothing keeps it
+        return x
+    return apply(op, x, dims=dims, keepdim=keepdim, **params)  # type: ignore[no-any-return]
+
+
+def _accumulator(x: Tensor, dtype: dt.DType | None) -> Tensor:
+    if dtype is not None:
+        return cast(x, dtype)
+    # Note: like PyTorch, sums of bool and integer tensors accumulate in int64
+    return cast(x, dt.int64) if x._dtype.kind in "biu" else x
+
+
+def sum(x: Tensor, dim: Dim = None, keepdim: bool = False,  # noqa: A001  # PyTorch's name
+        *, dtype: dt.DType | None = None) -> Tensor:
+    """Sum over ``dim`` (all axes when None).
+
+    Examples
+    --------
+    >>> import ember
+    >>> ember.tensor([[1, 2], [3, 4]]).sum(dim=0).tolist()
+    [4, 6]
+    """
+    return _reduce(red.sum, _accumulator(x, dtype), dim, keepdim)
+
+
+def prod(x: Tensor, dim: Dim = None, keepdim: bool = False,
+         *, dtype: dt.DType | None = None) -> Tensor:
+    """Product over ``dim``."""
+    return _reduce(red.prod, _accumulator(x, dtype), dim, keepdim)
+
+
+def mean(x: Tensor, dim: Dim = None, keepdim: bool = False,
+         *, dtype: dt.DType | None = None) -> Tensor:
+    """Mean over ``dim``; integer inputs are averaged in the default float."""
+    return _reduce(red.mean, cast(x, dtype) if dtype else to_float(x), dim, keepdim)
+
+
+def amax(x: Tensor, dim: Dim = None, keepdim: bool = False) -> Tensor:
+    """Largest value over ``dim`` (nan propagates)."""
+    if x._dtype.kind == "b":
+        return any(x, dim, keepdim)
+    return _reduce(red.max, x, dim, keepdim)
+
+
+def amin(x: Tensor, dim: Dim = None, keepdim: bool = False) -> Tensor:
+    """Smallest value over ``dim`` (nan propagates)."""
+    if x._dtype.kind == "b":
+        return all(x, dim, keepdim)
+    return _reduce(red.min, x, dim, keepdim)
+
+
+def max(x: Tensor, dim: int | Tensor | None = None,  # noqa: A001  # PyTorch's name
+        keepdim: bool = False) -> Tensor | ValuesIndices:
+    """``max(x)``: the largest value; ``max(x, dim)``: (values, indices); ``max(x, y)``: maximum."""
+    from ._elementwise import maximum
+    from ._tensor import Tensor
+
+    if isinstance(dim, Tensor):
+        return maximum(x, dim)
+    if dim is None:
+        return amax(x)
+    return ValuesIndices(amax(x, dim, keepdim), argmax(x, dim, keepdim))
+
+
+def min(x: Tensor, dim: int | Tensor | None = None,  # noqa: A001  # PyTorch's name
+        keepdim: bool = False) -> Tensor | ValuesIndices:
+    """``min(x)``, ``min(x, dim)`` -> (values, indices), or ``min(x, y)``: minimum."""
+    from ._elementwise import minimum
+    from ._tensor import Tensor
+
+    if isinstance(dim, Tensor):
+        return minimum(x, dim)
+    if dim is None:
+        return amin(x)
+    return ValuesIndices(amin(x, dim, keepdim), argmin(x, dim, keepdim))
+
+
+def _arg(op: Op, x: Tensor, dim: int | None, keepdim: bool) -> Tensor:
+    if x._dtype.kind == "b":
+        x = cast(x, dt.uint8)
+    d = None if dim is None else normalize_dim(dim, x.ndim)
+    return apply(op, x, dim=d, keepdim=keepdim)  # type: ignore[no-any-return]
+
+
+def argmax(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    """Index of the largest value (the first one on ties), as int64."""
+    return _arg(red.argmax, x, dim, keepdim)
+
+
+def argmin(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    """Index of the smallest value (the first one on ties), as int64."""
+    return _arg(red.argmin, x, dim, keepdim)
+
+
+def any(x: Tensor, dim: Dim = None, keepdim: bool = False) -> Tensor:  # noqa: A001
+    """Whether any element over ``dim`` is non-zero."""
+    dims = normalize_dims(dim, x.ndim)
+    if not dims:
+        return cast(x, dt.bool_)
+    return apply(red.any, x, dims=dims, keepdim=keepdim)  # type: ignore[no-any-return]
+
+
+def all(x: Tensor, dim: Dim = None, keepdim: bool = False) -> Tensor:  # noqa: A001
+    """Whether every element over ``dim`` is non-zero."""
+    dims = normalize_dims(dim, x.ndim)
+    if not dims:
+        return cast(x, dt.bool_)
+    return apply(red.all, x, dims=dims, keepdim=keepdim)  # type: ignore[no-any-return]
+
+
+def var(x: Tensor, dim: Dim = None, keepdim: bool = False, *, correction: int = 1,
+        unbiased: bool | None = None) -> Tensor:
+    """Variance over ``dim`` with Bessel's ``correction`` (1 by default, as in PyTorch)."""
+    if unbiased is not None:
+        correction = int(unbiased)
+    return _reduce(red.var, to_float(x), dim, keepdim, correction=correction)
+
+
+def std(x: Tensor, dim: Dim = None, keepdim: bool = False, *, correction: int = 1,
+        unbiased: bool | None = None) -> Tensor:
+    """Standard deviation over ``dim``."""
+    from ._elementwise import sqrt
+
+    return sqrt(var(x, dim, keepdim, correction=correction, unbiased=unbiased))
+
+
+def cumsum(x: Tensor, dim: int, *, dtype: dt.DType | None = None) -> Tensor:
+    """Running sum along ``dim``."""
+    x = _accumulator(x, dtype)
+    return apply(red.cumsum, x, dim=normalize_dim(dim, x.ndim))  # type: ignore[no-any-return]
+
+
+def cumprod(x: Tensor, dim: int, *, dtype: dt.DType | None = None) -> Tensor:
+    """Running product along ``dim``."""
+    x = _accumulator(x, dtype)
+    return apply(red.cumprod, x, dim=normalize_dim(dim, x.ndim))  # type: ignore[no-any-return]

@@ -1,0 +1,650 @@
+"""`Tensor`: a device, a dtype and the backend's payload.  Methods follow PyTorch's names."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from . import _dtype as dt
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ._device import Device
+    from ._random import Generator
+    from ._reduction import ValuesIndices
+
+__all__ = ["Tensor"]
+
+Dim = int | Sequence[int] | None
+
+
+class Tensor:
+    """An n-dimensional array on a device.
+
+    Tensors are values: ops return new tensors, and ``x[i] = v`` rebinds ``x`` to a new value.
+    ``backward`` exists only on tensors of an autodiff device (``ember_autodiff.AutodiffTensor``).
+
+    Examples
+    --------
+    >>> import ember
+    >>> x = ember.tensor([[2., 3.], [4., 5.]])
+    >>> (x + 1).tolist()
+    [[3.0, 4.0], [5.0, 6.0]]
+    """
+
+    __slots__ = ("__weakref__", "_data", "_device", "_dtype")
+    __array_priority__ = 1000  # numpy scalars defer to our reflected operators
+
+    _data: Any
+    _device: Device
+    _dtype: dt.DType
+
+    @classmethod
+    def _make(cls, data: Any, device: Device, dtype: dt.DType) -> Tensor:
+        t = object.__new__(cls)
+        t._data = data
+        t._device = device
+        t._dtype = dtype
+        return t
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("create tensors with ember.tensor(...), ember.zeros(...) and friends")
+
+    # -- attributes -----------------------------------------------------------------------------
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self._data.shape)
+
+    @property
+    def dtype(self) -> dt.DType:
+        return self._dtype
+
+    @property
+    def device(self) -> Device:
+        return self._device
+
+    @property
+    def ndim(self) -> int:
+        return len(self._data.shape)
+
+    def dim(self) -> int:
+        return self.ndim
+
+    def size(self, dim: int | None = None) -> Any:
+        shape = self.shape
+        return shape if dim is None else shape[dim]
+
+    def numel(self) -> int:
+        return math.prod(self._data.shape)
+
+    @property
+    def T(self) -> Tensor:  # noqa: N802  # PyTorch's name
+        return self.permute(*reversed(range(self.ndim)))
+
+    @property
+    def mT(self) -> Tensor:  # noqa: N802  # PyTorch's name
+        return self.transpose(-1, -2)
+
+    @property
+    def requires_grad(self) -> bool:
+        return False
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        if requires_grad:
+            raise RuntimeError(
+                f"requires_grad needs an autodiff device; this tensor is on {self._device}: "
+                f"create it on 'autodiff<{self._device}>'")
+        return self
+
+    def detach(self) -> Tensor:
+        return self
+
+    def is_floating_point(self) -> bool:
+        return self._dtype.kind == "f"
+
+    # -- host and device transfer ---------------------------------------------------------------
+
+    def numpy(self) -> np.ndarray:
+        """A host numpy array with this tensor's values (a copy, or a read-only view)."""
+        from ._host import to_host
+
+        return to_host(self)
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        arr = self.numpy()
+        return arr if dtype is None else arr.astype(dtype)
+
+    def item(self) -> Any:
+        if self.numel() != 1:
+            raise ValueError(f"item() needs a tensor of one element, got shape {self.shape}")
+        return self.numpy().reshape(()).item()
+
+    def tolist(self) -> Any:
+        arr = self.numpy()
+        if self._dtype is dt.bfloat16:
+            arr = arr.astype("float32")
+        return arr.tolist()
+
+    def to(self, target: Any = None, dtype: Any = None) -> Tensor:
+        """Move to a device and/or cast to a dtype: ``x.to("cpu")``, ``x.to(ember.float16)``."""
+        from ._apply import cast
+        from ._device import Device, device
+
+        out = self
+        if isinstance(target, (dt.DType, type)) or (isinstance(target, str) and
+                                                     target in dt.BY_NAME):
+            target, dtype = None, target
+        if target is not None:
+            dev = target if isinstance(target, Device) else device(target)
+            if dev is not self._device:
+                from ._host import from_host
+
+                out = from_host(self.numpy(), self._dtype, dev)
+        if dtype is not None:
+            out = cast(out, dt.as_dtype(dtype))
+        return out
+
+    def cpu(self) -> Tensor:
+        return self.to("cpu")
+
+    def type_as(self, other: Tensor) -> Tensor:
+        return self.to(dtype=other._dtype)
+
+    def clone(self) -> Tensor:
+        return _mv.contiguous(self)
+
+    def contiguous(self) -> Tensor:
+        return self
+
+    def __dlpack__(self, stream: Any = None, **kwargs: Any) -> Any:
+        base = self._device.base.backend
+        exporter = getattr(base, "to_dlpack", None)
+        if exporter is not None and self._device.inner is None:
+            return exporter(self._data, stream)
+        return self.numpy().__dlpack__(**kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        base = self._device.base.backend
+        dev = getattr(base, "dlpack_device", None)
+        return dev() if dev is not None and self._device.inner is None else (1, 0)
+
+    # -- Python protocols -----------------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        from ._printing import format_tensor
+
+        return format_tensor(self)
+
+    __str__ = __repr__
+
+    def __len__(self) -> int:
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return int(self._data.shape[0])
+
+    def __iter__(self) -> Iterator[Tensor]:
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(len(self)))
+
+    def __bool__(self) -> bool:
+        if self.numel() != 1:
+            raise ValueError(f"the truth value of a tensor of shape {self.shape} is ambiguous; "
+                             "use .any() or .all()")
+        return bool(self.item())
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if self._dtype.kind not in "iu" or self.numel() != 1:
+            raise TypeError("only integer tensors of one element can be used as an index")
+        return int(self.item())
+
+    __hash__ = object.__hash__
+
+    def __getitem__(self, key: Any) -> Tensor:
+        return _ix.getitem(self, key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        new = _ix.setitem(self, key, value)
+        self._data = new._data
+
+    # -- operators ------------------------------------------------------------------------------
+
+    def __add__(self, o: Any) -> Tensor:
+        return _ew.add(self, o)
+
+    def __radd__(self, o: Any) -> Tensor:
+        return _ew.add(o, self)
+
+    def __sub__(self, o: Any) -> Tensor:
+        return _ew.sub(self, o)
+
+    def __rsub__(self, o: Any) -> Tensor:
+        return _ew.sub(o, self)
+
+    def __mul__(self, o: Any) -> Tensor:
+        return _ew.mul(self, o)
+
+    def __rmul__(self, o: Any) -> Tensor:
+        return _ew.mul(o, self)
+
+    def __truediv__(self, o: Any) -> Tensor:
+        return _ew.div(self, o)
+
+    def __rtruediv__(self, o: Any) -> Tensor:
+        return _ew.div(o, self)
+
+    def __floordiv__(self, o: Any) -> Tensor:
+        return _ew.floordiv(self, o)
+
+    def __rfloordiv__(self, o: Any) -> Tensor:
+        return _ew.floordiv(o, self)
+
+    def __mod__(self, o: Any) -> Tensor:
+        return _ew.remainder(self, o)
+
+    def __rmod__(self, o: Any) -> Tensor:
+        return _ew.remainder(o, self)
+
+    def __pow__(self, o: Any) -> Tensor:
+        return _ew.pow(self, o)
+
+    def __rpow__(self, o: Any) -> Tensor:
+        return _ew.pow(o, self)
+
+    def __matmul__(self, o: Tensor) -> Tensor:
+        return _la.matmul(self, o)
+
+    def __rmatmul__(self, o: Tensor) -> Tensor:
+        return _la.matmul(o, self)
+
+    def __neg__(self) -> Tensor:
+        return _ew.neg(self)
+
+    def __pos__(self) -> Tensor:
+        return self
+
+    def __abs__(self) -> Tensor:
+        return _ew.abs(self)
+
+    def __invert__(self) -> Tensor:
+        return _ew.bitwise_not(self)
+
+    def __and__(self, o: Any) -> Tensor:
+        return _ew.bitwise_and(self, o)
+
+    def __rand__(self, o: Any) -> Tensor:
+        return _ew.bitwise_and(o, self)
+
+    def __or__(self, o: Any) -> Tensor:
+        return _ew.bitwise_or(self, o)
+
+    def __ror__(self, o: Any) -> Tensor:
+        return _ew.bitwise_or(o, self)
+
+    def __xor__(self, o: Any) -> Tensor:
+        return _ew.bitwise_xor(self, o)
+
+    def __rxor__(self, o: Any) -> Tensor:
+        return _ew.bitwise_xor(o, self)
+
+    def __lshift__(self, o: Any) -> Tensor:
+        return _ew.left_shift(self, o)
+
+    def __rshift__(self, o: Any) -> Tensor:
+        return _ew.right_shift(self, o)
+
+    def __eq__(self, o: Any) -> Tensor:  # type: ignore[override]  # elementwise, as PyTorch
+        return _ew.eq(self, o)
+
+    def __ne__(self, o: Any) -> Tensor:  # type: ignore[override]  # elementwise, as PyTorch
+        return _ew.ne(self, o)
+
+    def __lt__(self, o: Any) -> Tensor:
+        return _ew.lt(self, o)
+
+    def __le__(self, o: Any) -> Tensor:
+        return _ew.le(self, o)
+
+    def __gt__(self, o: Any) -> Tensor:
+        return _ew.gt(self, o)
+
+    def __ge__(self, o: Any) -> Tensor:
+        return _ew.ge(self, o)
+
+    # -- elementwise methods --------------------------------------------------------------------
+
+    def add(self, o: Any, *, alpha: float = 1) -> Tensor:
+        return _ew.add(self, o if alpha == 1 else o * alpha)
+
+    def sub(self, o: Any, *, alpha: float = 1) -> Tensor:
+        return _ew.sub(self, o if alpha == 1 else o * alpha)
+
+    def mul(self, o: Any) -> Tensor:
+        return _ew.mul(self, o)
+
+    def div(self, o: Any) -> Tensor:
+        return _ew.div(self, o)
+
+    def pow(self, o: Any) -> Tensor:
+        return _ew.pow(self, o)
+
+    def maximum(self, o: Any) -> Tensor:
+        return _ew.maximum(self, o)
+
+    def minimum(self, o: Any) -> Tensor:
+        return _ew.minimum(self, o)
+
+    def exp(self) -> Tensor:
+        return _ew.exp(self)
+
+    def expm1(self) -> Tensor:
+        return _ew.expm1(self)
+
+    def log(self) -> Tensor:
+        return _ew.log(self)
+
+    def log1p(self) -> Tensor:
+        return _ew.log1p(self)
+
+    def sqrt(self) -> Tensor:
+        return _ew.sqrt(self)
+
+    def rsqrt(self) -> Tensor:
+        return _ew.rsqrt(self)
+
+    def sin(self) -> Tensor:
+        return _ew.sin(self)
+
+    def cos(self) -> Tensor:
+        return _ew.cos(self)
+
+    def tan(self) -> Tensor:
+        return _ew.tan(self)
+
+    def tanh(self) -> Tensor:
+        return _ew.tanh(self)
+
+    def asin(self) -> Tensor:
+        return _ew.asin(self)
+
+    def acos(self) -> Tensor:
+        return _ew.acos(self)
+
+    def atan(self) -> Tensor:
+        return _ew.atan(self)
+
+    def sinh(self) -> Tensor:
+        return _ew.sinh(self)
+
+    def cosh(self) -> Tensor:
+        return _ew.cosh(self)
+
+    def erf(self) -> Tensor:
+        return _ew.erf(self)
+
+    def sigmoid(self) -> Tensor:
+        return _ew.sigmoid(self)
+
+    def reciprocal(self) -> Tensor:
+        return _ew.reciprocal(self)
+
+    def neg(self) -> Tensor:
+        return _ew.neg(self)
+
+    def abs(self) -> Tensor:
+        return _ew.abs(self)
+
+    def sign(self) -> Tensor:
+        return _ew.sign(self)
+
+    def floor(self) -> Tensor:
+        return _ew.floor(self)
+
+    def ceil(self) -> Tensor:
+        return _ew.ceil(self)
+
+    def round(self) -> Tensor:
+        return _ew.round(self)
+
+    def trunc(self) -> Tensor:
+        return _ew.trunc(self)
+
+    def logical_not(self) -> Tensor:
+        return _ew.logical_not(self)
+
+    def isnan(self) -> Tensor:
+        return _ew.isnan(self)
+
+    def isinf(self) -> Tensor:
+        return _ew.isinf(self)
+
+    def clamp(self, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
+        return _ew.clamp(self, min, max)
+
+    clip = clamp
+
+    def where(self, condition: Tensor, other: Any) -> Tensor:
+        return _ew.where(condition, self, other)
+
+    def relu(self) -> Tensor:
+        return _fn.relu(self)
+
+    def gelu(self, approximate: str = "none") -> Tensor:
+        return _fn.gelu(self, approximate)
+
+    def silu(self) -> Tensor:
+        return _fn.silu(self)
+
+    def softmax(self, dim: int = -1) -> Tensor:
+        return _fn.softmax(self, dim)
+
+    def log_softmax(self, dim: int = -1) -> Tensor:
+        return _fn.log_softmax(self, dim)
+
+    def logsumexp(self, dim: int | Sequence[int], keepdim: bool = False) -> Tensor:
+        return _fn.logsumexp(self, dim, keepdim)
+
+    # -- reductions -----------------------------------------------------------------------------
+
+    def sum(self, dim: Dim = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+        return _red.sum(self, dim, keepdim, dtype=dtype)
+
+    def prod(self, dim: Dim = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+        return _red.prod(self, dim, keepdim, dtype=dtype)
+
+    def mean(self, dim: Dim = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+        return _red.mean(self, dim, keepdim, dtype=dtype)
+
+    def amax(self, dim: Dim = None, keepdim: bool = False) -> Tensor:
+        return _red.amax(self, dim, keepdim)
+
+    def amin(self, dim: Dim = None, keepdim: bool = False) -> Tensor:
+        return _red.amin(self, dim, keepdim)
+
+    def max(self, dim: Any = None, keepdim: bool = False) -> Any:
+        return _red.max(self, dim, keepdim)
+
+    def min(self, dim: Any = None, keepdim: bool = False) -> Any:
+        return _red.min(self, dim, keepdim)
+
+    def argmax(self, dim: int | None = None, keepdim: bool = False) -> Tensor:
+        return _red.argmax(self, dim, keepdim)
+
+    def argmin(self, dim: int | None = None, keepdim: bool = False) -> Tensor:
+        return _red.argmin(self, dim, keepdim)
+
+    def any(self, dim: Dim = None, keepdim: bool = False) -> Tensor:
+        return _red.any(self, dim, keepdim)
+
+    def all(self, dim: Dim = None, keepdim: bool = False) -> Tensor:
+        return _red.all(self, dim, keepdim)
+
+    def var(self, dim: Dim = None, keepdim: bool = False, *, correction: int = 1,
+            unbiased: bool | None = None) -> Tensor:
+        return _red.var(self, dim, keepdim, correction=correction, unbiased=unbiased)
+
+    def std(self, dim: Dim = None, keepdim: bool = False, *, correction: int = 1,
+            unbiased: bool | None = None) -> Tensor:
+        return _red.std(self, dim, keepdim, correction=correction, unbiased=unbiased)
+
+    def norm(self, p: float = 2, dim: Dim = None, keepdim: bool = False) -> Tensor:
+        if p == 2:
+            return (self * self).sum(dim, keepdim).sqrt()
+        if p == 1:
+            return self.abs().sum(dim, keepdim)
+        if p == float("inf"):
+            return self.abs().amax(dim, keepdim)
+        return (self.abs() ** p).sum(dim, keepdim) ** (1.0 / p)
+
+    def cumsum(self, dim: int, *, dtype: Any = None) -> Tensor:
+        return _red.cumsum(self, dim, dtype=dtype)
+
+    def cumprod(self, dim: int, *, dtype: Any = None) -> Tensor:
+        return _red.cumprod(self, dim, dtype=dtype)
+
+    # -- movement -------------------------------------------------------------------------------
+
+    def reshape(self, *shape: Any) -> Tensor:
+        return _mv.reshape(self, *shape)
+
+    view = reshape
+
+    def view_as(self, other: Tensor) -> Tensor:
+        return _mv.reshape(self, other.shape)
+
+    reshape_as = view_as
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+        return _mv.flatten(self, start_dim, end_dim)
+
+    def unflatten(self, dim: int, sizes: Sequence[int]) -> Tensor:
+        return _mv.unflatten(self, dim, sizes)
+
+    def squeeze(self, dim: int | Sequence[int] | None = None) -> Tensor:
+        return _mv.squeeze(self, dim)
+
+    def unsqueeze(self, dim: int) -> Tensor:
+        return _mv.unsqueeze(self, dim)
+
+    def permute(self, *dims: Any) -> Tensor:
+        return _mv.permute(self, *dims)
+
+    def transpose(self, dim0: int, dim1: int) -> Tensor:
+        return _mv.transpose(self, dim0, dim1)
+
+    swapaxes = transpose
+
+    def t(self) -> Tensor:
+        return self if self.ndim < 2 else _mv.transpose(self, 0, 1)
+
+    def expand(self, *shape: Any) -> Tensor:
+        return _mv.expand(self, *shape)
+
+    def expand_as(self, other: Tensor) -> Tensor:
+        return _mv.expand(self, other.shape)
+
+    def broadcast_to(self, shape: Sequence[int]) -> Tensor:
+        return _mv.expand(self, tuple(shape))
+
+    def repeat(self, *reps: Any) -> Tensor:
+        return _mv.repeat(self, *reps)
+
+    def flip(self, dims: int | Sequence[int]) -> Tensor:
+        return _mv.flip(self, dims)
+
+    def roll(self, shifts: int | Sequence[int], dims: int | Sequence[int]) -> Tensor:
+        return _mv.roll(self, shifts, dims)
+
+    def narrow(self, dim: int, start: int, length: int) -> Tensor:
+        return _mv.narrow(self, dim, start, length)
+
+    def split(self, split_size: int | Sequence[int], dim: int = 0) -> list[Tensor]:
+        return _mv.split(self, split_size, dim)
+
+    def chunk(self, chunks: int, dim: int = 0) -> list[Tensor]:
+        return _mv.chunk(self, chunks, dim)
+
+    def gather(self, dim: int, index: Tensor) -> Tensor:
+        return _mv.gather(self, dim, index)
+
+    def scatter(self, dim: int, index: Tensor, src: Any) -> Tensor:
+        return _mv.scatter(self, dim, index, src)
+
+    def scatter_add(self, dim: int, index: Tensor, src: Tensor) -> Tensor:
+        return _mv.scatter_add(self, dim, index, src)
+
+    def index_select(self, dim: int, index: Tensor) -> Tensor:
+        return _mv.index_select(self, dim, index)
+
+    def masked_fill(self, mask: Tensor, value: float) -> Tensor:
+        return _mv.masked_fill(self, mask, value)
+
+    def tril(self, diagonal: int = 0) -> Tensor:
+        return _mv.tril(self, diagonal)
+
+    def triu(self, diagonal: int = 0) -> Tensor:
+        return _mv.triu(self, diagonal)
+
+    def nonzero(self) -> Any:
+        return _mv.nonzero(self)
+
+    def sort(self, dim: int = -1, descending: bool = False, stable: bool = False) -> ValuesIndices:
+        return _mv.sort(self, dim, descending, stable)
+
+    def argsort(self, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
+        return _mv.argsort(self, dim, descending, stable)
+
+    def topk(self, k: int, dim: int = -1, largest: bool = True,
+             sorted: bool = True) -> ValuesIndices:  # noqa: A002
+        return _mv.topk(self, k, dim, largest, sorted)
+
+    def matmul(self, o: Tensor) -> Tensor:
+        return _la.matmul(self, o)
+
+    def dropout(self, p: float = 0.5, training: bool = True,
+                generator: Generator | None = None) -> Tensor:
+        return _fn.dropout(self, p, training, generator)
+
+
+    # conversions last: their names shadow builtins in the class body
+    def type(self, dtype: Any) -> Tensor:
+        return self.to(dtype=dtype)
+
+    def float(self) -> Tensor:
+        return self.to(dtype=dt.float32)
+
+    def double(self) -> Tensor:
+        return self.to(dtype=dt.float64)
+
+    def half(self) -> Tensor:
+        return self.to(dtype=dt.float16)
+
+    def bfloat16(self) -> Tensor:
+        return self.to(dtype=dt.bfloat16)
+
+    def long(self) -> Tensor:
+        return self.to(dtype=dt.int64)
+
+    def int(self) -> Tensor:
+        return self.to(dtype=dt.int32)
+
+    def bool(self) -> Tensor:
+        return self.to(dtype=dt.bool_)
+
+
+# Imported last: these modules use Tensor at call time only.
+from . import _elementwise as _ew  # noqa: E402
+from . import _indexing as _ix  # noqa: E402
+from . import _linalg as _la  # noqa: E402
+from . import _manipulation as _mv  # noqa: E402
+from . import _reduction as _red  # noqa: E402
+from . import functional as _fn  # noqa: E402

@@ -1,0 +1,362 @@
+"""Composite ops built from primitives: activations, normalisation, losses, layers' maths.
+
+A backend need not implement any of these; it may override one for speed by putting a kernel
+for the composite's name in its table (see `docs/writing-a-backend.md`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from . import _dtype as dt
+from ._apply import apply, cast, normalize_dim, to_float
+from ._errors import ShapeError
+from .ops import nn as nnops
+
+if TYPE_CHECKING:
+    from ._random import Generator
+    from ._tensor import Tensor
+
+__all__ = [
+    "adaptive_avg_pool2d", "avg_pool2d", "conv1d", "conv2d", "conv_transpose1d",
+    "conv_transpose2d", "cross_entropy", "dropout", "elu", "embedding", "gelu", "hardtanh",
+    "interpolate", "layer_norm", "leaky_relu", "linear", "log_softmax", "logsumexp",
+    "max_pool2d", "mish", "mse_loss", "nll_loss", "one_hot", "relu", "rms_norm", "silu",
+    "softmax", "softplus",
+]
+
+IntPair = int | Sequence[int]
+
+
+def _tuple(v: IntPair, n: int, name: str) -> tuple[int, ...]:
+    out = (int(v),) * n if isinstance(v, int) else tuple(int(i) for i in v)
+    if len(out) != n:
+        raise ValueError(f"{name} needs {n} value(s), got {v!r}")
+    return out
+
+
+# -- activations --------------------------------------------------------------------------------
+
+
+def relu(x: Tensor) -> Tensor:
+    """``max(x, 0)``."""
+    return x.clamp(min=0)
+
+
+def leaky_relu(x: Tensor, negative_slope: float = 0.01) -> Tensor:
+    from ._elementwise import where
+
+    return where(x >= 0, x, x * negative_slope)
+
+
+def elu(x: Tensor, alpha: float = 1.0) -> Tensor:
+    from ._elementwise import where
+
+    return where(x > 0, x, (x.clamp(max=0).expm1()) * alpha)
+
+
+def hardtanh(x: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+    return x.clamp(min_val, max_val)
+
+
+def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """``log(1 + exp(beta x)) / beta``, linear above ``threshold`` as PyTorch."""
+    from ._elementwise import where
+
+    bx = x * beta
+    soft = (bx.clamp(max=threshold).exp().log1p()) / beta
+    return where(bx > threshold, x, soft)
+
+
+def gelu(x: Tensor, approximate: str = "none") -> Tensor:
+    """Gaussian error linear unit, exact (``erf``) or ``approximate="tanh"``."""
+    if approximate == "tanh":
+        inner = (x + x * x * x * 0.044715) * math.sqrt(2.0 / math.pi)
+        return x * 0.5 * (inner.tanh() + 1.0)
+    if approximate != "none":
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return x * 0.5 * ((x * (1.0 / math.sqrt(2.0))).erf() + 1.0)
+
+
+def silu(x: Tensor) -> Tensor:
+    """``x * sigmoid(x)``."""
+    return x * x.sigmoid()
+
+
+def mish(x: Tensor) -> Tensor:
+    return x * softplus(x).tanh()
+
+
+def logsumexp(x: Tensor, dim: int | Sequence[int], keepdim: bool = False) -> Tensor:
+    """``log(sum(exp(x)))`` over ``dim``, computed stably."""
+    from ._elementwise import where
+
+    x = to_float(x)
+    m = x.amax(dim=dim, keepdim=True).detach()
+    m = where(m.isinf(), 0.0, m)
+    out = (x - m).exp().sum(dim=dim, keepdim=True).log() + m
+    return out if keepdim else out.squeeze(dim)
+
+
+def softmax(x: Tensor, dim: int = -1) -> Tensor:
+    """``exp(x) / sum(exp(x))`` along ``dim``.
+
+    Examples
+    --------
+    >>> import ember
+    >>> round(ember.tensor([1., 1.]).softmax(-1)[0].item(), 3)
+    0.5
+    """
+    x = to_float(x)
+    e = (x - x.amax(dim=dim, keepdim=True).detach()).exp()
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
+    """``log(softmax(x))`` computed stably."""
+    x = to_float(x)
+    shifted = x - x.amax(dim=dim, keepdim=True).detach()
+    return shifted - shifted.exp().sum(dim=dim, keepdim=True).log()
+
+
+# -- normalisation ------------------------------------------------------------------------------
+
+
+def layer_norm(x: Tensor, normalized_shape: int | Sequence[int], weight: Tensor | None = None,
+               bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+    """Normalise over the last ``len(normalized_shape)`` axes (biased variance, as PyTorch)."""
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if tuple(x.shape[x.ndim - len(shape):]) != shape:
+        raise ShapeError(f"layer_norm: normalized_shape {shape} does not match the last axes "
+                         f"of input {x.shape}")
+    dims = tuple(range(x.ndim - len(shape), x.ndim))
+    mu = x.mean(dim=dims, keepdim=True)
+    centred = x - mu
+    var = (centred * centred).mean(dim=dims, keepdim=True)
+    out = centred * (var + eps).rsqrt()
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out
+
+
+def rms_norm(x: Tensor, normalized_shape: int | Sequence[int], weight: Tensor | None = None,
+             eps: float | None = None) -> Tensor:
+    """Scale by the root mean square over the last axes."""
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    dims = tuple(range(x.ndim - len(shape), x.ndim))
+    eps = eps if eps is not None else float(_finfo_eps(x.dtype))
+    out = x * ((x * x).mean(dim=dims, keepdim=True) + eps).rsqrt()
+    return out * weight if weight is not None else out
+
+
+def _finfo_eps(dtype: dt.DType) -> float:
+    return {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7, "float32": 2.0 ** -23,
+            "float64": 2.0 ** -52}.get(dtype.name, 2.0 ** -23)
+
+
+# -- layers' maths ------------------------------------------------------------------------------
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``x @ weight.T + bias`` with PyTorch's ``[out, in]`` weight layout."""
+    out = x @ weight.transpose(-1, -2)
+    return out + bias if bias is not None else out
+
+
+def _conv(op: nnops.Op, n: int, x: Tensor, weight: Tensor, bias: Tensor | None,
+          stride: IntPair, padding: IntPair, dilation: IntPair, groups: int,
+          output_padding: IntPair | None = None) -> Tensor:
+    if x.ndim != n + 2 or weight.ndim != n + 2:
+        raise ShapeError(f"{op.name}: expected input and weight of {n + 2} axes, got "
+                         f"{x.shape} and {weight.shape}")
+    transposed = output_padding is not None
+    cin = weight.shape[0] if transposed else weight.shape[1] * groups
+    if x.shape[1] != cin or (weight.shape[0] % groups if not transposed else cin % groups):
+        raise ShapeError(f"{op.name}: input {x.shape} has {x.shape[1]} channels but weight "
+                         f"{weight.shape} with groups={groups} expects {cin}")
+    params = dict(stride=_tuple(stride, n, "stride"), padding=_tuple(padding, n, "padding"),
+                  dilation=_tuple(dilation, n, "dilation"), groups=groups)
+    if transposed:
+        assert output_padding is not None
+        params["output_padding"] = _tuple(output_padding, n, "output_padding")
+    out: Tensor = apply(op, x, cast(weight, x.dtype), **params)
+    if bias is not None:
+        out = out + bias.reshape(-1, *([1] * n))
+    return out
+
+
+def conv1d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntPair = 1,
+           padding: IntPair = 0, dilation: IntPair = 1, groups: int = 1) -> Tensor:
+    return _conv(nnops.conv1d, 1, x, weight, bias, stride, padding, dilation, groups)
+
+
+def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntPair = 1,
+           padding: IntPair = 0, dilation: IntPair = 1, groups: int = 1) -> Tensor:
+    """2-D convolution of ``x[N, C, H, W]`` with ``weight[O, C/groups, kH, kW]``."""
+    return _conv(nnops.conv2d, 2, x, weight, bias, stride, padding, dilation, groups)
+
+
+def conv_transpose1d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntPair = 1,
+                     padding: IntPair = 0, output_padding: IntPair = 0, groups: int = 1,
+                     dilation: IntPair = 1) -> Tensor:
+    return _conv(nnops.conv_transpose1d, 1, x, weight, bias, stride, padding, dilation, groups,
+                 output_padding)
+
+
+def conv_transpose2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntPair = 1,
+                     padding: IntPair = 0, output_padding: IntPair = 0, groups: int = 1,
+                     dilation: IntPair = 1) -> Tensor:
+    return _conv(nnops.conv_transpose2d, 2, x, weight, bias, stride, padding, dilation, groups,
+                 output_padding)
+
+
+def max_pool2d(x: Tensor, kernel_size: IntPair, stride: IntPair | None = None,
+               padding: IntPair = 0, dilation: IntPair = 1, ceil_mode: bool = False,
+               return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+    k = _tuple(kernel_size, 2, "kernel_size")
+    values, indices = apply(nnops.max_pool2d, x, kernel_size=k,
+                            stride=_tuple(stride if stride is not None else k, 2, "stride"),
+                            padding=_tuple(padding, 2, "padding"),
+                            dilation=_tuple(dilation, 2, "dilation"), ceil_mode=ceil_mode)
+    return (values, indices) if return_indices else values
+
+
+def avg_pool2d(x: Tensor, kernel_size: IntPair, stride: IntPair | None = None,
+               padding: IntPair = 0, ceil_mode: bool = False,
+               count_include_pad: bool = True) -> Tensor:
+    k = _tuple(kernel_size, 2, "kernel_size")
+    return apply(nnops.avg_pool2d, to_float(x), kernel_size=k,  # type: ignore[no-any-return]
+                 stride=_tuple(stride if stride is not None else k, 2, "stride"),
+                 padding=_tuple(padding, 2, "padding"), ceil_mode=ceil_mode,
+                 count_include_pad=count_include_pad)
+
+
+def adaptive_avg_pool2d(x: Tensor, output_size: IntPair) -> Tensor:
+    size = _tuple(output_size, 2, "output_size")
+    return apply(nnops.adaptive_avg_pool2d, to_float(x),  # type: ignore[no-any-return]
+                 output_size=size)
+
+
+def embedding(indices: Tensor, weight: Tensor) -> Tensor:
+    """Rows of ``weight`` picked by integer ``indices`` (PyTorch's argument order)."""
+    return apply(nnops.embedding, weight, cast(indices, dt.int64))  # type: ignore[no-any-return]
+
+
+def interpolate(x: Tensor, size: IntPair | None = None,
+                scale_factor: float | Sequence[float] | None = None, mode: str = "nearest",
+                align_corners: bool | None = None) -> Tensor:
+    n = x.ndim - 2
+    if size is None:
+        if scale_factor is None:
+            raise ValueError("interpolate needs size or scale_factor")
+        sf = (scale_factor,) * n if isinstance(scale_factor, (int, float)) else tuple(scale_factor)
+        size = tuple(int(math.floor(s * f)) for s, f in zip(x.shape[2:], sf, strict=True))
+    return apply(nnops.interpolate, to_float(x), size=_tuple(size, n, "size"),  # type: ignore[no-any-return]
+                 mode=mode, align_corners=bool(align_corners))
+
+
+def dropout(x: Tensor, p: float = 0.5, training: bool = True,
+            generator: Generator | None = None) -> Tensor:
+    """Zero elements with probability ``p`` and scale the rest by ``1 / (1 - p)``."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability must be in [0, 1], got {p}")
+    if not training or p == 0.0:
+        return x
+    if p == 1.0:
+        return x * 0.0
+    from ._creation import rand
+
+    keep = rand(x.shape, generator=generator, dtype=x.dtype, device=x.device) >= p
+    return x * cast(keep, x.dtype) * (1.0 / (1.0 - p))
+
+
+# -- losses -------------------------------------------------------------------------------------
+
+
+def one_hot(indices: Tensor, num_classes: int = -1) -> Tensor:
+    """int64 one-hot encoding along a new last axis."""
+    from ._creation import arange
+
+    if num_classes < 0:
+        num_classes = int(indices.amax().item()) + 1
+    classes = arange(num_classes, device=indices.device)
+    return cast(indices.unsqueeze(-1) == classes, dt.int64)
+
+
+def _reduce_loss(loss: Tensor, reduction: str) -> Tensor:
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "none":
+        return loss
+    raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+
+def nll_loss(log_probs: Tensor, target: Tensor, weight: Tensor | None = None,
+             ignore_index: int = -100, reduction: str = "mean") -> Tensor:
+    """Negative log likelihood of integer ``target`` classes under ``log_probs[N, C, ...]``."""
+    cdim = 1 if log_probs.ndim > 1 else 0
+    if log_probs.ndim > 1 and (target.shape != log_probs.shape[:1] + log_probs.shape[2:]):
+        raise ShapeError(f"nll_loss: target {target.shape} does not match input "
+                         f"{log_probs.shape} without its class axis")
+    target = cast(target, dt.int64)
+    valid = target != ignore_index
+    safe = target * cast(valid, dt.int64)
+    picked = log_probs.gather(cdim, safe.unsqueeze(cdim)).squeeze(cdim)
+    w = cast(valid, log_probs.dtype)
+    if weight is not None:
+        w = w * weight[safe]
+    loss = -picked * w
+    if reduction == "mean":
+        return loss.sum() / w.sum()
+    return _reduce_loss(loss, reduction)
+
+
+def cross_entropy(logits: Tensor, target: Tensor, weight: Tensor | None = None,
+                  ignore_index: int = -100, reduction: str = "mean",
+                  label_smoothing: float = 0.0) -> Tensor:
+    """Cross entropy of ``logits[N, C, ...]`` against integer classes or class probabilities.
+
+    Examples
+    --------
+    >>> import ember
+    >>> loss = ember.functional.cross_entropy(ember.zeros(1, 4), ember.tensor([2]))
+    >>> round(loss.item(), 4)
+    1.3863
+    """
+    cdim = 1 if logits.ndim > 1 else 0
+    logp = log_softmax(logits, dim=cdim)
+    if target.dtype.is_floating_point:  # class probabilities
+        c = logits.shape[cdim]
+        probs = target * (1 - label_smoothing) + label_smoothing / c
+        wl = logp * weight.reshape(-1, *([1] * (logits.ndim - 2))) if weight is not None else logp
+        return _reduce_loss(-(probs * wl).sum(dim=cdim), reduction)
+    nll = nll_loss(logp, target, weight, ignore_index, reduction)
+    if label_smoothing == 0.0:
+        return nll
+    c = logits.shape[cdim]
+    valid = cast(cast(target, dt.int64) != ignore_index, logp.dtype)
+    wl = logp * weight.reshape(-1, *([1] * (logits.ndim - 2))) if weight is not None else logp
+    smooth = -wl.sum(dim=cdim) * valid / c
+    if reduction == "mean":
+        denom = valid.sum() if weight is None else (
+            valid * weight[cast(target, dt.int64) * cast(valid, dt.int64)]).sum()
+        smooth_r = smooth.sum() / denom
+    else:
+        smooth_r = _reduce_loss(smooth, reduction)
+    return nll * (1 - label_smoothing) + smooth_r * label_smoothing
+
+
+def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:  # noqa: A002
+    """Mean squared error."""
+    d = input - target
+    return _reduce_loss(d * d, reduction)
+
+
+def normalize_dim_arg(dim: int, ndim: int) -> int:
+    return normalize_dim(dim, ndim)

@@ -1,0 +1,119 @@
+"""The `Op` object: one per primitive, hashed by identity, used as the key of every op table."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Final
+
+from .._dtype import DType, bool_, int64
+
+__all__ = ["Op", "registry"]
+
+DTypeRule = Callable[[Sequence[DType], dict[str, Any]], "DType | tuple[DType, ...]"]
+
+#: Every primitive by name.  Custom ops registered by plugins land here too.
+registry: Final[dict[str, Op]] = {}
+
+
+def _same(dtypes: Sequence[DType], params: dict[str, Any]) -> DType:
+    return dtypes[0]
+
+
+def _last(dtypes: Sequence[DType], params: dict[str, Any]) -> DType:
+    return dtypes[-1]
+
+
+def _bool(dtypes: Sequence[DType], params: dict[str, Any]) -> DType:
+    return bool_
+
+
+def _index(dtypes: Sequence[DType], params: dict[str, Any]) -> DType:
+    return int64
+
+
+def _param(dtypes: Sequence[DType], params: dict[str, Any]) -> DType:
+    dtype: DType = params["dtype"]
+    return dtype
+
+
+def _same_and_index(dtypes: Sequence[DType], params: dict[str, Any]) -> tuple[DType, DType]:
+    return dtypes[0], int64
+
+
+RESULT_RULES: Final[dict[str, DTypeRule]] = {
+    "same": _same,
+    "last": _last,
+    "bool": _bool,
+    "index": _index,
+    "param": _param,
+    "same+index": _same_and_index,
+}
+
+
+class Op:
+    """A primitive operation.
+
+    Parameters
+    ----------
+    name : the op's name, unique in :data:`registry`.
+    group : the array-API section it belongs to: ``creation``, ``elementwise``, ``reduction``,
+        ``movement``, ``linalg``, ``nn``.
+    arity : number of tensor inputs; ``-1`` for a variadic op (``cat``).
+    params : names of the keyword parameters kernels receive, already normalised by core.
+    result : rule giving the output dtype(s) from the input dtypes and params: ``same``,
+        ``last``, ``bool``, ``index`` (int64), ``param`` (``params["dtype"]``) or ``same+index``.
+    outputs : number of outputs (``sort`` returns values and indices).
+    differentiable : whether gradients flow through it (Autodiff keeps a rule for each).
+    dtypes : which input dtypes it accepts: ``any``, ``float``, ``int`` (ints and bool), ``number``
+        (everything but bool).
+
+    Examples
+    --------
+    >>> from ember import ops
+    >>> ops.add.name, ops.add.arity, ops.add.group
+    ('add', 2, 'elementwise')
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "arity",
+        "differentiable",
+        "dtypes",
+        "group",
+        "name",
+        "outputs",
+        "params",
+        "result",
+        "result_rule",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        group: str,
+        arity: int,
+        params: Sequence[str] = (),
+        *,
+        result: str = "same",
+        outputs: int = 1,
+        differentiable: bool = True,
+        dtypes: str = "any",
+    ) -> None:
+        if name in registry:
+            raise ValueError(f"an op named {name!r} is already registered")
+        self.name = name
+        self.group = group
+        self.arity = arity
+        self.params = tuple(params)
+        self.result = result
+        self.result_rule: DTypeRule = RESULT_RULES[result]
+        self.outputs = outputs
+        self.differentiable = differentiable
+        self.dtypes = dtypes
+        registry[name] = self
+
+    def __repr__(self) -> str:
+        return f"ember.ops.{self.name}"
+
+    def __reduce__(self) -> tuple[Callable[[str], Op], tuple[str]]:
+        return registry.__getitem__, (self.name,)
