@@ -47,16 +47,11 @@ def conv2d(x: np.ndarray, w: np.ndarray, stride: Pair = (1, 1), padding: Pair = 
     xp = _zero_pad(x, padding, padding)
     win = _windows(xp, (kh, kw), stride, dilation)  # [N, C, OH, OW, kh, kw]
     oh, ow = win.shape[2], win.shape[3]
-    og = o // groups
-    if groups == 1:
-        cols = win.transpose(0, 2, 3, 1, 4, 5).reshape(n * oh * ow, cg * kh * kw)
-        out = cols @ w.reshape(o, cg * kh * kw).T  # [N*OH*OW, O]
-        return out.reshape(n, oh, ow, o).transpose(0, 3, 1, 2)
-    cols = win.reshape(n, groups, cg, oh, ow, kh, kw).transpose(1, 0, 3, 4, 2, 5, 6)
-    cols = cols.reshape(groups, n * oh * ow, cg * kh * kw)
-    wg = w.reshape(groups, og, cg * kh * kw).transpose(0, 2, 1)
-    out = np.matmul(cols, wg)  # [g, N*OH*OW, og]
-    return out.reshape(groups, n, oh, ow, og).transpose(1, 0, 4, 2, 3).reshape(n, o, oh, ow)
+    # im2col as [N, C*kh*kw, OH*OW]: the copy moves whole output rows, and W @ cols lands
+    # straight in NCHW order
+    cols = win.transpose(0, 1, 4, 5, 2, 3).reshape(n, groups, cg * kh * kw, oh * ow)
+    wg = w.reshape(groups, o // groups, cg * kh * kw)
+    return np.matmul(wg, cols).reshape(n, o, oh, ow)
 
 
 def conv_transpose2d(x: np.ndarray, w: np.ndarray, stride: Pair = (1, 1),
