@@ -49,15 +49,15 @@ def _normalize_key(x: Tensor, key: Any) -> list[Any]:
         if item is None or item is Ellipsis:
             continue
         consumed += item.ndim if isinstance(item, Tensor) and item._dtype is dt.bool_ else 1
-    if out.count(Ellipsis) > 1:
+    ellipses = [i for i, item in enumerate(out) if item is Ellipsis]
+    if len(ellipses) > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
     if consumed > x.ndim:
         raise IndexError(f"too many indices for a tensor of {x.ndim} dimension(s) "
                          f"(shape {x.shape}): {consumed} given")
     fill = [slice(None)] * (x.ndim - consumed)
-    if Ellipsis in out:
-        i = out.index(Ellipsis)
-        out[i:i + 1] = fill
+    if ellipses:
+        out[ellipses[0]:ellipses[0] + 1] = fill
     else:
         out += fill
     return out

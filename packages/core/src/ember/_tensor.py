@@ -303,9 +303,13 @@ class Tensor:
         return _ew.right_shift(self, o)
 
     def __eq__(self, o: Any) -> Tensor:  # type: ignore[override]  # elementwise, as PyTorch
+        if not isinstance(o, (Tensor, int, float)):
+            return NotImplemented
         return _ew.eq(self, o)
 
     def __ne__(self, o: Any) -> Tensor:  # type: ignore[override]  # elementwise, as PyTorch
+        if not isinstance(o, (Tensor, int, float)):
+            return NotImplemented
         return _ew.ne(self, o)
 
     def __lt__(self, o: Any) -> Tensor:
