@@ -105,8 +105,7 @@ def cast(x: Tensor, dtype: dt.DType) -> Tensor:
 
 def as_tensor_pair(a: Any, b: Any) -> tuple[Tensor, Tensor]:
     """Turn ``a op b`` (at least one a Tensor) into two tensors of one device and dtype."""
-    from ._tensor import Tensor
-
+    Tensor = _tensor.Tensor
     if isinstance(a, Tensor):
         if isinstance(b, Tensor):
             if a._dtype is not b._dtype:
@@ -132,3 +131,6 @@ def check_broadcast(op: Op, a: Tensor, b: Tensor) -> None:
 
 def to_float(x: Tensor) -> Tensor:
     return x if x._dtype.kind == "f" else cast(x, default_float())
+
+
+from . import _tensor  # noqa: E402  # last: _tensor imports this module

@@ -69,17 +69,24 @@ class Backend:
 
     def dispatch(self, op: Op, args: Sequence[Tensor], params: dict[str, Any]) -> Any:
         """Run ``op`` on tensors of this device and wrap the result(s) as tensors."""
-        try:
-            kernel = self.kernels[op]
-        except KeyError:
-            raise NotImplementedError(
-                f"op {op.name!r} is not implemented on device {self.device}") from None
-        out = kernel(*[a._data for a in args], **params)
-        dtype = op.result_rule([a._dtype for a in args], params)
-        make = self.device.tensor_type._make
+        kernel = self.kernels.get(op)
+        if kernel is None:
+            raise NotImplementedError(f"op {op.name!r} is not implemented on device {self.device}")
+        n = len(args)
+        if n == 2:
+            out = kernel(args[0]._data, args[1]._data, **params)
+        elif n == 1:
+            out = kernel(args[0]._data, **params)
+        else:
+            out = kernel(*[a._data for a in args], **params)
+        dtype = op.result_rule(args, params)
+        device = self.device
+        cls = device.tensor_type
         if op.outputs == 1:
-            return make(out, self.device, dtype)
-        return tuple(make(o, self.device, d) for o, d in zip(out, dtype, strict=True))
+            t = object.__new__(cls)
+            t._data, t._device, t._dtype = out, device, dtype
+            return t
+        return tuple(cls._make(o, device, d) for o, d in zip(out, dtype, strict=True))
 
     def require(self, dtype: DType) -> None:
         if not self.supports(dtype):

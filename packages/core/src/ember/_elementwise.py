@@ -18,6 +18,7 @@ __all__ = [*ew.FLOAT_UNARY, *ew.NUMERIC_UNARY, *ew.BOOL_UNARY, *ew.ARITHMETIC_BI
            "bitwise_not", "clamp", "where", "true_divide"]
 
 _BOOL_AS_INT = dt.int64
+_NO_PARAMS: dict[str, Any] = {}
 
 
 def _float_unary(op: Op, x: Tensor) -> Tensor:
@@ -33,16 +34,24 @@ def _number_unary(op: Op, x: Tensor) -> Tensor:
 
 
 def _binary(op: Op, a: Tensor | Scalar, b: Tensor | Scalar, kind: str) -> Tensor:
-    x, y = as_tensor_pair(a, b)
-    if x._dtype.kind == "b" and kind in ("number", "float"):
-        x, y = cast(x, _BOOL_AS_INT), cast(y, _BOOL_AS_INT)
-    if kind == "float" and x._dtype.kind != "f":
-        x, y = to_float(x), to_float(y)
-    elif kind == "int" and x._dtype.kind == "f":
+    if (isinstance(a, _tensor.Tensor) and isinstance(b, _tensor.Tensor)
+            and a._dtype is b._dtype and a._device is b._device):
+        x, y = a, b
+    else:
+        x, y = as_tensor_pair(a, b)
+    k = x._dtype.kind
+    if k != "f" and kind != "any":
+        if k == "b" and kind != "int":
+            x, y = cast(x, _BOOL_AS_INT), cast(y, _BOOL_AS_INT)
+        if kind == "float":
+            x, y = to_float(x), to_float(y)
+    elif kind == "int" and k == "f":
         raise DTypeError(f"{op.name} needs integer or bool tensors, got {x._dtype.name}")
     if x._data.shape != y._data.shape:
         check_broadcast(op, x, y)
-    return apply(op, x, y)  # type: ignore[no-any-return]
+    if x._device is not y._device:
+        return apply(op, x, y)  # type: ignore[no-any-return]  # raises the device error
+    return x._device.dispatch(op, (x, y), _NO_PARAMS)  # type: ignore[no-any-return]
 
 
 def _logical(op: Op, a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
@@ -364,3 +373,6 @@ def clamp(x: Tensor, min: Tensor | float | None = None,  # noqa: A002  # PyTorch
     elif x._dtype.kind == "b":
         x = cast(x, _BOOL_AS_INT)
     return apply(ew.clamp, x, min=min, max=max)  # type: ignore[no-any-return]
+
+
+from . import _tensor  # noqa: E402  # last: _tensor imports this module

@@ -9,35 +9,40 @@ from .._dtype import DType, bool_, int64
 
 __all__ = ["Op", "registry"]
 
-DTypeRule = Callable[[Sequence[DType], dict[str, Any]], "DType | tuple[DType, ...]"]
+DTypeRule = Callable[[Sequence[Any], dict[str, Any]], "DType | tuple[DType, ...]"]
 
 #: Every primitive by name.  Custom ops registered by plugins land here too.
 registry: Final[dict[str, Op]] = {}
 
 
-def _same(dtypes: Sequence[DType], params: dict[str, Any]) -> DType:
-    return dtypes[0]
+# Rules receive the input tensors (anything with ``_dtype``) and the params.
 
 
-def _last(dtypes: Sequence[DType], params: dict[str, Any]) -> DType:
-    return dtypes[-1]
+def _same(args: Sequence[Any], params: dict[str, Any]) -> DType:
+    dtype: DType = args[0]._dtype
+    return dtype
 
 
-def _bool(dtypes: Sequence[DType], params: dict[str, Any]) -> DType:
+def _last(args: Sequence[Any], params: dict[str, Any]) -> DType:
+    dtype: DType = args[-1]._dtype
+    return dtype
+
+
+def _bool(args: Sequence[Any], params: dict[str, Any]) -> DType:
     return bool_
 
 
-def _index(dtypes: Sequence[DType], params: dict[str, Any]) -> DType:
+def _index(args: Sequence[Any], params: dict[str, Any]) -> DType:
     return int64
 
 
-def _param(dtypes: Sequence[DType], params: dict[str, Any]) -> DType:
+def _param(args: Sequence[Any], params: dict[str, Any]) -> DType:
     dtype: DType = params["dtype"]
     return dtype
 
 
-def _same_and_index(dtypes: Sequence[DType], params: dict[str, Any]) -> tuple[DType, DType]:
-    return dtypes[0], int64
+def _same_and_index(args: Sequence[Any], params: dict[str, Any]) -> tuple[DType, DType]:
+    return args[0]._dtype, int64
 
 
 RESULT_RULES: Final[dict[str, DTypeRule]] = {
