@@ -79,7 +79,7 @@ class Backend:
             out = kernel(args[0]._data, **params)
         else:
             out = kernel(*[a._data for a in args], **params)
-        dtype = op.result_rule(args, params)
+        dtype: Any = op.result_rule(args, params)
         device = self.device
         cls = device.tensor_type
         if op.outputs == 1:

@@ -8,11 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 from . import _dtype as dt
 from ._apply import cast, create, default_float
-from ._device import Device, device as _device
+from ._device import Device
+from ._device import device as _device
 from ._errors import DTypeError
 from ._host import from_host, host_array
 from ._random import Generator, default_generator
 from .ops import creation as cr
+from .ops._op import Op
 
 if TYPE_CHECKING:
     from ._tensor import Tensor
@@ -183,7 +185,7 @@ def eye(n: int, m: int | None = None, *, dtype: DTypeLike = None,
     return cast(rows == cols, _dtype_or(dtype, default_float()))
 
 
-def _random(op: cr.Op, size: tuple[Any, ...], dtype: DTypeLike, device: DeviceLike,
+def _random(op: Op, size: tuple[Any, ...], dtype: DTypeLike, device: DeviceLike,
             generator: Generator | None, requires_grad: bool, **params: Any) -> Tensor:
     d = _dtype_or(dtype, default_float())
     if op is not cr.randint and d.kind != "f":

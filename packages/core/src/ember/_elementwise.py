@@ -354,18 +354,18 @@ def where(condition: Tensor, a: Tensor | float, b: Tensor | float) -> Tensor:
     return apply(ew.where, cond, x, y)  # type: ignore[no-any-return]
 
 
-def clamp(x: Tensor, min: Tensor | float | None = None,  # noqa: A002  # PyTorch's names
-          max: Tensor | float | None = None) -> Tensor:  # noqa: A002
+def clamp(x: Tensor, min: Tensor | float | None = None,  # PyTorch's names
+          max: Tensor | float | None = None) -> Tensor:
     """Limit ``x`` to ``[min, max]``; either bound may be None or a tensor."""
     from ._tensor import Tensor
 
     if isinstance(min, Tensor) or isinstance(max, Tensor):
         out = x
         if min is not None:
-            out = _g["maximum"](out, min)
+            out = maximum(out, min)
         if max is not None:
-            out = _g["minimum"](out, max)
-        return out  # type: ignore[no-any-return]
+            out = minimum(out, max)
+        return out
     if min is None and max is None:
         raise ValueError("clamp needs at least one of min and max")
     if x._dtype.kind != "f" and any(isinstance(v, float) for v in (min, max)):

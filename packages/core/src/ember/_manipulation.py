@@ -161,7 +161,7 @@ def flip(x: Tensor, dims: int | Sequence[int]) -> Tensor:
     """Reverse the order of elements along ``dims``."""
     d = tuple(sorted({normalize_dim(i, x.ndim) for i in ((dims,) if isinstance(dims, int)
                                                           else dims)}))
-    return apply(mv.flip, x, dims=d) if d else x  # type: ignore[no-any-return]
+    return apply(mv.flip, x, dims=d) if d else x
 
 
 def narrow(x: Tensor, dim: int, start: int, length: int) -> Tensor:
@@ -282,7 +282,8 @@ def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
     return apply(mv.gather, x, index, dim=normalize_dim(dim, x.ndim))  # type: ignore[no-any-return]
 
 
-def _scatter_args(x: Tensor, index: Tensor, src: Tensor | float, name: str) -> tuple[Tensor, Tensor]:
+def _scatter_args(x: Tensor, index: Tensor, src: Tensor | float,
+                  name: str) -> tuple[Tensor, Tensor]:
     from ._apply import scalar_tensor
     from ._tensor import Tensor as T
 
@@ -369,7 +370,8 @@ def argsort(x: Tensor, dim: int = -1, descending: bool = False, stable: bool = F
     return sort(x, dim, descending, stable).indices
 
 
-def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> ValuesIndices:  # noqa: A002
+def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True,
+         sorted: bool = True) -> ValuesIndices:
     """The ``k`` largest (or smallest) values along ``dim`` and their indices, sorted."""
     d = normalize_dim(dim, x.ndim)
     n = x.shape[d] if x.ndim else 1

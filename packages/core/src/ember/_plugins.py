@@ -57,7 +57,7 @@ def _with_plugin(spec: Any, plugin: str) -> Any:
 
 def register_plugin(module: ModuleType | object, name: str | None = None) -> None:
     """Register a plugin object by hand (tests, notebooks): its hooks run at once."""
-    name = name or getattr(module, "__name__", repr(module))
+    name = name or str(getattr(module, "__name__", repr(module)))
     pm = plugin_manager()
     pm.register(module, name=name)
     _register_specs(name, module)

@@ -40,7 +40,7 @@ def _accumulator(x: Tensor, dtype: dt.DType | None) -> Tensor:
     return cast(x, dt.int64) if x._dtype.kind in "biu" else x
 
 
-def sum(x: Tensor, dim: Dim = None, keepdim: bool = False,  # noqa: A001  # PyTorch's name
+def sum(x: Tensor, dim: Dim = None, keepdim: bool = False,  # PyTorch's name
         *, dtype: dt.DType | None = None) -> Tensor:
     """Sum over ``dim`` (all axes when None).
 
@@ -79,7 +79,7 @@ def amin(x: Tensor, dim: Dim = None, keepdim: bool = False) -> Tensor:
     return _reduce(red.min, x, dim, keepdim)
 
 
-def max(x: Tensor, dim: int | Tensor | None = None,  # noqa: A001  # PyTorch's name
+def max(x: Tensor, dim: int | Tensor | None = None,  # PyTorch's name
         keepdim: bool = False) -> Tensor | ValuesIndices:
     """``max(x)``: the largest value; ``max(x, dim)``: (values, indices); ``max(x, y)``: maximum."""
     from ._elementwise import maximum
@@ -92,7 +92,7 @@ def max(x: Tensor, dim: int | Tensor | None = None,  # noqa: A001  # PyTorch's n
     return ValuesIndices(amax(x, dim, keepdim), argmax(x, dim, keepdim))
 
 
-def min(x: Tensor, dim: int | Tensor | None = None,  # noqa: A001  # PyTorch's name
+def min(x: Tensor, dim: int | Tensor | None = None,  # PyTorch's name
         keepdim: bool = False) -> Tensor | ValuesIndices:
     """``min(x)``, ``min(x, dim)`` -> (values, indices), or ``min(x, y)``: minimum."""
     from ._elementwise import minimum
@@ -122,7 +122,7 @@ def argmin(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
     return _arg(red.argmin, x, dim, keepdim)
 
 
-def any(x: Tensor, dim: Dim = None, keepdim: bool = False) -> Tensor:  # noqa: A001
+def any(x: Tensor, dim: Dim = None, keepdim: bool = False) -> Tensor:
     """Whether any element over ``dim`` is non-zero."""
     dims = normalize_dims(dim, x.ndim)
     if not dims:
@@ -130,7 +130,7 @@ def any(x: Tensor, dim: Dim = None, keepdim: bool = False) -> Tensor:  # noqa: A
     return apply(red.any, x, dims=dims, keepdim=keepdim)  # type: ignore[no-any-return]
 
 
-def all(x: Tensor, dim: Dim = None, keepdim: bool = False) -> Tensor:  # noqa: A001
+def all(x: Tensor, dim: Dim = None, keepdim: bool = False) -> Tensor:
     """Whether every element over ``dim`` is non-zero."""
     dims = normalize_dims(dim, x.ndim)
     if not dims:

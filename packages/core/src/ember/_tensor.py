@@ -81,11 +81,11 @@ class Tensor:
         return math.prod(self._data.shape)
 
     @property
-    def T(self) -> Tensor:  # noqa: N802  # PyTorch's name
+    def T(self) -> Tensor:  # PyTorch's name
         return self.permute(*reversed(range(self.ndim)))
 
     @property
-    def mT(self) -> Tensor:  # noqa: N802  # PyTorch's name
+    def mT(self) -> Tensor:  # PyTorch's name
         return self.transpose(-1, -2)
 
     @property
@@ -431,7 +431,7 @@ class Tensor:
     def isinf(self) -> Tensor:
         return _ew.isinf(self)
 
-    def clamp(self, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
+    def clamp(self, min: Any = None, max: Any = None) -> Tensor:
         return _ew.clamp(self, min, max)
 
     clip = clamp
@@ -608,7 +608,7 @@ class Tensor:
         return _mv.argsort(self, dim, descending, stable)
 
     def topk(self, k: int, dim: int = -1, largest: bool = True,
-             sorted: bool = True) -> ValuesIndices:  # noqa: A002
+             sorted: bool = True) -> ValuesIndices:
         return _mv.topk(self, k, dim, largest, sorted)
 
     def matmul(self, o: Tensor) -> Tensor:

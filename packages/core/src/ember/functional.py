@@ -14,6 +14,7 @@ from . import _dtype as dt
 from ._apply import apply, cast, normalize_dim, to_float
 from ._errors import ShapeError
 from .ops import nn as nnops
+from .ops._op import Op
 
 if TYPE_CHECKING:
     from ._random import Generator
@@ -167,7 +168,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     return out + bias if bias is not None else out
 
 
-def _conv(op: nnops.Op, n: int, x: Tensor, weight: Tensor, bias: Tensor | None,
+def _conv(op: Op, n: int, x: Tensor, weight: Tensor, bias: Tensor | None,
           stride: IntPair, padding: IntPair, dilation: IntPair, groups: int,
           output_padding: IntPair | None = None) -> Tensor:
     if x.ndim != n + 2 or weight.ndim != n + 2:
@@ -254,7 +255,7 @@ def interpolate(x: Tensor, size: IntPair | None = None,
         if scale_factor is None:
             raise ValueError("interpolate needs size or scale_factor")
         sf = (scale_factor,) * n if isinstance(scale_factor, (int, float)) else tuple(scale_factor)
-        size = tuple(int(math.floor(s * f)) for s, f in zip(x.shape[2:], sf, strict=True))
+        size = tuple(math.floor(s * f) for s, f in zip(x.shape[2:], sf, strict=True))
     return apply(nnops.interpolate, to_float(x), size=_tuple(size, n, "size"),  # type: ignore[no-any-return]
                  mode=mode, align_corners=bool(align_corners))
 
@@ -352,7 +353,7 @@ def cross_entropy(logits: Tensor, target: Tensor, weight: Tensor | None = None,
     return nll * (1 - label_smoothing) + smooth_r * label_smoothing
 
 
-def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:  # noqa: A002
+def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
     """Mean squared error."""
     d = input - target
     return _reduce_loss(d * d, reduction)

@@ -21,7 +21,7 @@ hookimpl = pluggy.HookimplMarker("ember")
 
 
 @hookspec
-def ember_devices_register() -> list[DeviceSpec] | None:  # type: ignore[empty-body]  # spec
+def ember_devices_register() -> list[DeviceSpec] | None:
     """Return the device families this plugin provides.
 
     Runs once at registry load.  Each `DeviceSpec` carries a cheap availability probe; a backend
@@ -31,7 +31,7 @@ def ember_devices_register() -> list[DeviceSpec] | None:  # type: ignore[empty-b
 
 
 @hookspec
-def ember_decorators_register() -> list[DecoratorSpec] | None:  # type: ignore[empty-body]  # spec
+def ember_decorators_register() -> list[DecoratorSpec] | None:
     """Return the decorator devices (``autodiff``, ``fusion``) this plugin provides.
 
     Runs once at registry load.  ``None`` means none.  Implemented by decorator plugins.
@@ -42,7 +42,7 @@ def ember_decorators_register() -> list[DecoratorSpec] | None:  # type: ignore[e
 
 
 @hookspec
-def ember_kernels_register(backend: str) -> dict[Any, Any] | None:  # type: ignore[empty-body]
+def ember_kernels_register(backend: str) -> dict[Any, Any] | None:
     """Return extra ``{op: kernel}`` entries for the backend named ``backend``.
 
     Runs when a backend of that name is first created.  Lets a plugin add kernels for custom
@@ -54,7 +54,7 @@ def ember_kernels_register(backend: str) -> dict[Any, Any] | None:  # type: igno
 
 
 @hookspec
-def ember_conformance_skips(device: str) -> dict[str, str] | None:  # type: ignore[empty-body]
+def ember_conformance_skips(device: str) -> dict[str, str] | None:
     """Return ``{case-id pattern: reason}`` for conformance cases ``device`` cannot pass.
 
     Runs when the conformance suite collects cases for ``device`` (fnmatch patterns on case

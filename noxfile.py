@@ -1,0 +1,122 @@
+"""ember's single entry point for lint, typecheck, tests, conformance, benchmarks, docs, demo.
+
+``bash scripts/test.sh`` runs ``nox --no-install -db none -s lint typecheck tests conformance``
+inside the workspace's ``.venv`` (set up by ``scripts/setup.sh``).  With a virtualenv backend
+(``nox -db uv``) each session installs the workspace into its own environment first.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import subprocess
+import sys
+
+import nox
+
+nox.options.sessions = ["lint", "typecheck", "tests", "conformance"]
+nox.options.reuse_existing_virtualenvs = True
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+PACKAGES = sorted(os.path.dirname(p) for p in glob.glob("packages/*/pyproject.toml"))
+TEMPLATE = "examples/third-party-backend"
+
+# Every device stack the conformance suite runs on, when its plugin is installed and available.
+CONFORMANCE_DEVICES = [
+    "cpu",
+    "autodiff<cpu>",
+    "fusion<cpu>",
+    "autodiff<fusion<cpu>>",
+    "numpyref",
+    "opencl:0",
+    "autodiff<opencl:0>",
+    "triton-interpret",
+    "autodiff<triton-interpret>",
+]
+
+
+def _install(session: nox.Session) -> None:
+    if isinstance(session.virtualenv, nox.virtualenv.PassthroughEnv):
+        return  # running in the workspace's own .venv: scripts/setup.sh installed everything
+    editable = [arg for p in [*PACKAGES, TEMPLATE] for arg in ("-e", p)]
+    session.install(*editable, "-r", "requirements-dev.txt")
+
+
+def _available(device: str) -> tuple[bool, str]:
+    code = (
+        "import warnings, ember\n"
+        "warnings.simplefilter('ignore')\n"
+        f"ember.device({device!r})\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, check=False)
+    lines = (proc.stderr or "").strip().splitlines()
+    return proc.returncode == 0, (lines[-1] if lines else "")
+
+
+def _pytest(session: nox.Session, *args: str) -> None:
+    # pytest exits 5 when it collected nothing: that is a failure for us, never a pass
+    session.run("python", "-m", "pytest", *args, success_codes=[0])
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff over every package, the tests, examples and benchmarks."""
+    _install(session)
+    session.run("ruff", "check", "packages", "tests", "examples", "benchmarks", "noxfile.py")
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    """mypy --strict on core (and on the decorators, whose sources are typed)."""
+    _install(session)
+    targets = ["packages/core/src/ember"]
+    targets += [t for t in ("packages/autodiff/src/ember_autodiff",
+                            "packages/fusion/src/ember_fusion") if os.path.isdir(t)]
+    session.run("mypy", "--strict", *targets)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Unit and integration tests of every package, and the repository's tests/ (no conformance)."""
+    _install(session)
+    paths = [f"{p}/tests" for p in PACKAGES if os.path.isdir(f"{p}/tests")]
+    paths += [p for p in glob.glob("tests/*") if os.path.basename(p) != "conformance"
+              and (p.endswith(".py") or os.path.isdir(p))
+              and os.path.basename(p) not in ("__pycache__", "conftest.py")]
+    _pytest(session, "-q", "-p", "no:cacheprovider", *paths, *session.posargs)
+
+
+@nox.session
+@nox.parametrize("device", CONFORMANCE_DEVICES)
+def conformance(session: nox.Session, device: str) -> None:
+    """The cross-backend conformance suite on one device stack."""
+    _install(session)
+    ok, reason = _available(device)
+    if not ok:
+        session.skip(f"{device} is not available here: {reason}")
+    _pytest(session, "-q", "-p", "no:cacheprovider", "tests/conformance",
+            f"--ember-device={device}", *session.posargs)
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Side-by-side ratio benchmarks (ember vs numpy / PyTorch) on this machine."""
+    _install(session)
+    for script in sorted(glob.glob("benchmarks/*.py")):
+        session.run("python", script, *session.posargs)
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Doctests of core's public API (every example in a docstring runs)."""
+    _install(session)
+    _pytest(session, "-q", "-p", "no:cacheprovider", "--doctest-modules",
+            "packages/core/src/ember", "--ignore=packages/core/src/ember/testing")
+
+
+@nox.session
+def demo(session: nox.Session) -> None:
+    """The main job: train the guide CNN on the CPU, then infer from its artifacts."""
+    _install(session)
+    session.run("python", "examples/guide/main.py", *session.posargs)
