@@ -86,6 +86,13 @@ CASES: dict[str, tuple[Any, dict[str, Any]]] = {
 }
 
 
+class Typed:
+    """What a dtype rule reads from a tensor: its ``_dtype``."""
+
+    def __init__(self, dtype: dt.DType) -> None:
+        self._dtype = dtype
+
+
 def _case(op: ops.Op, d: dt.DType) -> tuple[list[np.ndarray], dict[str, Any]]:
     if op.name in CASES:
         build, params = CASES[op.name]
@@ -103,7 +110,7 @@ PAIRS = [(op, d) for op in NON_CREATION for d in CATEGORY[op.dtypes]]
 def test_kernel_returns_the_dtype_of_its_rule(op: ops.Op, d: dt.DType) -> None:
     args, params = _case(op, d)
     out = K[op](*args, **params)
-    want = op.result_rule([d] * len(args), params)
+    want = op.result_rule([Typed(d)] * len(args), params)
     outs, wants = (out, want) if op.outputs == 2 else ((out,), (want,))
     for o, w in zip(outs, wants, strict=True):
         assert isinstance(o, (np.ndarray, np.generic))
