@@ -54,7 +54,7 @@ def erf(x: np.ndarray) -> np.ndarray:
         m = (a >= lo) & (a < hi)
         am = a[m]
         out[m] = 1.0 - np.exp(-am * am) * p(am)
-    out = np.copysign(out, xd)
+    out = np.asarray(np.copysign(out, xd))  # a 0-d input gives a numpy scalar
     out[np.isnan(xd)] = np.nan
     return out.astype(x.dtype, copy=False)
 

@@ -86,7 +86,8 @@ def host_array(data: Any, dtype: dt.DType | None) -> tuple[np.ndarray, dt.DType]
     """A contiguous numpy array of ``data`` and its ember dtype."""
     if isinstance(data, np.ndarray):
         src = dtype_of_numpy(data.dtype) if dtype is None else dtype
-        return np.ascontiguousarray(data, dtype=numpy_dtype(src)), src
+        # Note: ascontiguousarray turns 0-d arrays into 1-d ones; the reshape keeps 0-d
+        return np.ascontiguousarray(data, dtype=numpy_dtype(src)).reshape(data.shape), src
     if isinstance(data, (np.generic,)):
         return host_array(np.asarray(data), dtype)
     _nested_shape(data)
@@ -96,7 +97,7 @@ def host_array(data: Any, dtype: dt.DType | None) -> tuple[np.ndarray, dt.DType]
         arr = np.asarray(np.array(data, dtype=np.float64), dtype=numpy_dtype(dtype))
     else:
         arr = np.array(data, dtype=numpy_dtype(dtype))
-    return np.ascontiguousarray(arr), dtype
+    return np.ascontiguousarray(arr).reshape(arr.shape), dtype
 
 
 def from_host(array: np.ndarray, dtype: dt.DType, device: Device) -> Tensor:

@@ -1,0 +1,19 @@
+"""ember's conformance suite: an op registry with a numpy float64 oracle, as a pytest plugin.
+
+Run it against a device with one command::
+
+    python -m ember.testing --device cpu
+    pytest --pyargs ember.testing.suite --ember-device=cpu
+
+Backends declare the cases they cannot pass with the ``ember_conformance_skips`` hook.
+"""
+
+from __future__ import annotations
+
+from ._case import Arg as Arg, Case as Case, all_cases as all_cases, register as register
+from ._case import rng_for as rng_for, sample as sample
+from ._compare import TOLERANCES as TOLERANCES, assert_close as assert_close
+from ._grad import check_grads as check_grads
+
+__all__ = ["TOLERANCES", "Arg", "Case", "all_cases", "assert_close", "check_grads", "register",
+           "rng_for", "sample"]

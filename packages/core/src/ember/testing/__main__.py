@@ -1,0 +1,22 @@
+"""``python -m ember.testing --device foo [pytest args]``: the conformance suite on ``foo``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    import pytest
+
+    parser = argparse.ArgumentParser(prog="python -m ember.testing", description=__doc__)
+    parser.add_argument("--device", action="append", default=[],
+                        help="device string (repeatable; default $EMBER_TEST_DEVICE or cpu)")
+    args, rest = parser.parse_known_args(argv)
+    opts = [f"--ember-device={d}" for d in args.device]
+    return int(pytest.main(["--pyargs", "ember.testing.suite", "-q", "-p", "no:cacheprovider",
+                            *opts, *rest]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""Gradient checks: an autodiff device's VJP against central differences of the oracle.
+
+The finite differences are taken on the numpy float64 oracle, not on the device, so they are
+exact to ~1e-8 and cost no device time; the device only runs one forward and one backward.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .. import _dtype as dt
+from ._compare import assert_close
+from ._case import Case, all_cases, rng_for
+
+if TYPE_CHECKING:
+    from .._device import Device
+
+__all__ = ["check_grads", "grad_cases"]
+
+
+def grad_cases() -> list[Case]:
+    """Cases with differentiable inputs, in float64 (finite differences need the precision)."""
+    return [c for c in all_cases()
+            if c.grad and c.fn is not None and c.out is dt.float64
+            and all(c.args[i].ember_dtype() is dt.float64 for i in c.grad)]
+
+
+def _first(value: Any) -> Any:
+    return value[0] if isinstance(value, tuple) else value
+
+
+def check_grads(case: Case, device: Device, *, eps: float = 1e-6, rtol: float = 1e-5,
+                atol: float = 1e-7) -> None:
+    """Compare ``grads[x]`` of ``sum(fn(*inputs) * cotangent)`` with central differences.
+
+    ``device`` must be an autodiff device (its tensors have ``backward``).  Only the inputs at
+    ``case.grad`` are perturbed; for ops with several outputs the first one is differentiated.
+    """
+    import ember
+
+    hosts = [a.host() for a in case.args]
+    with np.errstate(all="ignore"):
+        ref = np.asarray(_first(case.oracle(*hosts)), dtype=np.float64)  # type: ignore[misc]
+    cot = rng_for(case.id + "/cotangent").standard_normal(ref.shape)
+    tensors = [ember.tensor(h, dtype=a.ember_dtype(), device=device,
+                            requires_grad=i in case.grad)
+               for i, (a, h) in enumerate(zip(case.args, hosts, strict=True))]
+    assert case.fn is not None
+    out = _first(case.fn(*tensors))
+    loss = (out * ember.tensor(cot, dtype=out.dtype, device=device)).sum()
+    grads = loss.backward()
+    for i in case.grad:
+        numeric = np.zeros_like(hosts[i], dtype=np.float64)
+        flat = numeric.reshape(-1)
+        for j in range(flat.size):
+            plus = [h.copy() for h in hosts]
+            minus = [h.copy() for h in hosts]
+            plus[i].reshape(-1)[j] += eps
+            minus[i].reshape(-1)[j] -= eps
+            with np.errstate(all="ignore"):
+                fp = np.sum(np.asarray(_first(case.oracle(*plus))) * cot)  # type: ignore[misc]
+                fm = np.sum(np.asarray(_first(case.oracle(*minus))) * cot)  # type: ignore[misc]
+            flat[j] = (fp - fm) / (2 * eps)
+        assert_close(grads[tensors[i]], numeric, dt.float64, rtol=rtol, atol=atol,
+                     what=f"{case.id}: gradient of input {i}")

@@ -1,0 +1,123 @@
+"""The pytest plugin (entry point ``pytest11: ember``): ``--ember-device`` and the suite's
+parametrization, declared skips and the summary line.
+
+It imports nothing of ember at load time, so it costs nothing in pytest runs that do not use
+the suite.  Test functions that take an ``ember_case`` argument are parametrized over every
+(device, case) pair; ``ember_grad_case`` over gradient cases on autodiff devices only.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from collections import Counter
+from typing import Any
+
+import pytest
+
+_DECLARED = "declared"
+_UNSUPPORTED = "unsupported dtype"
+_RESULTS: dict[str, Counter[str]] = {}
+_KIND = pytest.StashKey[dict[str, tuple[str, str]]]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("ember", "ember conformance suite")
+    group.addoption(
+        "--ember-device", action="append", default=[], metavar="DEVICE",
+        help="device string(s) to run the ember conformance suite on (repeat or separate with "
+             "commas; default: $EMBER_TEST_DEVICE or cpu)")
+
+
+def devices_from(config: pytest.Config) -> list[str]:
+    raw = config.getoption("ember_device") or [os.environ.get("EMBER_TEST_DEVICE") or "cpu"]
+    out: list[str] = []
+    for item in raw:
+        out.extend(_split_devices(item))
+    return list(dict.fromkeys(out))
+
+
+def _split_devices(text: str) -> list[str]:
+    """Split ``cpu,autodiff<cpu>`` at top-level commas (decorator options keep theirs)."""
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        depth += ch == "<"
+        depth -= ch == ">"
+        if ch == "," and depth == 0:
+            parts.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur.strip())
+    return [p for p in parts if p]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_KIND] = {}
+    config.addinivalue_line("markers", "ember_case: a case of the ember conformance suite")
+
+
+def _skip_reason(case: Any, device: Any, skips: dict[str, str]) -> tuple[str, str] | None:
+    for pattern, reason in skips.items():
+        if fnmatch.fnmatchcase(case.id, pattern):
+            return _DECLARED, f"declared by the backend ({pattern}): {reason}"
+    for d in case.required_dtypes():
+        if not device.supports(d):
+            return _UNSUPPORTED, f"device {device} does not support dtype {d.name}"
+    return None
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    names = metafunc.fixturenames
+    grad = "ember_grad_case" in names
+    if "ember_case" not in names and not grad:
+        return
+    import ember
+    from ember._plugins import conformance_skips
+
+    from ._case import all_cases
+    from ._grad import grad_cases
+
+    kinds = metafunc.config.stash[_KIND]
+    params = []
+    for name in devices_from(metafunc.config):
+        dev = ember.device(name)
+        if grad and not str(dev).startswith("autodiff<"):
+            continue
+        skips = conformance_skips(str(dev))
+        for case in grad_cases() if grad else all_cases():
+            cid = f"{dev}::{case.id}"
+            marks: list[Any] = [pytest.mark.ember_case]
+            why = _skip_reason(case, dev, skips)
+            if why is not None:
+                kinds[cid] = why
+                marks.append(pytest.mark.skip(reason=why[1]))
+            params.append(pytest.param(str(dev), case, id=cid, marks=marks))
+    metafunc.parametrize(("ember_device", "ember_grad_case" if grad else "ember_case"), params)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if "ember_case" not in report.keywords:
+        return
+    if report.when != "call" and not (report.skipped or report.failed):
+        return
+    cid = report.nodeid.rsplit("[", 1)[-1].rstrip("]")
+    device = cid.split("::", 1)[0]
+    counts = _RESULTS.setdefault(device, Counter())
+    if report.skipped:
+        reason = str(report.longrepr[2]) if isinstance(report.longrepr, tuple) else ""
+        counts[_UNSUPPORTED if "does not support dtype" in reason else _DECLARED] += 1
+    elif report.failed:
+        counts["failed"] += 1
+    elif report.when == "call":
+        counts["passed"] += 1
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
+                            config: pytest.Config) -> None:
+    for device, c in _RESULTS.items():
+        line = (f"ember conformance on {device}: {c['passed']} passed, {c[_DECLARED]} skipped "
+                f"(declared), {c[_UNSUPPORTED]} skipped (unsupported dtype)")
+        if c["failed"]:
+            line += f", {c['failed']} failed"
+        terminalreporter.write_line(line)

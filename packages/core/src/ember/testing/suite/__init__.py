@@ -1,0 +1,1 @@
+"""The conformance suite as test modules: ``pytest --pyargs ember.testing.suite``."""
