@@ -1,0 +1,199 @@
+"""The backward pass and its result, `Gradients`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from ember._creation import ones_like
+from ember._tensor import Tensor
+
+from ._tape import Cell, Node
+from .rules import RULES, sum_to
+
+if TYPE_CHECKING:
+    from .tensor import AutodiffTensor
+
+__all__ = ["Gradients", "run_backward"]
+
+
+class Gradients:
+    """What ``backward`` returns: ``grads[t]`` is the gradient of ``t`` (inner-device tensor).
+
+    Holds leaves that require grad and intermediates whose tensors were still alive when the
+    pass reached them.  A tensor used several times gets the sum of its gradients.
+
+    Examples
+    --------
+    >>> import ember
+    >>> x = ember.tensor([1.0, 2.0], device="autodiff<cpu>", requires_grad=True)
+    >>> grads = (x * 3).sum().backward()
+    >>> grads[x].tolist(), x in grads, len(grads)
+    ([3.0, 3.0], True, 1)
+    """
+
+    __slots__ = ("_device", "_grads")
+
+    def __init__(self, grads: dict[Cell, Tensor], device: Any) -> None:
+        self._grads = grads
+        self._device = device
+
+    def _lookup(self, t: Tensor) -> Tensor | None:
+        # a tensor of an outer autodiff device (autodiff<autodiff<cpu>>) is looked up through
+        # its inner values, so the inner pass's gradients can be indexed with outer tensors
+        while True:
+            cell = t._data
+            if type(cell) is not Cell:
+                return None
+            g = self._grads.get(cell)
+            if g is not None:
+                return g
+            t = cell.value
+
+    def __getitem__(self, t: Tensor) -> Tensor:
+        g = self._lookup(t) if isinstance(t, Tensor) else None
+        if g is not None:
+            return g
+        if not isinstance(t, Tensor):
+            raise TypeError(f"Gradients are indexed by tensors, got {type(t).__name__}")
+        cell = t._data
+        if type(cell) is not Cell:
+            raise KeyError(f"no gradient: the tensor is on device {t.device}, not an autodiff "
+                           "device")
+        if not cell.requires_grad:
+            raise KeyError("no gradient: the tensor does not require grad (create it with "
+                           "requires_grad=True or call requires_grad_())")
+        raise KeyError("no gradient: the tensor is not an input of the value backward() was "
+                       "called on")
+
+    def get(self, t: Tensor, default: Tensor | None = None) -> Tensor | None:
+        g = self._lookup(t) if isinstance(t, Tensor) else None
+        return default if g is None else g
+
+    def __contains__(self, t: object) -> bool:
+        return isinstance(t, Tensor) and self._lookup(t) is not None
+
+    def __iter__(self) -> Iterator[tuple[Tensor, Tensor]]:
+        from .tensor import AutodiffTensor
+
+        for cell, g in self._grads.items():
+            yield AutodiffTensor._make(cell, self._device, cell.value._dtype), g
+
+    def items(self) -> Iterator[tuple[Tensor, Tensor]]:
+        return iter(self)
+
+    def __len__(self) -> int:
+        return len(self._grads)
+
+    def __repr__(self) -> str:
+        return f"Gradients({len(self._grads)} tensors)"
+
+
+def _topological(root: Node) -> list[Node]:
+    """Nodes reachable from ``root``, each before every node it depends on."""
+    post: list[Node] = []
+    seen: set[Node] = set()
+    stack: list[tuple[Node, bool]] = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            post.append(node)
+            continue
+        if node in seen:
+            continue
+        seen.add(node)
+        parents = node.parents
+        if parents is None:
+            raise RuntimeError(
+                "backward through a graph that was already freed: a second backward() over "
+                f"the same ops (reached {node.op.name}) needs retain_graph=True the first time")
+        stack.append((node, True))
+        for p in parents:
+            if type(p) is Node and p not in seen:
+                stack.append((p, False))
+    post.reverse()
+    return post
+
+
+class _Recompute:
+    """Values of checkpointed nodes, recomputed on demand and dropped once consumed."""
+
+    __slots__ = ("cache", "inner")
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.cache: dict[Node, Tensor] = {}
+
+    def value(self, p: Node | Cell) -> Tensor:
+        if type(p) is Cell:
+            return p.value
+        assert type(p) is Node
+        if p.out is not None:
+            return p.out if p.op.outputs == 1 else p.out[0]  # type: ignore[no-any-return]
+        v = self.cache.get(p)
+        if v is None:
+            v = self.inner(p.op, list(self.args(p)), p.params)
+            self.cache[p] = v
+        return v
+
+    def args(self, node: Node) -> tuple[Tensor, ...]:
+        assert node.args is not None and node.parents is not None
+        return tuple(a if a is not None else self.value(p)  # type: ignore[arg-type]
+                     for a, p in zip(node.args, node.parents, strict=True))
+
+
+def run_backward(root: AutodiffTensor, grad_output: Tensor | None,
+                 retain_graph: bool) -> Gradients:
+    cell = root._data
+    device = root._device
+    if not cell.requires_grad:
+        raise RuntimeError("backward() on a tensor that does not require grad: no input of it "
+                           "was created with requires_grad=True (or it was computed under "
+                           "ember.no_grad())")
+    if grad_output is None:
+        if root.numel() != 1:
+            raise RuntimeError(f"backward() without grad_output needs a tensor of one element, "
+                               f"got shape {root.shape}")
+        grad = ones_like(cell.value)
+    else:
+        grad = grad_output
+        while grad._device is not cell.value._device and type(grad._data) is Cell:
+            grad = grad._data.value
+        if tuple(grad.shape) != tuple(root.shape):
+            raise RuntimeError(f"grad_output has shape {grad.shape}, the tensor {root.shape}")
+    node = cell.node
+    if node is None:  # a leaf: its gradient is grad_output
+        return Gradients({cell: grad}, device)
+    order = _topological(node)
+    acc: dict[Node | Cell, Tensor] = {node: grad}
+    result: dict[Cell, Tensor] = {}
+    recompute = _Recompute(device.backend.inner.dispatch)
+    for n in order:
+        g = acc.pop(n, None)
+        if g is None:
+            continue
+        out_cell = n.ref()
+        if out_cell is not None:
+            result[out_cell] = g
+        parents = n.parents
+        assert parents is not None and n.args is not None
+        if n.depth >= 0:  # checkpointed: bring the values back
+            args = recompute.args(n)
+            out = recompute.value(n)
+        else:
+            args, out = n.args, n.out  # type: ignore[assignment]
+        grads = RULES[n.op](g, out, *args, **n.params)
+        recompute.cache.pop(n, None)
+        for p, gi in zip(parents, grads, strict=False):
+            if p is None or gi is None:
+                continue
+            if gi._data.shape != p.shape:
+                gi = sum_to(gi, tuple(p.shape))
+            prev = acc.get(p)
+            acc[p] = gi if prev is None else prev + gi
+        if not retain_graph:
+            n.free()
+    for p, g in acc.items():
+        if type(p) is Cell:
+            result[p] = g
+    return Gradients(result, device)

@@ -1,0 +1,465 @@
+"""Backward (VJP) rules: one table, keyed by op.
+
+A rule is called ``rule(g, out, *inputs, **params)`` with the gradient ``g`` of the op's
+(first) output, the output ``out`` (a tuple for ops with several outputs) and the op's inputs,
+all tensors of the inner device, and returns one gradient per input (None where none flows).
+Rules use ember ops only, so they run on any inner device, and on an inner autodiff device
+they are recorded themselves: that is how ``autodiff<autodiff<cpu>>`` gives second derivatives.
+Gradients of broadcast inputs are summed back to the input's shape by the backward pass.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import ember
+from ember._apply import apply
+from ember._tensor import Tensor
+from ember.ops import Op, creation, elementwise, linalg, movement, nn, reduction
+
+__all__ = ["RULES", "sum_to"]
+
+Grads = tuple[Tensor | None, ...]
+Rule = Callable[..., Grads]
+
+RULES: dict[Op, Rule] = {}
+
+
+def rule(op: Op) -> Callable[[Rule], Rule]:
+    def put(fn: Rule) -> Rule:
+        RULES[op] = fn
+        return fn
+    return put
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+def sum_to(g: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """Sum a broadcast gradient back to ``shape``."""
+    lead = g.ndim - len(shape)
+    dims = [*range(lead), *(lead + i for i, n in enumerate(shape) if n == 1 and
+                            g.shape[lead + i] != 1)]
+    if dims:
+        g = g.sum(dim=dims, keepdim=True)
+    return g.reshape(shape) if tuple(g.shape) != tuple(shape) else g
+
+
+def _keep(g: Tensor, dims: Sequence[int], keepdim: bool) -> Tensor:
+    """``g`` of a reduction with its reduced axes back (size 1)."""
+    if keepdim:
+        return g
+    shape = list(g.shape)
+    for d in dims:
+        shape.insert(d, 1)
+    return g.reshape(shape)
+
+
+def _zeros(x: Tensor) -> Tensor:
+    return ember.zeros(x.shape, dtype=x.dtype, device=x.device)
+
+
+def _mask(cond: Tensor, g: Tensor) -> Tensor:
+    """``g`` where ``cond``, else 0."""
+    return ember.where(cond, g, 0.0)
+
+
+# -- elementwise: unary -----------------------------------------------------------------------
+
+RULES[elementwise.exp] = lambda g, out, x: (g * out,)
+RULES[elementwise.expm1] = lambda g, out, x: (g * (out + 1.0),)
+RULES[elementwise.log] = lambda g, out, x: (g / x,)
+RULES[elementwise.log1p] = lambda g, out, x: (g / (x + 1.0),)
+RULES[elementwise.sqrt] = lambda g, out, x: (g * 0.5 / out,)
+RULES[elementwise.rsqrt] = lambda g, out, x: (g * -0.5 * out * out * out,)
+RULES[elementwise.sin] = lambda g, out, x: (g * x.cos(),)
+RULES[elementwise.cos] = lambda g, out, x: (-(g * x.sin()),)
+RULES[elementwise.tan] = lambda g, out, x: (g * (out * out + 1.0),)
+RULES[elementwise.tanh] = lambda g, out, x: (g * (1.0 - out * out),)
+RULES[elementwise.asin] = lambda g, out, x: (g * (1.0 - x * x).rsqrt(),)
+RULES[elementwise.acos] = lambda g, out, x: (-(g * (1.0 - x * x).rsqrt()),)
+RULES[elementwise.atan] = lambda g, out, x: (g / (x * x + 1.0),)
+RULES[elementwise.sinh] = lambda g, out, x: (g * x.cosh(),)
+RULES[elementwise.cosh] = lambda g, out, x: (g * x.sinh(),)
+RULES[elementwise.erf] = lambda g, out, x: (g * (2.0 / math.sqrt(math.pi)) * (-(x * x)).exp(),)
+RULES[elementwise.sigmoid] = lambda g, out, x: (g * out * (1.0 - out),)
+RULES[elementwise.reciprocal] = lambda g, out, x: (-(g * out * out),)
+RULES[elementwise.neg] = lambda g, out, x: (-g,)
+RULES[elementwise.abs] = lambda g, out, x: (g * x.sign(),)
+
+
+@rule(elementwise.clamp)
+def _clamp(g: Tensor, out: Tensor, x: Tensor, min: Any = None, max: Any = None) -> Grads:  # noqa: A002
+    # the gradient passes where min <= x <= max (PyTorch's rule)
+    inside = None
+    if min is not None:
+        inside = x >= min
+    if max is not None:
+        below = x <= max
+        inside = below if inside is None else inside.logical_and(below)
+    assert inside is not None
+    return (_mask(inside, g),)
+
+
+# -- elementwise: binary ----------------------------------------------------------------------
+
+RULES[elementwise.add] = lambda g, out, x, y: (g, g)
+RULES[elementwise.sub] = lambda g, out, x, y: (g, -g)
+RULES[elementwise.mul] = lambda g, out, x, y: (g * y, g * x)
+RULES[elementwise.div] = lambda g, out, x, y: (g / y, -(g * out / y))
+RULES[elementwise.remainder] = lambda g, out, x, y: (g, -(g * ember.floordiv(x, y)))
+RULES[elementwise.atan2] = lambda g, out, y, x: (g * x / (x * x + y * y),
+                                                 -(g * y / (x * x + y * y)))
+
+
+@rule(elementwise.pow)
+def _pow(g: Tensor, out: Tensor, x: Tensor, y: Tensor) -> Grads:
+    # Note: as PyTorch, d/dx is 0 where y == 0 and d/dy is 0 where x == 0 and y >= 0
+    gx = _mask(y != 0, g * y * x ** (y - 1.0))
+    gy = _mask(ember.logical_not((x == 0).logical_and(y >= 0)), g * out * x.log())
+    return gx, gy
+
+
+def _minmax(g: Tensor, x: Tensor, y: Tensor, first: Tensor) -> Grads:
+    # ties split the gradient evenly, as PyTorch
+    tie = x == y
+    half = g * 0.5
+    gx = ember.where(tie, half, _mask(first, g))
+    gy = ember.where(tie, half, _mask(ember.logical_not(first), g))
+    return gx, gy
+
+
+RULES[elementwise.maximum] = lambda g, out, x, y: _minmax(g, x, y, x > y)
+RULES[elementwise.minimum] = lambda g, out, x, y: _minmax(g, x, y, x < y)
+RULES[elementwise.where] = lambda g, out, c, x, y: (None, _mask(c, g),
+                                                    _mask(ember.logical_not(c), g))
+RULES[creation.cast] = lambda g, out, x, dtype: (g.to(dtype=x.dtype),)
+
+
+# -- reductions -------------------------------------------------------------------------------
+
+
+@rule(reduction.sum)
+def _sum(g: Tensor, out: Tensor, x: Tensor, dims: Sequence[int], keepdim: bool) -> Grads:
+    return (_keep(g, dims, keepdim).expand(x.shape),)
+
+
+@rule(reduction.mean)
+def _mean(g: Tensor, out: Tensor, x: Tensor, dims: Sequence[int], keepdim: bool) -> Grads:
+    n = math.prod(x.shape[d] for d in dims)
+    return ((_keep(g, dims, keepdim) * (1.0 / n)).expand(x.shape),)
+
+
+def _extreme(g: Tensor, out: Tensor, x: Tensor, dims: Sequence[int], keepdim: bool) -> Grads:
+    # every element equal to the extreme gets an equal share (PyTorch's amax/amin rule)
+    hit = (x == _keep(out, dims, keepdim)).to(dtype=x.dtype)
+    share = _keep(g, dims, keepdim) / hit.sum(dim=dims, keepdim=True)
+    return (hit * share,)
+
+
+RULES[reduction.max] = _extreme
+RULES[reduction.min] = _extreme
+
+
+@rule(reduction.var)
+def _var(g: Tensor, out: Tensor, x: Tensor, dims: Sequence[int], keepdim: bool,
+         correction: int) -> Grads:
+    n = math.prod(x.shape[d] for d in dims)
+    centred = x - x.mean(dim=dims, keepdim=True)
+    return (_keep(g, dims, keepdim) * centred * (2.0 / max(n - correction, 0)),)
+
+
+def _to_last(x: Tensor, dims: Sequence[int]) -> tuple[Tensor, list[int], tuple[int, ...]]:
+    """``x`` with ``dims`` moved to the end and merged: ``[..., n]``, and how to undo it."""
+    rest = [d for d in range(x.ndim) if d not in dims]
+    order = [*rest, *dims]
+    moved = x.permute(order) if order != list(range(x.ndim)) else x
+    shape = tuple(moved.shape)
+    return moved.reshape(*shape[:len(rest)], -1), order, shape
+
+
+def _from_last(y: Tensor, order: list[int], shape: tuple[int, ...]) -> Tensor:
+    y = y.reshape(shape)
+    inverse = sorted(range(len(order)), key=order.__getitem__)
+    return y.permute(inverse) if order != list(range(len(order))) else y
+
+
+def _exclusive_products(x: Tensor) -> Tensor:
+    """``p[..., i] = prod_{j != i} x[..., j]`` without dividing (exact with zeros)."""
+    n = x.shape[-1]
+    before = ember.pad(x, (1, 0), value=1.0)[..., :n].cumprod(-1)
+    after = ember.pad(x, (0, 1), value=1.0)[..., 1:].flip(-1).cumprod(-1).flip(-1)
+    return before * after
+
+
+@rule(reduction.prod)
+def _prod(g: Tensor, out: Tensor, x: Tensor, dims: Sequence[int], keepdim: bool) -> Grads:
+    flat, order, shape = _to_last(x, dims)
+    others = _from_last(_exclusive_products(flat), order, shape)
+    return (_keep(g, dims, keepdim) * others,)
+
+
+@rule(reduction.cumsum)
+def _cumsum(g: Tensor, out: Tensor, x: Tensor, dim: int) -> Grads:
+    return (g.flip(dim).cumsum(dim).flip(dim),)
+
+
+@rule(reduction.cumprod)
+def _cumprod(g: Tensor, out: Tensor, x: Tensor, dim: int) -> Grads:
+    # d out_j / d x_k = prod_{i <= j, i != k} x_i for j >= k: build that [n(k), n(j)] table per
+    # row by replacing x_k with 1, so zeros need no special case
+    xl = x.transpose(dim, -1)
+    gl = g.transpose(dim, -1)
+    n = xl.shape[-1]
+    eye = ember.eye(n, dtype=ember.bool_, device=x.device)
+    table = ember.where(eye, 1.0, xl.unsqueeze(-2).expand(*xl.shape[:-1], n, n)).cumprod(-1)
+    table = table.triu()  # only j >= k contribute
+    gx = (table * gl.unsqueeze(-2)).sum(dim=-1)
+    return (gx.transpose(dim, -1),)
+
+
+# -- movement ---------------------------------------------------------------------------------
+
+RULES[movement.reshape] = lambda g, out, x, shape: (g.reshape(x.shape),)
+RULES[movement.contiguous] = lambda g, out, x: (g,)
+RULES[movement.flip] = lambda g, out, x, dims: (g.flip(dims),)
+RULES[movement.tril] = lambda g, out, x, k: (g.tril(k),)
+RULES[movement.triu] = lambda g, out, x, k: (g.triu(k),)
+RULES[movement.masked_fill] = lambda g, out, x, mask, value: (g.masked_fill(mask, 0.0), None)
+
+
+@rule(movement.permute)
+def _permute(g: Tensor, out: Tensor, x: Tensor, dims: Sequence[int]) -> Grads:
+    return (g.permute(sorted(range(len(dims)), key=list(dims).__getitem__)),)
+
+
+@rule(movement.expand)
+def _expand(g: Tensor, out: Tensor, x: Tensor, shape: Sequence[int]) -> Grads:
+    return (sum_to(g, tuple(x.shape)),)
+
+
+@rule(movement.slice)
+def _slice(g: Tensor, out: Tensor, x: Tensor, starts: Sequence[int], stops: Sequence[int],
+           steps: Sequence[int]) -> Grads:
+    if all(s == 1 for s in steps):  # a contiguous window: pad back
+        widths = tuple((a, n - b) for a, b, n in zip(starts, stops, x.shape, strict=True))
+        return (apply(movement.pad, g, pad=widths, value=0.0),)
+    key = tuple(slice(a, None if (b < 0 and c < 0) else b, c)
+                for a, b, c in zip(starts, stops, steps, strict=True))
+    full = _zeros(x)
+    full[key] = g  # a functional scatter, differentiable in g
+    return (full,)
+
+
+@rule(movement.pad)
+def _pad(g: Tensor, out: Tensor, x: Tensor, pad: Sequence[tuple[int, int]],
+         value: float) -> Grads:
+    key = tuple(slice(a, a + n) for (a, _), n in zip(pad, x.shape, strict=True))
+    return (g[key],)
+
+
+@rule(movement.cat)
+def _cat(g: Tensor, out: Tensor, *xs: Tensor, dim: int) -> Grads:
+    return tuple(g.split([x.shape[dim] for x in xs], dim))
+
+
+@rule(movement.gather)
+def _gather(g: Tensor, out: Tensor, x: Tensor, index: Tensor, dim: int) -> Grads:
+    return (apply(movement.scatter_add, _zeros(x), index, g, dim=dim), None)
+
+
+def _fit_to(g: Tensor, shape: Sequence[int]) -> Tensor:
+    """``g`` (index-shaped) padded with zeros to ``shape`` (a larger src of scatter)."""
+    if tuple(g.shape) == tuple(shape):
+        return g
+    return apply(movement.pad, g, pad=tuple((0, n - m) for m, n in zip(g.shape, shape,
+                                                                       strict=True)), value=0.0)
+
+
+@rule(movement.scatter_add)
+def _scatter_add(g: Tensor, out: Tensor, x: Tensor, index: Tensor, src: Tensor,
+                 dim: int) -> Grads:
+    return g, None, _fit_to(apply(movement.gather, g, index, dim=dim), src.shape)
+
+
+@rule(movement.scatter)
+def _scatter(g: Tensor, out: Tensor, x: Tensor, index: Tensor, src: Tensor, dim: int) -> Grads:
+    zeros = ember.zeros(index.shape, dtype=g.dtype, device=g.device)
+    gx = apply(movement.scatter, g, index, zeros, dim=dim)
+    return gx, None, _fit_to(apply(movement.gather, g, index, dim=dim), src.shape)
+
+
+def _index_add(x: Tensor, dim: int, index: Tensor, g: Tensor) -> Tensor:
+    """``zeros_like(x)`` with the slices of ``g`` added at ``index`` along ``dim``."""
+    shape = [1] * g.ndim
+    shape[dim] = index.shape[0]
+    full_index = index.reshape(shape).expand(g.shape)
+    return apply(movement.scatter_add, _zeros(x), full_index, g, dim=dim)  # type: ignore[no-any-return]
+
+
+RULES[movement.index_select] = lambda g, out, x, index, dim: (_index_add(x, dim, index, g), None)
+
+
+def _scatter_back(g: Tensor, out: tuple[Tensor, Tensor], x: Tensor, dim: int) -> Grads:
+    return (apply(movement.scatter_add, _zeros(x), out[1], g, dim=dim),)
+
+
+RULES[movement.sort] = lambda g, out, x, dim, descending, stable: _scatter_back(g, out, x, dim)
+RULES[movement.topk] = lambda g, out, x, k, dim, largest: _scatter_back(g, out, x, dim)
+
+
+# -- linear algebra ---------------------------------------------------------------------------
+
+RULES[linalg.matmul] = lambda g, out, a, b: (g @ b.mT, a.mT @ g)
+
+
+# -- nn ---------------------------------------------------------------------------------------
+
+_CONV = {nn.conv1d: nn.conv1d, nn.conv2d: nn.conv2d,
+         nn.conv_transpose1d: nn.conv1d, nn.conv_transpose2d: nn.conv2d}
+_CONV_T = {nn.conv1d: nn.conv_transpose1d, nn.conv2d: nn.conv_transpose2d}
+
+
+def _batch_as_channels(t: Tensor, groups: int, front: bool) -> Tensor:
+    """``[N, G*C, *s]`` as ``[C, G*N, *s]`` (front) or ``[G*C, N, *s]`` (not front)."""
+    n, gc, *s = t.shape
+    c = gc // groups
+    t = t.reshape(n, groups, c, *s)
+    spatial = list(range(3, 3 + len(s)))
+    if front:
+        return t.permute(2, 1, 0, *spatial).reshape(c, groups * n, *s)
+    return t.permute(1, 2, 0, *spatial).reshape(groups * c, n, *s)
+
+
+def _crop(t: Tensor, sizes: Sequence[int]) -> Tensor:
+    if tuple(t.shape[2:]) == tuple(sizes):
+        return t
+    return t[(slice(None), slice(None), *(slice(0, k) for k in sizes))]
+
+
+def _conv_rule(op: Op) -> Rule:
+    conv, conv_t = op, _CONV_T[op]
+
+    def backward(g: Tensor, out: Tensor, x: Tensor, w: Tensor, stride: tuple[int, ...],
+                 padding: tuple[int, ...], dilation: tuple[int, ...], groups: int) -> Grads:
+        k = w.shape[2:]
+        # output_padding makes the transpose land exactly on x's size
+        extra = tuple(n - ((o - 1) * s - 2 * p + d * (kk - 1) + 1) for n, o, s, p, d, kk in
+                      zip(x.shape[2:], g.shape[2:], stride, padding, dilation, k, strict=True))
+        gx = apply(conv_t, g, w, stride=stride, padding=padding, output_padding=extra,
+                   dilation=dilation, groups=groups)
+        # the weight gradient is a convolution of x with g, batch and channel axes swapped
+        gw = apply(conv, _batch_as_channels(x, groups, True),
+                   _batch_as_channels(g, groups, False), stride=dilation, padding=padding,
+                   dilation=stride, groups=groups)
+        return gx, _crop(gw.transpose(0, 1), k)
+
+    return backward
+
+
+def _conv_t_rule(op: Op) -> Rule:
+    conv = _CONV[op]
+
+    def backward(g: Tensor, out: Tensor, x: Tensor, w: Tensor, stride: tuple[int, ...],
+                 padding: tuple[int, ...], output_padding: tuple[int, ...],
+                 dilation: tuple[int, ...], groups: int) -> Grads:
+        gx = apply(conv, g, w, stride=stride, padding=padding, dilation=dilation, groups=groups)
+        gw = apply(conv, _batch_as_channels(g, groups, True),
+                   _batch_as_channels(x, groups, False), stride=dilation, padding=padding,
+                   dilation=stride, groups=groups)
+        return gx, _crop(gw.transpose(0, 1), w.shape[2:])
+
+    return backward
+
+
+for _op in (nn.conv1d, nn.conv2d):
+    RULES[_op] = _conv_rule(_op)
+for _op in (nn.conv_transpose1d, nn.conv_transpose2d):
+    RULES[_op] = _conv_t_rule(_op)
+
+
+@rule(nn.max_pool2d)
+def _max_pool2d(g: Tensor, out: tuple[Tensor, Tensor], x: Tensor, **params: Any) -> Grads:
+    n, c, h, w = x.shape
+    flat = apply(movement.scatter_add, _zeros(x).reshape(n, c, h * w),
+                 out[1].reshape(n, c, -1), g.reshape(n, c, -1), dim=2)
+    return (flat.reshape(x.shape),)
+
+
+def _window_divisor(n: int, o: int, k: int, s: int, p: int, include_pad: bool) -> list[int]:
+    # PyTorch's (and the cpu backend's) avg_pool2d divisor per output position
+    out = []
+    for i in range(o):
+        start = i * s - p
+        end = min(start + k, n + p)
+        out.append(end - start if include_pad else min(end, n) - max(start, 0))
+    return out
+
+
+@rule(nn.avg_pool2d)
+def _avg_pool2d(g: Tensor, out: Tensor, x: Tensor, kernel_size: tuple[int, int],
+                stride: tuple[int, int], padding: tuple[int, int], ceil_mode: bool,
+                count_include_pad: bool) -> Grads:
+    c, (h, w), (oh, ow) = x.shape[1], x.shape[2:], g.shape[2:]
+    dh = _window_divisor(h, oh, kernel_size[0], stride[0], padding[0], count_include_pad)
+    dw = _window_divisor(w, ow, kernel_size[1], stride[1], padding[1], count_include_pad)
+    div = ember.tensor([[1.0 / (a * b) for b in dw] for a in dh], dtype=g.dtype,
+                       device=g.device)
+    ones = ember.ones(c, 1, *kernel_size, dtype=g.dtype, device=g.device)
+    # spread each window's share over the padded input, then cut the padding off
+    spread = apply(nn.conv_transpose2d, g * div, ones, stride=stride, padding=(0, 0),
+                   output_padding=(0, 0), dilation=(1, 1), groups=c)
+    need = (padding[0] + h, padding[1] + w)
+    grow = tuple((0, max(n - m, 0)) for m, n in zip(spread.shape[2:], need, strict=True))
+    if any(b for _, b in grow):
+        spread = apply(movement.pad, spread, pad=((0, 0), (0, 0), *grow), value=0.0)
+    return (spread[:, :, padding[0]:padding[0] + h, padding[1]:padding[1] + w],)
+
+
+def _adaptive_matrix(n: int, o: int, like: Tensor) -> Tensor:
+    """``A[o, n]`` with ``out = A @ x`` along one axis of adaptive average pooling."""
+    rows = []
+    for i in range(o):
+        lo, hi = (i * n) // o, -((-(i + 1) * n) // o)
+        rows.append([1.0 / (hi - lo) if lo <= j < hi else 0.0 for j in range(n)])
+    return ember.tensor(rows, dtype=like.dtype, device=like.device)
+
+
+@rule(nn.adaptive_avg_pool2d)
+def _adaptive_avg_pool2d(g: Tensor, out: Tensor, x: Tensor,
+                         output_size: tuple[int, int]) -> Grads:
+    ah = _adaptive_matrix(x.shape[2], output_size[0], g)
+    aw = _adaptive_matrix(x.shape[3], output_size[1], g)
+    return (ah.mT @ g @ aw,)
+
+
+def _interp_matrix(n: int, o: int, mode: str, align_corners: bool, like: Tensor) -> Tensor:
+    """``M[n, o]`` with ``out = x @ M`` along one axis: the backend's own 1-D interpolation of
+    the identity, so the weights match the forward pass exactly."""
+    eye = ember.eye(n, dtype=like.dtype, device=like.device).reshape(1, n, n)
+    one_d = "linear" if mode in ("linear", "bilinear") else mode
+    m = apply(nn.interpolate, eye, size=(o,), mode=one_d, align_corners=align_corners)
+    return m.reshape(n, o)  # type: ignore[no-any-return]
+
+
+@rule(nn.interpolate)
+def _interpolate(g: Tensor, out: Tensor, x: Tensor, size: tuple[int, ...], mode: str,
+                 align_corners: bool) -> Grads:
+    ms = [_interp_matrix(n, o, mode, align_corners, g)
+          for n, o in zip(x.shape[2:], size, strict=True)]
+    if len(ms) == 1:
+        return (g @ ms[0].mT,)
+    if len(ms) == 2:
+        return (ms[0] @ g @ ms[1].mT,)
+    raise NotImplementedError(f"interpolate backward for {len(ms)} spatial axes")
+
+
+@rule(nn.embedding)
+def _embedding(g: Tensor, out: Tensor, weight: Tensor, indices: Tensor) -> Grads:
+    d = weight.shape[1]
+    rows = g.reshape(-1, d)
+    index = indices.reshape(-1, 1).expand(rows.shape[0], d)
+    return apply(movement.scatter_add, _zeros(weight), index, rows, dim=0), None
+

@@ -1,0 +1,95 @@
+"""`AutodiffTensor`: the tensor type of ``autodiff<...>`` devices; it alone has `backward`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ember._tensor import Tensor
+
+if TYPE_CHECKING:
+    from ._tape import Cell
+    from .gradients import Gradients
+
+__all__ = ["AutodiffTensor"]
+
+
+class AutodiffTensor(Tensor):
+    """A tensor of an autodiff device; its payload is a `Cell` (inner value + tape node).
+
+    Examples
+    --------
+    >>> import ember
+    >>> x = ember.tensor([3.0], device="autodiff<cpu>", requires_grad=True)
+    >>> (x * x).backward(ember.ones(1, device="autodiff<cpu>"))[x].tolist()
+    [6.0]
+    """
+
+    __slots__ = ()
+
+    _data: Cell
+
+    @property
+    def requires_grad(self) -> bool:
+        return self._data.requires_grad
+
+    def requires_grad_(self, requires_grad: bool = True) -> AutodiffTensor:
+        """Mark a leaf as needing its gradient (floating dtypes only).
+
+        On a nested device (``autodiff<autodiff<cpu>>``) the inner value is marked too, so the
+        gradient itself can be differentiated (second derivatives).
+        """
+        cell = self._data
+        if cell.node is not None:
+            if not requires_grad:
+                raise RuntimeError("requires_grad_(False) on a non-leaf tensor: use detach()")
+            return self
+        if requires_grad and self._dtype.kind != "f":
+            raise RuntimeError(f"only floating point tensors can require gradients, "
+                               f"got {self._dtype.name}")
+        cell.requires_grad = bool(requires_grad)
+        inner = cell.value
+        if isinstance(inner, AutodiffTensor) and inner._data.node is None:
+            inner.requires_grad_(requires_grad)
+        return self
+
+    @property
+    def is_leaf(self) -> bool:
+        """True for tensors no recorded op produced (inputs, parameters, detached values)."""
+        return self._data.node is None
+
+    @property
+    def grad_fn(self) -> Any:
+        """The tape node that produced this tensor, or None for a leaf."""
+        return self._data.node
+
+    def detach(self) -> AutodiffTensor:
+        """The same value, cut from the graph (a leaf that does not require grad)."""
+        from ._tape import Cell
+
+        out = AutodiffTensor._make(Cell(self._data.value, None, False), self._device, self._dtype)
+        return out  # type: ignore[return-value]  # _make of this class
+
+    def backward(self, grad_output: Tensor | None = None, retain_graph: bool = False,
+                 create_graph: bool = False) -> Gradients:
+        """Gradients of this tensor with respect to every tensor that requires grad.
+
+        Parameters
+        ----------
+        grad_output : the gradient flowing into this tensor (same shape); needed unless this
+            tensor has one element.  A tensor of this device or of its inner device.
+        retain_graph : keep the graph so that ``backward`` can run through it again.
+        create_graph : not supported: for higher derivatives nest the decorator,
+            ``autodiff<autodiff<cpu>>`` (see ``docs/autodiff.md``).
+
+        Returns
+        -------
+        Gradients : ``grads[t]`` is the gradient of ``t``, a tensor of the inner device.
+        """
+        from .gradients import run_backward
+
+        if create_graph:
+            raise NotImplementedError(
+                "backward(create_graph=True) is not supported: ember differentiates gradients "
+                "by nesting the decorator, e.g. device 'autodiff<autodiff<cpu>>' (the inner "
+                "autodiff records the outer backward pass); see docs/autodiff.md")
+        return run_backward(self, grad_output, retain_graph)
