@@ -73,20 +73,22 @@ class Backend:
         if kernel is None:
             raise NotImplementedError(f"op {op.name!r} is not implemented on device {self.device}")
         n = len(args)
-        if n == 2:
-            out = kernel(args[0]._data, args[1]._data, **params)
-        elif n == 1:
-            out = kernel(args[0]._data, **params)
-        else:
+        if params:
             out = kernel(*[a._data for a in args], **params)
-        dtype: Any = op.result_rule(args, params)
+        elif n == 2:
+            out = kernel(args[0]._data, args[1]._data)
+        else:
+            out = kernel(*[a._data for a in args])
         device = self.device
-        cls = device.tensor_type
         if op.outputs == 1:
-            t = object.__new__(cls)
-            t._data, t._device, t._dtype = out, device, dtype
+            t = object.__new__(device.tensor_type)
+            t._data = out
+            t._device = device
+            t._dtype = args[0]._dtype if op.result == "same" else op.result_rule(args, params)
             return t
-        return tuple(cls._make(o, device, d) for o, d in zip(out, dtype, strict=True))
+        dtype: Any = op.result_rule(args, params)
+        make = device.tensor_type._make
+        return tuple(make(o, device, d) for o, d in zip(out, dtype, strict=True))
 
     def require(self, dtype: DType) -> None:
         if not self.supports(dtype):

@@ -219,25 +219,25 @@ class Tensor:
     # -- operators ------------------------------------------------------------------------------
 
     def __add__(self, o: Any) -> Tensor:
-        return _ew.add(self, o)
+        return _ew._binary(_ew.ew.add, self, o, "number")
 
     def __radd__(self, o: Any) -> Tensor:
         return _ew.add(o, self)
 
     def __sub__(self, o: Any) -> Tensor:
-        return _ew.sub(self, o)
+        return _ew._binary(_ew.ew.sub, self, o, "number")
 
     def __rsub__(self, o: Any) -> Tensor:
         return _ew.sub(o, self)
 
     def __mul__(self, o: Any) -> Tensor:
-        return _ew.mul(self, o)
+        return _ew._binary(_ew.ew.mul, self, o, "number")
 
     def __rmul__(self, o: Any) -> Tensor:
         return _ew.mul(o, self)
 
     def __truediv__(self, o: Any) -> Tensor:
-        return _ew.div(self, o)
+        return _ew._binary(_ew.ew.div, self, o, "float")
 
     def __rtruediv__(self, o: Any) -> Tensor:
         return _ew.div(o, self)
