@@ -14,7 +14,9 @@ __all__ = ["KERNELS", "generator"]
 
 
 def _full(shape: tuple[int, ...] = (), value: Any = 0, dtype: Any = None) -> np.ndarray:
-    return np.full(shape, value, dtype=numpy_dtype(dtype))
+    out = np.empty(shape, dtype=numpy_dtype(dtype))
+    out.fill(value)  # np.full adds ~2 µs of Python around the same fill
+    return out
 
 
 def _arange(start: Any = 0, stop: Any = 0, step: Any = 1, dtype: Any = None) -> np.ndarray:
