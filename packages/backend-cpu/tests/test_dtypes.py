@@ -142,3 +142,13 @@ def test_float_kernels_are_silent_on_inf_and_nan(d: dt.DType) -> None:
     for name in ("div", "floordiv", "remainder", "pow", "atan2"):
         K[ops.registry[name]](x, x[::-1].copy())
     assert np.isnan(K[ops.div](x[:1], x[:1])).all()
+
+
+@pytest.mark.parametrize("d", FLOATS, ids=lambda d: d.name)
+def test_comparisons_and_extremes_are_silent_on_nan(d: dt.DType) -> None:
+    x = np.array([np.nan, np.inf, -np.inf, 1.0, 0.0]).astype(numpy_dtype(d))
+    y = x[::-1].copy()
+    for name in ("lt", "le", "gt", "ge", "eq", "ne", "maximum", "minimum"):
+        out = K[ops.registry[name]](x, y)
+        assert out.shape == (5,)
+    assert np.isnan(K[ops.maximum](x, y)[0].astype(np.float32))

@@ -120,15 +120,15 @@ KERNELS: dict[Any, Any] = {
     # predicates
     ew.logical_not: np.logical_not, ew.isnan: np.isnan, ew.isinf: np.isinf,
     ew.bitwise_not: np.invert,
-    # binary arithmetic.  Note: add/sub/mul stay bare ufuncs for speed, so float overflow
-    # there may raise numpy's RuntimeWarning unless the caller silences it.
+    # binary arithmetic.  Note: add/sub/mul stay bare ufuncs, the hottest ops, so inf - inf
+    # or 0 * inf there raise numpy's RuntimeWarning unless the caller silences numpy.
     ew.add: np.add, ew.sub: np.subtract, ew.mul: np.multiply,
     ew.floordiv: quiet(np.floor_divide), ew.remainder: quiet(np.remainder),
-    ew.pow: quiet(_int_pow), ew.maximum: np.maximum, ew.minimum: np.minimum,
-    ew.div: quiet(np.true_divide), ew.atan2: quiet(np.arctan2),
-    # comparisons and logic
-    ew.eq: np.equal, ew.ne: np.not_equal, ew.lt: np.less, ew.le: np.less_equal,
-    ew.gt: np.greater, ew.ge: np.greater_equal,
+    ew.pow: quiet(_int_pow), ew.div: quiet(np.true_divide), ew.atan2: quiet(np.arctan2),
+    # ml_dtypes' bfloat16 loops flag nan operands of these as invalid: keep them quiet
+    ew.maximum: quiet(np.maximum), ew.minimum: quiet(np.minimum),
+    ew.eq: np.equal, ew.ne: np.not_equal, ew.lt: quiet(np.less), ew.le: quiet(np.less_equal),
+    ew.gt: quiet(np.greater), ew.ge: quiet(np.greater_equal),
     ew.logical_and: np.logical_and, ew.logical_or: np.logical_or,
     ew.logical_xor: np.logical_xor,
     ew.bitwise_and: np.bitwise_and, ew.bitwise_or: np.bitwise_or,
