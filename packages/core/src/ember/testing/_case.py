@@ -160,7 +160,7 @@ def sample(shape: Sequence[int], dtype: dt.DType, rng: np.random.Generator,
 
     Domains: ``real`` ([-2, 2]), ``positive`` ([0.25, 3]), ``unit`` ((-0.9, 0.9)), ``nonzero``
     (|x| in [0.5, 2]), ``grid`` / ``grid-nonzero`` (multiples of 1/4), ``small`` (ints in [0, 3], for exponents and shifts), ``distinct`` (a
-    permutation: no ties, for sort and argmax).
+    permutation: no ties, for sort and argmax), ``near1`` ([0.6, 1.4]: products stay finite).
     """
     from .._host import numpy_dtype
 
@@ -183,7 +183,8 @@ def sample(shape: Sequence[int], dtype: dt.DType, rng: np.random.Generator,
     if domain == "grid-nonzero":
         domain = "nonzero"
     if dtype.kind in "iu":
-        lo, hi = {"positive": (1, 4), "nonzero": (1, 5), "small": (0, 4), "unit": (0, 1)}.get(
+        lo, hi = {"positive": (1, 4), "nonzero": (1, 5), "small": (0, 4), "unit": (0, 1),
+                  "near1": (-2, 3)}.get(
             domain, (-5, 6))
         if dtype.kind == "u":
             lo = max(lo, 0)
@@ -191,7 +192,8 @@ def sample(shape: Sequence[int], dtype: dt.DType, rng: np.random.Generator,
         if domain == "nonzero" and dtype.kind == "i":
             vals = vals * rng.choice([-1, 1], size=shape)
         return np.asarray(vals).astype(npd)
-    lo, hi = {"positive": (0.25, 3.0), "unit": (-0.9, 0.9), "small": (0.0, 3.0)}.get(
+    lo, hi = {"positive": (0.25, 3.0), "unit": (-0.9, 0.9), "small": (0.0, 3.0),
+              "near1": (0.6, 1.4)}.get(
         domain, (-2.0, 2.0))
     if domain == "nonzero":
         vals = rng.uniform(0.5, 2.0, size=shape) * rng.choice([-1.0, 1.0], size=shape)

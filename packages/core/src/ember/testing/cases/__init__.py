@@ -1,5 +1,5 @@
 """The case modules; importing this package registers every case."""
 
-from . import elementwise
+from . import elementwise, movement, reduction
 
-__all__ = ["elementwise"]
+__all__ = ["elementwise", "movement", "reduction"]
