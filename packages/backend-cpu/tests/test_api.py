@@ -69,3 +69,13 @@ def test_sort_and_max_pool_return_two_tensors():
     values, idx = ember.tensor([3.0, 1.0, 2.0]).sort()
     assert values.tolist() == [1.0, 2.0, 3.0] and idx.tolist() == [1, 2, 0]
     assert idx.dtype is ember.int64
+
+
+def test_dlpack_exchange_shares_memory_with_numpy():
+    src = np.arange(4.0)
+    t = ember.from_dlpack(src)
+    assert np.shares_memory(t._data, src)
+    back = np.from_dlpack(t)
+    assert back.tolist() == [0.0, 1.0, 2.0, 3.0] and np.shares_memory(back, src)
+    wide = ember.tensor([1.0, 2.0]).reshape(1, 2).expand(3, 2)  # a read-only view
+    assert np.from_dlpack(wide).tolist() == [[1.0, 2.0]] * 3

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 from ember import _dtype
 from ember._backend import Backend, Kernel
-from ember._host import numpy_dtype
+from ember._host import dtype_of_numpy, numpy_dtype
 
 from . import creation, elementwise, linalg, movement, nn, reduction
 
@@ -52,3 +52,21 @@ class CpuBackend(Backend):
     def to_numpy(self, payload: np.ndarray, dtype: _dtype.DType) -> np.ndarray:
         # a copy: the caller may write into it, and the tensor must not change
         return np.array(payload, dtype=numpy_dtype(dtype), copy=True)
+
+    # -- DLPack: zero-copy exchange with numpy, PyTorch, JAX --------------------------------
+
+    def to_dlpack(self, payload: np.ndarray, stream: Any = None) -> Any:
+        """A DLPack capsule of ``payload`` itself (no copy)."""
+        arr = np.asarray(payload)
+        try:
+            return arr.__dlpack__()
+        except BufferError:  # read-only views (expand) cannot be exported as they are
+            return np.array(arr).__dlpack__()
+
+    def dlpack_device(self) -> tuple[int, int]:
+        return (1, 0)  # kDLCPU
+
+    def from_dlpack(self, obj: Any) -> tuple[np.ndarray, _dtype.DType]:
+        """A payload sharing the producer's host memory, and its ember dtype."""
+        arr = np.from_dlpack(obj)
+        return arr, dtype_of_numpy(arr.dtype)
