@@ -98,7 +98,7 @@ def _clamp(g: Tensor, out: Tensor, x: Tensor, min: Any = None, max: Any = None) 
         inside = x >= min
     if max is not None:
         below = x <= max
-        inside = below if inside is None else inside.logical_and(below)
+        inside = below if inside is None else ember.logical_and(inside, below)
     assert inside is not None
     return (_mask(inside, g),)
 
@@ -118,7 +118,7 @@ RULES[elementwise.atan2] = lambda g, out, y, x: (g * x / (x * x + y * y),
 def _pow(g: Tensor, out: Tensor, x: Tensor, y: Tensor) -> Grads:
     # Note: as PyTorch, d/dx is 0 where y == 0 and d/dy is 0 where x == 0 and y >= 0
     gx = _mask(y != 0, g * y * x ** (y - 1.0))
-    gy = _mask(ember.logical_not((x == 0).logical_and(y >= 0)), g * out * x.log())
+    gy = _mask(ember.logical_not(ember.logical_and(x == 0, y >= 0)), g * out * x.log())
     return gx, gy
 
 
