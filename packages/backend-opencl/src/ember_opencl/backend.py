@@ -1,0 +1,85 @@
+"""The opencl device: payloads are `CLArray` views, kernels come from one table per op group."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from ember import _dtype
+from ember._backend import Backend, Kernel
+from ember._host import numpy_dtype
+
+from . import creation, elementwise, linalg, movement, nn, reduction
+from .runtime import CLArray, Runtime
+from .strided import contiguous
+
+__all__ = ["OpenCLBackend"]
+
+_BASE_DTYPES = (_dtype.float32, _dtype.int8, _dtype.int16, _dtype.int32, _dtype.int64,
+                _dtype.uint8, _dtype.bool_)
+
+
+class OpenCLBackend(Backend):
+    """One OpenCL device through pyopencl: an in-order queue, pooled buffers, generated kernels.
+
+    Kernels are queued asynchronously; only host reads (``to_numpy``) wait for the queue.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import ember
+    >>> from ember_opencl import OpenCLBackend
+    >>> b = OpenCLBackend(0)
+    >>> x = b.from_numpy(np.arange(3, dtype=np.float32), ember.float32)
+    >>> b.to_numpy(b.kernels[ember.ops.add](x, x), ember.float32)
+    array([0., 2., 4.], dtype=float32)
+    """
+
+    name = "opencl"
+
+    def __init__(self, index: int = 0) -> None:
+        from .runtime import select_devices
+
+        devs = select_devices()
+        if not 0 <= index < len(devs):
+            listed = "; ".join(f"opencl:{i} = {d.name.strip()} (platform {p}, device {j})"
+                               for i, (p, j, d) in enumerate(devs)) or "none"
+            raise IndexError(f"no OpenCL device opencl:{index}; devices: {listed}")
+        self.platform_index, self.device_index, dev = devs[index]
+        self.runtime = rt = Runtime(dev)
+        dtypes = set(_BASE_DTYPES)
+        if rt.fp64:
+            dtypes.add(_dtype.float64)
+        if rt.fp16:
+            dtypes.add(_dtype.float16)
+        self.dtypes = frozenset(dtypes)
+        self.kernels: dict[Any, Kernel] = {}
+        for module in (creation, elementwise, reduction, movement, linalg, nn):
+            self.kernels.update(module.kernels(rt))
+        super().__init__()
+
+    @property
+    def device_name(self) -> str:
+        return str(self.runtime.device.name).strip()
+
+    def from_numpy(self, array: np.ndarray, dtype: _dtype.DType) -> CLArray:
+        host = np.ascontiguousarray(array, dtype=numpy_dtype(dtype))
+        if host.dtype == np.bool_:
+            host = host.view(np.uint8)
+        out = self.runtime.upload(host)
+        out.dtype = np.dtype(host.dtype if dtype is not _dtype.bool_ else np.bool_)
+        return out
+
+    def to_numpy(self, payload: CLArray, dtype: _dtype.DType) -> np.ndarray:
+        dense = contiguous(self.runtime, payload)
+        host = self.runtime.read(dense)
+        return host.astype(numpy_dtype(dtype), copy=False)
+
+    def synchronize(self) -> None:
+        self.runtime.synchronize()
+
+    def memory_stats(self) -> dict[str, int]:
+        pool = self.runtime.pool
+        return {"held_blocks": int(pool.held_blocks), "active_blocks": int(pool.active_blocks),
+                "managed_bytes": int(getattr(pool, "managed_bytes", 0)),
+                "active_bytes": int(getattr(pool, "active_bytes", 0))}

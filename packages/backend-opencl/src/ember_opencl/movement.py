@@ -1,0 +1,339 @@
+"""Movement and indexing: views where strides allow, strided copies, gathers, scatters, and a
+bitonic sort.
+
+reshape (of dense inputs), permute, expand, slice and flip cost no kernel: they return a new
+`CLArray` over the same buffer.  pad and cat write their inputs into strided views of a fresh
+output; scatter walks each index column sequentially, so duplicates resolve deterministically
+(last write wins, sums in order) without atomics.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from ember.ops import movement as mv
+
+from .runtime import CLArray, Runtime, contiguous_strides, ctype
+from .strided import contiguous, copy_into, run_map
+
+__all__ = ["gather", "kernels", "sort"]
+
+I64 = np.dtype(np.int64)
+
+
+def reshape(rt: Runtime, x: CLArray, shape: tuple[int, ...]) -> CLArray:
+    x = contiguous(rt, x)
+    return x.view(tuple(shape), contiguous_strides(tuple(shape)), x.offset)
+
+
+def permute(x: CLArray, dims: tuple[int, ...]) -> CLArray:
+    return x.view(tuple(x.shape[d] for d in dims), tuple(x.strides[d] for d in dims), x.offset)
+
+
+def slice_view(x: CLArray, starts: Any, stops: Any, steps: Any) -> CLArray:
+    offset = x.offset
+    shape, strides = [], []
+    for n, s, a, b, c in zip(x.shape, x.strides, starts, stops, steps, strict=True):
+        m = len(range(a, b, c))
+        shape.append(m)
+        strides.append(s * c)
+        if m:
+            offset += a * s
+    return x.view(tuple(shape), tuple(strides), offset)
+
+
+def flip(x: CLArray, dims: tuple[int, ...]) -> CLArray:
+    offset = x.offset
+    strides = list(x.strides)
+    for d in dims:
+        if x.shape[d] > 0:
+            offset += (x.shape[d] - 1) * strides[d]
+        strides[d] = -strides[d]
+    return x.view(x.shape, tuple(strides), offset)
+
+
+def _fill(rt: Runtime, shape: tuple[int, ...], dtype: np.dtype[Any], value: Any) -> CLArray:
+    from .creation import kernels as creation_kernels  # noqa: F401  # documented sibling
+
+    out = rt.empty(shape, dtype)
+    v = int(bool(value)) if dtype.kind == "b" else np.asarray(value).astype(dtype)[()]
+    from .runtime import compute_type
+
+    return run_map(rt, "s0", [], out=out, scalars=[(compute_type(dtype), v)])
+
+
+def pad(rt: Runtime, x: CLArray, widths: Any, value: Any) -> CLArray:
+    shape = tuple(n + a + b for n, (a, b) in zip(x.shape, widths, strict=True))
+    out = _fill(rt, shape, x.dtype, value)
+    inner = slice_view(out, [a for a, _ in widths], [a + n for n, (a, _) in
+                                                      zip(x.shape, widths, strict=True)],
+                       [1] * x.ndim)
+    copy_into(rt, inner, x)
+    return out
+
+
+def cat(rt: Runtime, xs: tuple[CLArray, ...], dim: int) -> CLArray:
+    shape = list(xs[0].shape)
+    shape[dim] = sum(x.shape[dim] for x in xs)
+    out = rt.empty(tuple(shape), xs[0].dtype)
+    start = 0
+    for x in xs:
+        n = x.shape[dim]
+        starts = [0] * len(shape)
+        stops = list(shape)
+        starts[dim], stops[dim] = start, start + n
+        copy_into(rt, slice_view(out, starts, stops, [1] * len(shape)), x)
+        start += n
+    return out
+
+
+# -- gathers and scatters -----------------------------------------------------------------------
+
+_GATHER = """
+__kernel void gather(__global {t}* out, __global const {t}* x, long xo, {xs},
+                     __global const long* ix, long io, {is_}, {ns} long dimsize)
+{{
+    long i = get_global_id(0);
+    long r = i;
+    {decomp}
+    long id = ix[io + {iaddr}];
+    if (id < 0) id += dimsize;
+    out[i] = x[xo + {xaddr}];
+}}
+"""
+
+
+def gather(rt: Runtime, x: CLArray, index: CLArray, dim: int) -> CLArray:
+    """``out[p] = x[p with p[dim] = index[p]]`` over ``index``'s shape."""
+    shape = index.shape
+    nd = len(shape)
+    out = rt.empty(shape, x.dtype)
+    if out.size == 0:
+        return out
+    decomp = [f"long k{d} = r % n{d}; r /= n{d};" for d in range(nd - 1, 0, -1)] + ["long k0 = r;"]
+    xaddr = " + ".join(f"k{d} * xs{d}" if d != dim else f"id * xs{d}" for d in range(nd))
+    src = _GATHER.format(
+        t=ctype(x.dtype), xs=", ".join(f"long xs{d}" for d in range(nd)),
+        is_=", ".join(f"long is{d}" for d in range(nd)),
+        ns="".join(f"long n{d}, " for d in range(1, nd)), decomp="\n    ".join(decomp),
+        iaddr=" + ".join(f"k{d} * is{d}" for d in range(nd)), xaddr=xaddr)
+    k = rt.kernel(src, "gather")
+    rt.launch(k, (out.size,), None, out.buffer, x.buffer, np.int64(x.offset),
+              *map(np.int64, x.strides), index.buffer, np.int64(index.offset),
+              *map(np.int64, index.strides), *map(np.int64, shape[1:]),
+              np.int64(x.shape[dim]))
+    return out
+
+
+def index_select(rt: Runtime, x: CLArray, index: CLArray, dim: int) -> CLArray:
+    shape = list(x.shape)
+    shape[dim] = index.shape[0]
+    strides = [0] * x.ndim
+    strides[dim] = index.strides[0]
+    return gather(rt, x, index.view(tuple(shape), tuple(strides), index.offset), dim)
+
+
+_SCATTER = """
+__kernel void scatter(__global {t}* out, __global const long* ix, long io, {is_},
+                      __global const {t}* src, long so, {ss}, {os}, {ns} long m, long dimsize)
+{{
+    long r = get_global_id(0);
+    {decomp}
+    long ib = io + {ibase}, sb = so + {sbase}, ob = {obase};
+    for (long t = 0; t < m; t++) {{
+        long id = ix[ib + t * is{dim}];
+        if (id < 0) id += dimsize;
+        out[ob + id * os{dim}] {op} src[sb + t * ss{dim}];
+    }}
+}}
+"""
+
+
+def scatter(rt: Runtime, x: CLArray, index: CLArray, src: CLArray, dim: int,
+            add: bool) -> CLArray:
+    if x.ndim == 0:
+        one = (1,)
+        x, index, src = (a.view(one, one, a.offset) for a in (x, index, src))
+        return reshape(rt, scatter(rt, x, index, src, 0, add), ())
+    out = run_map(rt, "a", [x])
+    nd = x.ndim
+    ostr = out.strides
+    cols = [d for d in range(nd) if d != dim]
+    decomp = [f"long k{d} = r % n{d}; r /= n{d};" for d in reversed(cols)]
+
+    def base(name: str) -> str:
+        return " + ".join([*(f"k{d} * {name}{d}" for d in cols), "0"])
+
+    src_code = _SCATTER.format(
+        t=ctype(x.dtype), is_=", ".join(f"long is{d}" for d in range(nd)),
+        ss=", ".join(f"long ss{d}" for d in range(nd)),
+        os=", ".join(f"long os{d}" for d in range(nd)),
+        ns="".join(f"long n{d}, " for d in cols), decomp="\n    ".join(decomp),
+        ibase=base("is"), sbase=base("ss"), obase=base("os"), dim=dim,
+        op="+=" if add else "=")
+    k = rt.kernel(src_code, "scatter")
+    ncols = math.prod(index.shape[d] for d in cols)
+    if index.size == 0:
+        return out
+    rt.launch(k, (ncols,), None, out.buffer, index.buffer, np.int64(index.offset),
+              *map(np.int64, index.strides), src.buffer, np.int64(src.offset),
+              *map(np.int64, src.strides), *map(np.int64, ostr),
+              *(np.int64(index.shape[d]) for d in cols), np.int64(index.shape[dim]),
+              np.int64(x.shape[dim]))
+    return out
+
+
+# -- sort -------------------------------------------------------------------------------------
+
+_BITONIC = """
+int before({t} x, long ix, {t} y, long iy, long n) {{
+    if (ix >= n || iy >= n) return ix < iy;
+    {nan}
+    if (x {lt} y) return 1;
+    if (y {lt} x) return 0;
+    return ix < iy;
+}}
+
+__kernel void step(__global {t}* keys, __global long* idx, long P, long n, long j, long k)
+{{
+    long g = get_global_id(0);
+    long row = g / P, i = g % P, l = i ^ j;
+    if (l <= i) return;
+    long a = row * P + i, b = row * P + l;
+    {t} x = keys[a], y = keys[b];
+    long ix = idx[a], iy = idx[b];
+    int sw = ((i & k) == 0) ? before(y, iy, x, ix, n) : before(x, ix, y, iy, n);
+    if (sw) {{ keys[a] = y; keys[b] = x; idx[a] = iy; idx[b] = ix; }}
+}}
+"""
+
+
+def sort(rt: Runtime, x: CLArray, dim: int, descending: bool) -> tuple[CLArray, CLArray]:
+    """Stable sort along ``dim`` (nan sorts as the largest value), with int64 indices."""
+    nd = x.ndim
+    order = [d for d in range(nd) if d != dim] + [dim]
+    xp = permute(x, tuple(order))
+    n = x.shape[dim]
+    rows = math.prod(xp.shape[:-1])
+    P = 1 << max(n - 1, 0).bit_length()
+    keys = rt.empty((rows * P,), x.dtype)
+    idx = rt.empty((rows * P,), I64)
+    kstr = tuple(s * P for s in contiguous_strides(xp.shape[:-1])) + (1,)
+    copy_into(rt, keys.view(xp.shape, kstr, 0), xp)
+    run_map(rt, "i % s0", [], out=idx, scalars=[("long", P)])
+    fl = x.dtype.kind == "f"
+    if descending:
+        nan = "int xn = isnan(x), yn = isnan(y); if (xn || yn) return xn && yn ? ix < iy : xn;"
+    else:
+        nan = "int xn = isnan(x), yn = isnan(y); if (xn || yn) return xn && yn ? ix < iy : yn;"
+    src = _BITONIC.format(t=ctype(x.dtype), nan=nan if fl else "", lt=">" if descending else "<")
+    k = rt.kernel(src, "step")
+    size = 2
+    while size <= P:
+        j = size // 2
+        while j >= 1:
+            rt.launch(k, (rows * P,), None, keys.buffer, idx.buffer, np.int64(P), np.int64(n),
+                      np.int64(j), np.int64(size))
+            j //= 2
+        size *= 2
+    values = run_map(rt, "a", [keys.view(xp.shape, kstr, 0)])
+    indices = run_map(rt, "a", [idx.view(xp.shape, kstr, 0)])
+    inverse = tuple(order.index(d) for d in range(nd))
+    return permute(values, inverse), permute(indices, inverse)
+
+
+# -- nonzero ------------------------------------------------------------------------------------
+
+_NONZERO = """
+__kernel void nz(__global long* out, __global const long* cum, __global const uchar* flag,
+                 {ns} long nd)
+{{
+    long i = get_global_id(0);
+    if (!flag[i]) return;
+    long pos = (cum[i] - 1) * nd;
+    long r = i;
+    {decomp}
+}}
+"""
+
+
+def nonzero(rt: Runtime, x: CLArray) -> CLArray:
+    from .reduction import scan
+
+    flag = run_map(rt, "a != 0", [x], dtype=np.dtype(np.uint8))
+    flat = flag.view((flag.size,), (1,), 0)
+    cum = scan(rt, run_map(rt, "a", [flat], dtype=I64), 0, "+")
+    total = int(rt.read(cum.view((1,), (1,), cum.size - 1))[0]) if cum.size else 0
+    nd = x.ndim
+    out = rt.empty((total, nd), I64)
+    if total == 0 or nd == 0:
+        return out
+    decomp = []
+    for d in range(nd - 1, -1, -1):
+        decomp.append(f"out[pos + {d}] = r % n{d}; r /= n{d};")
+    src = _NONZERO.format(ns="".join(f"long n{d}, " for d in range(nd)),
+                          decomp="\n    ".join(decomp))
+    k = rt.kernel(src, "nz")
+    rt.launch(k, (x.size,), None, out.buffer, cum.buffer, flag.buffer,
+              *map(np.int64, x.shape), np.int64(nd))
+    return out
+
+
+def kernels(rt: Runtime) -> dict[Any, Any]:
+    def expand(x: CLArray, shape: tuple[int, ...] = ()) -> CLArray:
+        strides = tuple(0 if n == 1 and m != 1 else s
+                        for n, m, s in zip(x.shape, shape, x.strides, strict=True))
+        return x.view(tuple(shape), strides, x.offset)
+
+    def tri(lower: bool) -> Any:
+        def kernel(x: CLArray, k: int = 0) -> CLArray:
+            rows, cols = x.shape[-2], x.shape[-1]
+            test = "<=" if lower else ">="
+            expr = f"((long)(i % s1) - (long)((i / s1) % s2) {test} s0) ? a : 0"
+            return run_map(rt, expr, [x], scalars=[("long", k), ("long", max(cols, 1)),
+                                                  ("long", max(rows, 1))])
+        return kernel
+
+    def topk(x: CLArray, k: int = 1, dim: int = -1,
+             largest: bool = True) -> tuple[CLArray, CLArray]:
+        if x.ndim == 0:
+            return x, run_map(rt, "0", [x], dtype=I64)
+        v, i = sort(rt, x, dim, largest)
+        stops = list(x.shape)
+        stops[dim] = k
+        z, one = [0] * x.ndim, [1] * x.ndim
+        return slice_view(v, z, stops, one), slice_view(i, z, stops, one)
+
+    def masked_fill(x: CLArray, mask: CLArray, value: Any = 0) -> CLArray:
+        from .runtime import compute_type
+
+        v = int(bool(value)) if x.dtype.kind == "b" else np.asarray(value).astype(x.dtype)[()]
+        return run_map(rt, "b ? s0 : a", [x, mask], shape=x.shape, dtype=x.dtype,
+                       scalars=[(compute_type(x.dtype), v)])
+
+    def _sort(x: CLArray, dim: int = -1, descending: bool = False,
+              stable: bool = False) -> tuple[CLArray, CLArray]:
+        return sort(rt, x, dim, descending)
+
+    return {
+        mv.reshape: lambda x, shape=(): reshape(rt, x, shape),
+        mv.permute: lambda x, dims=(): permute(x, dims),
+        mv.expand: expand,
+        mv.slice: lambda x, starts=(), stops=(), steps=(): slice_view(x, starts, stops, steps),
+        mv.pad: lambda x, pad=(), value=0: globals()["pad"](rt, x, pad, value),
+        mv.flip: lambda x, dims=(): flip(x, dims),
+        mv.cat: lambda *xs, dim=0: cat(rt, xs, dim),
+        mv.gather: lambda x, index, dim=0: x if x.ndim == 0 else gather(rt, x, index, dim),
+        mv.scatter_add: lambda x, index, src, dim=0: scatter(rt, x, index, src, dim, True),
+        mv.scatter: lambda x, index, src, dim=0: scatter(rt, x, index, src, dim, False),
+        mv.index_select: lambda x, index, dim=0: index_select(rt, x, index, dim),
+        mv.masked_fill: masked_fill,
+        mv.tril: tri(True),
+        mv.triu: tri(False),
+        mv.contiguous: lambda x: contiguous(rt, x),
+        mv.nonzero: lambda x: nonzero(rt, x),
+        mv.sort: _sort,
+        mv.topk: topk,
+    }

@@ -1,0 +1,59 @@
+"""The ``opencl`` device's plugin.  ``import ember`` never imports pyopencl: the probe and the
+factory do, on first use."""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING
+
+from ember._device import DeviceSpec
+from ember.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    from .backend import OpenCLBackend
+
+
+@functools.cache
+def _probe() -> tuple[bool, str]:
+    try:
+        from .runtime import select_devices
+    except ImportError as exc:
+        return False, f"pyopencl is not importable ({exc})"
+    try:
+        devs = select_devices()
+    except Exception as exc:  # no ICD loader or platform: pyopencl raises cl.Error/LogicError
+        return False, f"no OpenCL platform ({type(exc).__name__}: {exc})"
+    if not devs:
+        return False, "no OpenCL device found (install an ICD, e.g. Debian's pocl-opencl-icd)"
+    return True, ""
+
+
+def _count() -> int:
+    ok, _ = _probe()
+    if not ok:
+        return 1
+    from .runtime import select_devices
+
+    return len(select_devices())
+
+
+def _factory(index: int) -> OpenCLBackend:
+    from .backend import OpenCLBackend
+
+    return OpenCLBackend(index)
+
+
+@hookimpl
+def ember_devices_register() -> list[DeviceSpec]:
+    """OpenCL devices of every platform (``EMBER_OPENCL_DEVICE=platform:device`` picks one)."""
+    return [DeviceSpec(name="opencl", factory=_factory, probe=_probe, count=_count, priority=5,
+                       description="OpenCL devices through pyopencl (generated OpenCL C)",
+                       plugin="opencl")]
+
+
+@hookimpl
+def ember_conformance_skips(device: str) -> dict[str, str] | None:
+    """Cases the OpenCL backend cannot pass, with reasons."""
+    if "opencl" not in device:
+        return None
+    return {}

@@ -1,0 +1,296 @@
+"""Reductions over any axes, arg-reductions and scans.
+
+The input is viewed as ``[kept..., reduced...]`` (a permuted view, no copy) and each group of
+axes is merged where the strides allow.  Many outputs: one work-item per output walks its
+reduced elements.  Few outputs: each output is split into chunks, a work-group reduces a chunk
+with a local-memory tree, and a second pass combines the chunks.  float sums use Kahan
+compensation inside each work-item, so long rows keep float32 accuracy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from ember.ops import reduction as rd
+
+from .runtime import CLArray, Runtime, compute_type, ctype, contiguous_strides
+from .strided import collapse, run_map
+
+__all__ = ["kernels", "reduce"]
+
+LOCAL = 64
+BOOL = np.dtype(np.bool_)
+I64 = np.dtype(np.int64)
+
+_INT_MIN = {"char": "CHAR_MIN", "short": "SHRT_MIN", "int": "INT_MIN", "long": "LONG_MIN",
+            "uchar": "0"}
+_INT_MAX = {"char": "CHAR_MAX", "short": "SHRT_MAX", "int": "INT_MAX", "long": "LONG_MAX",
+            "uchar": "UCHAR_MAX"}
+
+
+def _spec(kind: str, t: str, fl: bool) -> tuple[str, str, str]:
+    """(accumulator type, init, combine(acc, v)) of a plain reduction."""
+    if kind in ("sum", "mean"):
+        return t, f"({t})0", "acc + v"
+    if kind == "prod":
+        return t, f"({t})1", "acc * v"
+    if kind == "max":
+        if fl:
+            return t, f"-({t})INFINITY", "(isnan(acc) ? acc : ((isnan(v) || v > acc) ? v : acc))"
+        return t, _INT_MIN[t], "(v > acc ? v : acc)"
+    if kind == "min":
+        if fl:
+            return t, f"({t})INFINITY", "(isnan(acc) ? acc : ((isnan(v) || v < acc) ? v : acc))"
+        return t, _INT_MAX[t], "(v < acc ? v : acc)"
+    if kind == "any":
+        return "uchar", "0", "(uchar)(acc | (v != 0))"
+    if kind == "all":
+        return "uchar", "1", "(uchar)(acc & (v != 0))"
+    raise NotImplementedError(kind)
+
+
+def _arg_helper(t: str, fl: bool, largest: bool) -> str:
+    better = ">" if largest else "<"
+    nan = "int an = isnan(a), bn = isnan(b);\n    if (an || bn) return (an && bn) ? ia <= ib" \
+          " : an;" if fl else ""
+    # whether (a, ia) beats (b, ib): nan first, then the extreme value, then the lower index
+    return f"""
+int arg_first({t} a, long ia, {t} b, long ib) {{
+    if (ib < 0) return 1;
+    if (ia < 0) return 0;
+    {nan}
+    if (a {better} b) return 1;
+    if (a == b) return ia <= ib;
+    return 0;
+}}"""
+
+
+def _source(kind: str, t: str, acc_t: str, out_t: str, fl: bool, nk: int, nr: int, tree: bool,
+            arg: bool, idx_in: bool) -> str:
+    params = [f"__global {out_t}* out", f"__global const {t}* x", "long xo"]
+    params += [f"long ks{d}" for d in range(nk)] + [f"long kn{d}" for d in range(1, nk)]
+    params += [f"long rs{d}" for d in range(nr)] + [f"long rn{d}" for d in range(1, nr)]
+    params += ["long R", "long chunk", "long P", "long nout", f"{acc_t} scale"]
+    if arg:
+        params += ["__global long* outi"]
+    if idx_in:
+        params += ["__global const long* xi"]
+    body = []
+    if tree:
+        body += ["long g = get_group_id(0);", "int lid = get_local_id(0);", f"int L = {LOCAL};"]
+    else:
+        body += ["long g = get_global_id(0);", "int lid = 0;", "int L = 1;",
+                 "if (g >= nout * P) return;"]
+    body += ["long o = g / P, p = g % P;", "long rr = o;", "long base = xo;"]
+    for d in range(nk - 1, 0, -1):
+        body.append(f"base += (rr % kn{d}) * ks{d}; rr /= kn{d};")
+    if nk:
+        body.append("base += rr * ks0;")
+    body += ["long j0 = p * chunk, j1 = min(R, j0 + chunk);"]
+    jaddr = ["long q = j;", "long addr = base;"]
+    for d in range(nr - 1, 0, -1):
+        jaddr.append(f"addr += (q % rn{d}) * rs{d}; q /= rn{d};")
+    if nr:
+        jaddr.append("addr += q * rs0;")
+    kahan = kind in ("sum", "mean") and fl
+    if arg:
+        body += [f"{t} acc = 0; long ai = -1;",
+                 "for (long j = j0 + lid; j < j1; j += L) {", *jaddr,
+                 f"    {t} v = x[addr]; long vi = {'xi[addr]' if idx_in else 'j'};",
+                 "    if (!arg_first(acc, ai, v, vi)) { acc = v; ai = vi; }", "}"]
+    else:
+        init, comb = _spec(kind, t, fl)[1:]
+        body += [f"{acc_t} acc = {init};"]
+        if kahan:
+            body += [f"{acc_t} comp = 0;"]
+        body += ["for (long j = j0 + lid; j < j1; j += L) {", *jaddr, f"    {t} v = x[addr];"]
+        if kahan:
+            body += [f"    {acc_t} y = v - comp; {acc_t} s = acc + y;",
+                     "    comp = (s - acc) - y; acc = s;"]
+        else:
+            body += [f"    acc = {comb};"]
+        body += ["}"]
+    if tree:
+        body += [f"__local {acc_t} sh[{LOCAL}];", "sh[lid] = acc;"]
+        if arg:
+            body += [f"__local long shi[{LOCAL}];", "shi[lid] = ai;"]
+        body += ["barrier(CLK_LOCAL_MEM_FENCE);",
+                 f"for (int s = {LOCAL // 2}; s > 0; s >>= 1) {{", "    if (lid < s) {"]
+        if arg:
+            body += ["        if (!arg_first(sh[lid], shi[lid], sh[lid + s], shi[lid + s])) {",
+                     "            sh[lid] = sh[lid + s]; shi[lid] = shi[lid + s]; }"]
+        else:
+            comb2 = _spec(kind, t, fl)[2].replace("acc", "sh[lid]").replace("v", "sh[lid + s]")
+            comb2 = comb2.replace("isnan(sh[lid + s])", "isnan(sh[lid + s])")
+            body += [f"        sh[lid] = {comb2};"]
+        body += ["    }", "    barrier(CLK_LOCAL_MEM_FENCE);", "}",
+                 "if (lid != 0) return;", "acc = sh[0];"]
+        if arg:
+            body += ["ai = shi[0];"]
+    if arg:
+        body += ["out[g] = acc; outi[g] = ai;"]
+    elif kind == "mean":
+        body += [f"out[g] = ({out_t})(P == 1 ? acc * scale : acc);"]
+    else:
+        body += [f"out[g] = ({out_t})acc;"]
+    helpers = _arg_helper(t, fl, kind == "argmax") if arg else ""
+    lines = "\n    ".join(body)
+    return f"{helpers}\n__kernel void red({', '.join(params)})\n{{\n    {lines}\n}}\n"
+
+
+def _view_split(x: CLArray, dims: Sequence[int]) -> tuple[list[int], list[int], list[int],
+                                                         list[int]]:
+    kept = [d for d in range(x.ndim) if d not in dims]
+    kdims, ks = collapse([x.shape[d] for d in kept], [[x.strides[d] for d in kept]])
+    rdims, rs = collapse([x.shape[d] for d in dims], [[x.strides[d] for d in dims]])
+    return kdims, ks[0], rdims, rs[0]
+
+
+def _launch(rt: Runtime, kind: str, x: CLArray, kdims: list[int], ks: list[int],
+            rdims: list[int], rs: list[int], out: CLArray, outi: CLArray | None,
+            xi: CLArray | None, P: int, scale: float) -> None:
+    t = compute_type(x.dtype)
+    fl = x.dtype.kind == "f"
+    arg = kind in ("argmax", "argmin")
+    acc_t = t if arg else _spec(kind, t, fl)[0]
+    nout = math.prod(kdims)
+    R = math.prod(rdims)
+    tree = P > 1 or (nout < 128 and R >= 4 * LOCAL)
+    chunk = -(-R // P) if R else 0
+    src = _source(kind, ctype(x.dtype), acc_t, ctype(out.dtype), fl, len(kdims), len(rdims),
+                  tree, arg, xi is not None)
+    k = rt.kernel(src, "red")
+    args: list[Any] = [out.buffer, x.buffer, np.int64(x.offset), *map(np.int64, ks),
+                       *map(np.int64, kdims[1:]), *map(np.int64, rs), *map(np.int64, rdims[1:]),
+                       np.int64(R), np.int64(chunk), np.int64(P), np.int64(nout),
+                       _np_of(acc_t)(scale if acc_t in ("float", "double") else 0)]
+    if arg:
+        assert outi is not None
+        args.append(outi.buffer)
+    if xi is not None:
+        args.append(xi.buffer)
+    if tree:
+        rt.launch(k, (nout * P * LOCAL,), (LOCAL,), *args)
+    else:
+        n = nout * P
+        rt.launch(k, (-(-n // LOCAL) * LOCAL,), (LOCAL,), *args)
+
+
+_NP = {"float": np.float32, "double": np.float64, "char": np.int8, "short": np.int16,
+       "int": np.int32, "long": np.int64, "uchar": np.uint8}
+
+
+def _np_of(t: str) -> Any:
+    return _NP[t]
+
+
+def reduce(rt: Runtime, kind: str, x: CLArray, dims: Sequence[int], keepdim: bool,
+           scale: float = 1.0) -> CLArray | tuple[CLArray, CLArray]:
+    """Reduce ``x`` over ``dims``; arg-reductions return (values, int64 indices)."""
+    arg = kind in ("argmax", "argmin")
+    out_shape = tuple(1 if d in dims else n for d, n in enumerate(x.shape) if keepdim or
+                      d not in dims)
+    kdims, ks, rdims, rs = _view_split(x, dims)
+    nout, R = math.prod(kdims), math.prod(rdims)
+    out_dt = BOOL if kind in ("any", "all") else x.dtype
+    P = 1
+    if nout < 64 and R >= 16 * LOCAL * 8:
+        P = max(1, min(-(-R // (LOCAL * 64)), 64 // max(nout, 1)))
+    if P == 1:
+        out = rt.empty(out_shape, out_dt)
+        outi = rt.empty(out_shape, I64) if arg else None
+        _launch(rt, kind, x, kdims, ks, rdims, rs, out, outi, None, 1, scale)
+        return (out, outi) if arg else out  # type: ignore[return-value]  # outi set when arg
+    acc_dt = out_dt if not arg else x.dtype
+    if kind in ("any", "all"):
+        acc_dt = np.dtype(np.uint8)
+    part = rt.empty((nout, P), acc_dt)
+    parti = rt.empty((nout, P), I64) if arg else None
+    _launch(rt, kind, x, kdims, ks, rdims, rs, part, parti, None, P, scale)
+    out = rt.empty(out_shape, out_dt)
+    outi = rt.empty(out_shape, I64) if arg else None
+    _launch(rt, kind, part, [nout], [P], [P], [1], out, outi, parti, 1, scale)
+    return (out, outi) if arg else out  # type: ignore[return-value]
+
+
+# -- scans ------------------------------------------------------------------------------------
+
+_SCAN = """
+__kernel void scan(__global {t}* out, __global const {t}* x, long xo, long n, long xs, long os,
+                   {params})
+{{
+    long g = get_global_id(0);
+    long r = g, xa = xo, oa = 0;
+    {decomp}
+    {t} acc = {init};
+    for (long j = 0; j < n; j++) {{
+        acc = acc {op} x[xa + j * xs];
+        out[oa + j * os] = acc;
+    }}
+}}
+"""
+
+
+def scan(rt: Runtime, x: CLArray, dim: int, op: str) -> CLArray:
+    if x.ndim == 0:
+        return run_map(rt, "a", [x])
+    out = rt.empty(x.shape, x.dtype)
+    ostr = contiguous_strides(x.shape)
+    others = [d for d in range(x.ndim) if d != dim]
+    params, decomp = [], []
+    for j, d in enumerate(reversed(others)):
+        params += [f"long n{j}", f"long xs{j}", f"long os{j}"]
+        decomp.append(f"xa += (r % n{j}) * xs{j}; oa += (r % n{j}) * os{j}; r /= n{j};")
+    t = ctype(x.dtype)
+    src = _SCAN.format(t=t, params=", ".join(params) or "long unused",
+                       decomp="\n    ".join(decomp), init="0" if op == "+" else "1", op=op)
+    k = rt.kernel(src, "scan")
+    args: list[Any] = [out.buffer, x.buffer, np.int64(x.offset), np.int64(x.shape[dim]),
+                       np.int64(x.strides[dim]), np.int64(ostr[dim])]
+    for d in reversed(others):
+        args += [np.int64(x.shape[d]), np.int64(x.strides[d]), np.int64(ostr[d])]
+    if not others:
+        args.append(np.int64(0))
+    rows = math.prod(x.shape[d] for d in others)
+    rt.launch(k, (rows,), None, *args)
+    return out
+
+
+def kernels(rt: Runtime) -> dict[Any, Any]:
+    def plain(kind: str) -> Any:
+        def kernel(x: CLArray, dims: tuple[int, ...] = (), keepdim: bool = False) -> CLArray:
+            n = math.prod(x.shape[d] for d in dims)
+            return reduce(rt, kind, x, dims, keepdim,  # type: ignore[return-value]
+                          1.0 / n if n else math.inf)
+        return kernel
+
+    def var(x: CLArray, dims: tuple[int, ...] = (), keepdim: bool = False,
+            correction: float = 1) -> CLArray:
+        n = math.prod(x.shape[d] for d in dims)
+        mean = reduce(rt, "mean", x, dims, True, 1.0 / n if n else math.inf)
+        dev = run_map(rt, "(a - b) * (a - b)", [x, mean])  # type: ignore[list-item]
+        denom = max(n - correction, 0)
+        return reduce(rt, "mean", dev, dims, keepdim,  # type: ignore[return-value]
+                      1.0 / denom if denom else math.inf)
+
+    def arg(kind: str) -> Any:
+        def kernel(x: CLArray, dim: int | None = None, keepdim: bool = False) -> CLArray:
+            if dim is None:
+                _, idx = reduce(rt, kind, x, tuple(range(x.ndim)), False)  # type: ignore[misc]
+                if keepdim:
+                    return idx.view((1,) * x.ndim, (1,) * x.ndim, idx.offset)
+                return idx
+            _, idx = reduce(rt, kind, x, (dim,), keepdim)  # type: ignore[misc]
+            return idx
+        return kernel
+
+    return {
+        rd.sum: plain("sum"), rd.prod: plain("prod"), rd.mean: plain("mean"),
+        rd.max: plain("max"), rd.min: plain("min"), rd.any: plain("any"), rd.all: plain("all"),
+        rd.var: var, rd.argmax: arg("argmax"), rd.argmin: arg("argmin"),
+        rd.cumsum: lambda x, dim=0: scan(rt, x, dim, "+"),
+        rd.cumprod: lambda x, dim=0: scan(rt, x, dim, "*"),
+    }

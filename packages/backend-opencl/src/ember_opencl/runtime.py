@@ -1,0 +1,168 @@
+"""The device page: platform look-up, one context and in-order queue, a pooled allocator, a
+program cache, and `CLArray`, the strided view every kernel reads and writes.
+
+Kernels are launched asynchronously on the queue; only host reads (`Runtime.read`) wait.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings
+from typing import Any
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.tools as cl_tools
+
+__all__ = ["CLArray", "Runtime", "ctype", "list_devices", "select_devices"]
+
+_CTYPES = {
+    "float16": "half", "float32": "float", "float64": "double", "int8": "char",
+    "int16": "short", "int32": "int", "int64": "long", "uint8": "uchar", "bool": "uchar",
+}
+
+
+def ctype(dtype: np.dtype[Any]) -> str:
+    """The OpenCL C type storing ``dtype`` (bool is a 0/1 ``uchar``)."""
+    return _CTYPES[np.dtype(dtype).name]
+
+
+def compute_type(dtype: np.dtype[Any]) -> str:
+    """The type arithmetic happens in: ``half`` computes in ``float``."""
+    t = ctype(dtype)
+    return "float" if t == "half" else t
+
+
+def list_devices() -> list[tuple[int, int, cl.Device]]:
+    """Every OpenCL device as ``(platform index, device index, device)``."""
+    out = []
+    for p, platform in enumerate(cl.get_platforms()):
+        try:
+            devs = platform.get_devices()
+        except cl.Error:  # a platform without devices raises instead of returning []
+            continue
+        out += [(p, d, dev) for d, dev in enumerate(devs)]
+    return out
+
+
+def select_devices() -> list[tuple[int, int, cl.Device]]:
+    """The devices ``opencl:N`` indexes: all of them, or ``EMBER_OPENCL_DEVICE=p:d`` only."""
+    devs = list_devices()
+    want = os.environ.get("EMBER_OPENCL_DEVICE", "").strip()
+    if not want:
+        return devs
+    p, _, d = want.partition(":")
+    return [row for row in devs if row[0] == int(p) and (not d or row[1] == int(d))]
+
+
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+class CLArray:
+    """A strided view of an OpenCL buffer: ``shape``, ``strides`` and ``offset`` in elements.
+
+    Tensors are immutable, so views share buffers freely; no kernel writes into an input.
+    """
+
+    __slots__ = ("buffer", "dtype", "offset", "shape", "strides")
+
+    def __init__(self, buffer: Any, shape: tuple[int, ...], dtype: np.dtype[Any],
+                 strides: tuple[int, ...] | None = None, offset: int = 0) -> None:
+        self.buffer = buffer
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+        self.strides = contiguous_strides(self.shape) if strides is None else tuple(strides)
+        self.offset = offset
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def is_contiguous(self) -> bool:
+        return all(s == c for s, c, n in zip(self.strides, contiguous_strides(self.shape),
+                                             self.shape, strict=True) if n != 1)
+
+    def view(self, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> CLArray:
+        return CLArray(self.buffer, shape, self.dtype, strides, offset)
+
+    def __repr__(self) -> str:
+        return f"CLArray(shape={self.shape}, dtype={self.dtype}, strides={self.strides})"
+
+
+class Runtime:
+    """One OpenCL device: context, in-order queue, memory pool and compiled programs."""
+
+    def __init__(self, device: cl.Device) -> None:
+        self.device = device
+        self.context = cl.Context([device])
+        self.queue = cl.CommandQueue(self.context)
+        self.pool = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(self.queue))
+        ext = device.extensions
+        self.fp64 = "cl_khr_fp64" in ext
+        self.fp16 = "cl_khr_fp16" in ext
+        self.max_group = int(device.max_work_group_size)
+        self._programs: dict[str, cl.Program] = {}
+        self._kernels: dict[tuple[str, str], cl.Kernel] = {}
+
+    # -- memory -------------------------------------------------------------------------------
+
+    def empty(self, shape: tuple[int, ...], dtype: np.dtype[Any]) -> CLArray:
+        nbytes = max(math.prod(shape) * np.dtype(dtype).itemsize, 8)
+        return CLArray(self.pool.allocate(nbytes), shape, dtype)
+
+    def upload(self, array: np.ndarray) -> CLArray:
+        host = np.ascontiguousarray(array)
+        out = self.empty(host.shape, host.dtype)
+        if host.size:
+            cl.enqueue_copy(self.queue, out.buffer, host, is_blocking=True)
+        return out
+
+    def read(self, arr: CLArray) -> np.ndarray:
+        """The values of a contiguous ``arr`` on the host (waits for the queue)."""
+        host = np.empty(arr.shape, arr.dtype)
+        if host.size:
+            cl.enqueue_copy(self.queue, host, arr.buffer,
+                            src_offset=arr.offset * arr.dtype.itemsize, is_blocking=True)
+        return host
+
+    # -- programs -----------------------------------------------------------------------------
+
+    def kernel(self, source: str, name: str) -> cl.Kernel:
+        """The kernel ``name`` of ``source``, built once per process (and cached on disk by
+        pyopencl and PoCL across processes)."""
+        key = (source, name)
+        k = self._kernels.get(key)
+        if k is None:
+            prog = self._programs.get(source)
+            if prog is None:
+                head = ""
+                if "double" in source:
+                    head += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
+                if "half" in source:
+                    head += "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n"
+                with warnings.catch_warnings():
+                    # PoCL prints harmless build logs that pyopencl turns into warnings
+                    warnings.simplefilter("ignore")
+                    prog = cl.Program(self.context, head + source).build()
+                self._programs[source] = prog
+            k = self._kernels[key] = getattr(prog, name)
+        return k
+
+    def launch(self, kernel: cl.Kernel, gsize: tuple[int, ...], lsize: tuple[int, ...] | None,
+               *args: Any) -> None:
+        if math.prod(gsize) == 0:
+            return
+        kernel(self.queue, gsize, lsize, *args)
+
+    def synchronize(self) -> None:
+        self.queue.finish()
