@@ -227,3 +227,13 @@ def test_embedding_takes_rows():
     assert got.shape == (2, 2, 3)
     assert got[0, 0].tolist() == [9.0, 10.0, 11.0]
     assert got[1, 1].tolist() == [3.0, 4.0, 5.0]
+
+
+@pytest.mark.parametrize(("fill", "dtype"), [(-np.inf, np.float64), (0, np.uint8)])
+def test_max_pool2d_never_points_into_the_padding(fill, dtype):
+    # every value equals the padding value: each window reports its first in-bounds position
+    x = np.full((1, 1, 4, 5), fill, dtype)
+    vals, idx = K[ops.max_pool2d](x, kernel_size=(3, 3), stride=(2, 2), padding=(1, 1),
+                                  dilation=(1, 1), ceil_mode=True)
+    assert idx.tolist() == [[[[0, 1, 3], [5, 6, 8], [15, 16, 18]]]]
+    assert (vals == fill).all() and vals.dtype == dtype

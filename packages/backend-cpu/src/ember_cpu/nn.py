@@ -139,8 +139,18 @@ def _max_pool2d(x: np.ndarray, kernel_size: Pair = (1, 1), stride: Pair = (1, 1)
     arg = flat.argmax(axis=-1)  # first maximum, or the first nan (PyTorch's rule)
     values = np.take_along_axis(flat, arg[..., None], axis=-1)[..., 0]
     # the window position back to a flat index into the unpadded H*W plane
-    row = np.arange(oh)[:, None] * sh - ph + (arg // kw) * dh
-    col = np.arange(ow)[None, :] * sw - pw + (arg % kw) * dw
+    h0 = np.arange(oh)[:, None] * sh - ph
+    w0 = np.arange(ow)[None, :] * sw - pw
+    row = h0 + (arg // kw) * dh
+    col = w0 + (arg % kw) * dw
+    outside = (row < 0) | (row >= h) | (col < 0) | (col >= w)
+    if outside.any():
+        # a window whose every value equals the padding value (-inf, or an int type's minimum):
+        # PyTorch reports its first position inside the input
+        first_row = h0 + (-(np.minimum(h0, 0) // dh)) * dh
+        first_col = w0 + (-(np.minimum(w0, 0) // dw)) * dw
+        row = np.where(outside, first_row, row)
+        col = np.where(outside, first_col, col)
     return values.astype(dt, copy=False), (row * w + col).astype(np.int64)
 
 
