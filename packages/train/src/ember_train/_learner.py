@@ -1,0 +1,605 @@
+"""`Learner`: the fit and validate loops, with metrics, checkpoints, resume and a clean stop."""
+
+from __future__ import annotations
+
+import copy
+import os
+import shlex
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ._artifacts import Artifacts
+from ._checkpoint import CheckpointInfo, Checkpointer, checkpoint_name
+from ._early_stopping import EarlyStopping, MetricTracker
+from ._interrupt import StopRequest
+from ._metrics import Metric, StepView, default_metrics
+from ._render import Renderer, RunView, format_duration, make_renderer
+from ._rng import RandomStreams, find_generators
+from ._steps import AccumulatedGradients, StepOutput, as_step_output, default_step, to_device
+
+__all__ = ["FitResult", "Learner"]
+
+PARTS = ("model", "optimizer", "scheduler", "pending")
+Results = dict[str, dict[str, float | None]]
+
+
+@dataclass
+class FitResult:
+    """How `Learner.fit` ended."""
+
+    epochs_done: int
+    stop_reason: str  # "completed", "early stopping: ...", "interrupted (SIGINT)"
+    history: dict[str, list[dict[str, Any]]]
+    best: tuple[str, float, int] | None = None  # (metric, value, epoch)
+    checkpoint: Path | None = None  # the last checkpoint written or resumed from
+    elapsed_s: float = 0.0
+    resume_command: str | None = None
+    plots: list[Path] = field(default_factory=list)
+
+    @property
+    def interrupted(self) -> bool:
+        return self.stop_reason.startswith("interrupted")
+
+    def last(self, split: str) -> dict[str, Any]:
+        rows = self.history.get(split, [])
+        return rows[-1] if rows else {}
+
+
+class _Epoch:
+    """Where the epoch in progress stands: steps done, metric accumulators, RNG at its start."""
+
+    def __init__(self, number: int, metrics: list[Metric]) -> None:
+        self.number = number
+        self.metrics = metrics
+        self.step = 0
+        self.start_rng: dict[str, Any] = {}
+        for m in metrics:
+            m.reset()
+
+
+class Learner:
+    """Train a model: fit/validate loops, metrics, checkpoints, resume, early stopping.
+
+    Parameters
+    ----------
+    model
+        An ``ember.nn.Module``.  If it defines ``train_step(batch)`` / ``valid_step(batch)``
+        (returning a `StepOutput`, a ``(loss, output, target)`` tuple or a bare loss) those are
+        used; otherwise batches are ``(inputs, targets)`` and the step is
+        ``loss_fn(model(inputs), targets)``.
+    optimizer
+        An ``ember.optim`` optimizer: ``optimizer.step(grads)`` with the `Gradients` of
+        ``loss.backward()``, ``state_dict()`` / ``load_state_dict()``.
+    loss_fn
+        The loss for the default step (``ember.nn.functional.cross_entropy``).
+    scheduler, scheduler_interval
+        An LR scheduler (``step()``, ``state_dict()``), stepped each ``"epoch"`` or each
+        optimizer ``"step"``.
+    metrics
+        `Metric` objects computed on every split (default: `default_metrics`).
+    device
+        Where batches go (``"autodiff<cpu>"``); the model must already be there (move it
+        before creating the optimizer, as in PyTorch).  ``None`` leaves batches alone.
+    artifacts
+        The run's folder (config, metric logs, checkpoints, plots, model); ``None``: no files.
+    keep_last, best_metric
+        Checkpoints kept (newest N), and the metric that picks the best one
+        (``"valid/accuracy"``); the best checkpoint is never pruned and becomes
+        ``model.safetensors`` at the end.
+    early_stopping
+        An `EarlyStopping`, or ``None``.
+    accumulate
+        Optimizer steps once per ``accumulate`` batches, with the mean of their gradients.
+    generators
+        Random streams to save and restore besides those found on the model and the loaders
+        (ember ``Generator``, numpy ``Generator``/``RandomState``, ``random.Random``).
+    config
+        Anything JSON-able describing the run (the model's hyperparameters, CLI arguments):
+        written to ``config.json`` so that inference can rebuild the model.
+    renderer
+        ``"auto"`` (progress bars on a terminal, plain lines elsewhere), ``"dashboard"``,
+        ``"plain"``, ``"progress"``, ``"none"``, or a `Renderer`.
+    callbacks
+        Objects with any of ``on_step_end(learner, split, step)``,
+        ``on_epoch_end(learner, epoch, results)``, ``on_checkpoint(learner, path)``.
+
+    Examples
+    --------
+    >>> import ember, ember_train
+    >>> from ember import nn
+    >>> from ember.nn import functional as F
+    >>> ember.manual_seed(0) and None
+    >>> learner = ember_train.Learner(nn.Linear(2, 2), loss_fn=F.cross_entropy, renderer="none")
+    >>> learner.validate([(ember.ones(4, 2), ember.tensor([0, 1, 1, 0]))])["accuracy"]
+    0.5
+    """
+
+    def __init__(self, model: Any, optimizer: Any = None, *,
+                 loss_fn: Callable[[Any, Any], Any] | None = None, scheduler: Any = None,
+                 scheduler_interval: str = "epoch", metrics: Sequence[Metric] | None = None,
+                 device: Any = None, artifacts: str | os.PathLike[str] | None = None,
+                 keep_last: int | None = 3, best_metric: str | None = None,
+                 best_mode: str = "auto", early_stopping: EarlyStopping | None = None,
+                 accumulate: int = 1, generators: dict[str, Any] | Sequence[Any] | None = None,
+                 config: dict[str, Any] | None = None, renderer: str | Renderer = "auto",
+                 name: str | None = None, callbacks: Iterable[Any] = (),
+                 resume_command: str | None = None) -> None:
+        if scheduler_interval not in ("epoch", "step"):
+            raise ValueError(f"scheduler_interval must be 'epoch' or 'step', got "
+                             f"{scheduler_interval!r}")
+        if accumulate < 1:
+            raise ValueError(f"accumulate must be at least 1, got {accumulate}")
+        import ember
+
+        self.device = None if device is None else ember.device(device)
+        self.model = model
+        current = getattr(model, "device", None)
+        if self.device is not None and current is not None and current is not self.device:
+            # Moving makes new parameter tensors, which an optimizer built before would miss.
+            raise ValueError(f"the model is on {current}, the Learner's device is "
+                             f"{self.device}: call model.to({str(self.device)!r}) before "
+                             "creating the optimizer")
+        self.optimizer = optimizer
+        self.loss_fn = loss_fn
+        self.scheduler = scheduler
+        self.scheduler_interval = scheduler_interval
+        self.metrics = list(metrics) if metrics is not None else default_metrics()
+        self.artifacts = None if artifacts is None else Artifacts(artifacts)
+        self.checkpointer = None if self.artifacts is None else Checkpointer(
+            self.artifacts.checkpoints, keep_last)
+        self.best = None if best_metric is None else MetricTracker(best_metric, best_mode)
+        self.early_stopping = early_stopping
+        self.accumulate = accumulate
+        self.config = dict(config or {})
+        self.renderer_mode = renderer
+        self.name = name or (Path(artifacts).name if artifacts is not None else "run")
+        self.callbacks = list(callbacks)
+        self.resume_command = resume_command
+        self.history: dict[str, list[dict[str, Any]]] = {}
+        self.epochs_done = 0
+        self.global_step = 0  # optimizer steps taken
+        self._extra_streams = generators
+        self._pending = AccumulatedGradients()
+        self._view = RunView(name=self.name, device=str(self.device or ""))
+        self._renderer: Renderer = Renderer(self._view)
+
+    # -- the steps --------------------------------------------------------------------------
+
+    def _step_fn(self, kind: str) -> Callable[[Any], StepOutput]:
+        own = getattr(self.model, f"{kind}_step", None)
+        if callable(own):
+            return lambda batch: as_step_output(own(batch))
+        return default_step(self.model, self.loss_fn)
+
+    def _lr(self) -> float | None:
+        opt = self.optimizer
+        groups = getattr(opt, "param_groups", None)
+        if groups:
+            lr = groups[0].get("lr") if isinstance(groups[0], dict) else getattr(
+                groups[0], "lr", None)
+            if lr is not None:
+                return float(lr)
+        lr = getattr(opt, "lr", None)
+        return None if lr is None else float(lr)
+
+    def _params(self) -> list[Any]:
+        params = getattr(self.model, "parameters", None)
+        return [p for p in params() if getattr(p, "requires_grad", True)] if params else []
+
+    def _optimizer_step(self) -> None:
+        grads = self._pending.mean()
+        self._pending = AccumulatedGradients()
+        self.optimizer.step(grads)
+        self.global_step += 1
+        if self.scheduler is not None and self.scheduler_interval == "step":
+            self.scheduler.step()
+
+    # -- loops ------------------------------------------------------------------------------
+
+    def _split_metrics(self) -> list[Metric]:
+        return [copy.deepcopy(m) for m in self.metrics]
+
+    def _run_split(self, split: str, loader: Any, epoch: _Epoch, stop: StopRequest | None,
+                   ) -> bool:
+        """Run ``loader`` through the split's step; False when a stop was requested."""
+        train = split == "train"
+        step_fn = self._step_fn("train" if train else "valid")
+        v = self._view
+        v.split, v.epoch, v.step = split, epoch.number, epoch.step
+        v.steps = len(loader) if hasattr(loader, "__len__") else None
+        v.step_losses, v.running_loss = [], None
+        self._renderer.split_start()
+        metrics = [m for m in epoch.metrics]
+        params = self._params() if train else []
+        lr = self._lr() if train else None
+        loss_sum, done = 0.0, 0
+        import ember
+
+        t_prev = time.perf_counter()
+        for batch in loader:
+            batch = to_device(batch, self.device)
+            if train:
+                out = step_fn(batch)
+                grads = out.loss.backward()
+                self._pending.add(grads, params)
+                if self._pending.count >= self.accumulate:
+                    self._optimizer_step()
+                    lr = self._lr()
+            else:
+                with ember.no_grad():
+                    out = step_fn(batch)
+            t = time.perf_counter()
+            view = StepView(out.loss, out.output, out.target, out.items(), lr, t - t_prev)
+            t_prev = t
+            for m in metrics:
+                if out.output is not None or not m.needs_output:
+                    m.update(view)
+            epoch.step += 1
+            done += 1
+            loss_sum += view.loss
+            v.step = epoch.step
+            v.step_losses.append(view.loss)
+            v.running_loss = loss_sum / done
+            self._renderer.step()
+            for cb in self.callbacks:
+                hook = getattr(cb, "on_step_end", None)
+                if hook is not None:
+                    hook(self, split, epoch.step)
+            if stop is not None and stop.requested:
+                return False
+        if train and self._pending.count:  # a last, partial accumulation group
+            self._optimizer_step()
+        return True
+
+    @staticmethod
+    def _results(metrics: list[Metric]) -> dict[str, float | None]:
+        return {m.name: m.compute() for m in metrics}
+
+    def validate(self, loader: Any, split: str = "valid") -> dict[str, float | None]:
+        """Run ``loader`` once in eval mode without recording gradients; the metrics."""
+        was_training = getattr(self.model, "training", False)
+        if hasattr(self.model, "eval"):
+            self.model.eval()
+        renderer, self._renderer = self._renderer, Renderer(self._view)  # silent outside fit
+        try:
+            epoch = _Epoch(self.epochs_done, self._split_metrics())
+            self._run_split(split, loader, epoch, None)
+        finally:
+            self._renderer = renderer
+            if was_training and hasattr(self.model, "train"):
+                self.model.train()
+        return self._results(epoch.metrics)
+
+    # -- random streams ---------------------------------------------------------------------
+
+    def _streams(self, train: Any, valid: Any) -> tuple[RandomStreams, list[str]]:
+        streams = RandomStreams()
+        extra = self._extra_streams or {}
+        if not isinstance(extra, dict):
+            extra = {f"user.{i}": g for i, g in enumerate(extra)}
+        for k, g in extra.items():
+            streams.add(k, g)
+        for i, g in enumerate(find_generators(self.model)):
+            streams.add(f"model.{i}", g)
+        loader_names = []
+        for split, loader in (("train", train), ("valid", valid)):
+            if loader is None:
+                continue
+            for i, g in enumerate(find_generators(loader)):
+                before = len(streams.streams)
+                streams.add(f"loader.{split}.{i}", g)
+                if len(streams.streams) > before:
+                    loader_names.append(f"loader.{split}.{i}")
+        return streams, loader_names
+
+    # -- checkpoints ------------------------------------------------------------------------
+
+    def _checkpoint(self, epoch: _Epoch | None, streams: RandomStreams) -> Path | None:
+        """Write a checkpoint of the state now: at an epoch's end (``epoch`` None) or inside."""
+        if self.checkpointer is None:
+            return None
+        parts: dict[str, Any] = {"model": self.model.state_dict()}
+        if self.optimizer is not None and hasattr(self.optimizer, "state_dict"):
+            parts["optimizer"] = self.optimizer.state_dict()
+        if self.scheduler is not None and hasattr(self.scheduler, "state_dict"):
+            parts["scheduler"] = self.scheduler.state_dict()
+        state: dict[str, Any] = {
+            "format": 1, "epochs_done": self.epochs_done, "step": 0,
+            "global_step": self.global_step, "rng": streams.state(),
+            "history": self.history,
+            "best": None if self.best is None else self.best.state_dict(),
+            "early_stopping": None if self.early_stopping is None
+            else self.early_stopping.state_dict(),
+        }
+        if epoch is not None and epoch.step:
+            state["step"] = epoch.step
+            state["epoch_start_rng"] = epoch.start_rng
+            state["metrics"] = [m.state_dict() for m in epoch.metrics]
+            if self._pending.count:
+                names = {id(p): n for n, p in self.model.named_parameters()} \
+                    if hasattr(self.model, "named_parameters") else {}
+                pairs = self._pending.params_and_grads()
+                parts["pending"] = {names.get(id(p), str(i)): g for i, (p, g) in
+                                    enumerate(pairs)}
+                state["pending_count"] = self._pending.count
+        name = checkpoint_name(self.epochs_done, state["step"])
+        path = self.checkpointer.save(name, parts, state)
+        for cb in self.callbacks:
+            hook = getattr(cb, "on_checkpoint", None)
+            if hook is not None:
+                hook(self, path)
+        return path
+
+    def _restore(self, info: CheckpointInfo, states: dict[str, Any], state: dict[str, Any],
+                 streams: RandomStreams) -> None:
+        self.model.load_state_dict(_on_device(states["model"], self.model))
+        if "optimizer" in states and self.optimizer is not None:
+            self.optimizer.load_state_dict(states["optimizer"])
+        if "scheduler" in states and self.scheduler is not None:
+            self.scheduler.load_state_dict(states["scheduler"])
+        self.epochs_done = state["epochs_done"]
+        self.global_step = state["global_step"]
+        self.history = state["history"]
+        if self.best is not None and state.get("best"):
+            self.best.load_state_dict(state["best"])
+        if self.early_stopping is not None and state.get("early_stopping"):
+            self.early_stopping.load_state_dict(state["early_stopping"])
+        self._pending = AccumulatedGradients()
+        if "pending" in states:
+            params = dict(self.model.named_parameters())
+            self._pending.load([(params[n], g) for n, g in states["pending"].items()],
+                               state["pending_count"])
+        streams.restore(state["rng"])
+
+    # -- fit --------------------------------------------------------------------------------
+
+    def fit(self, train: Any, valid: Any = None, epochs: int = 10, *,
+            resume: bool | str | os.PathLike[str] = False) -> FitResult:
+        """Train for ``epochs`` epochs (in total, counting those before a resume).
+
+        ``resume``: ``True``/``"latest"`` continues from the newest complete checkpoint (or
+        starts afresh when there is none), ``"best"`` or a checkpoint path from that one.
+        The first SIGINT/SIGTERM finishes the current step, writes a checkpoint and returns
+        (``result.interrupted``); a second one aborts at once.
+        """
+        if self.optimizer is None:
+            raise TypeError("fit needs an optimizer")
+        t0 = time.perf_counter()
+        streams, loader_streams = self._streams(train, valid)
+        resumed: CheckpointInfo | None = None
+        resume_state: dict[str, Any] = {}
+        if self.checkpointer is not None:
+            self.checkpointer.clean()
+        if resume:
+            if self.checkpointer is None:
+                raise ValueError("resume needs an artifacts folder")
+            which = "latest" if resume is True else resume
+            if which == "latest":
+                found = self.checkpointer.read_latest(PARTS)
+            else:
+                info = self.checkpointer.resolve(which)
+                found = (info, *self.checkpointer.read(info, PARTS))
+            if found is not None:
+                resumed, states, resume_state = found
+                self._restore(resumed, states, resume_state, streams)
+        self._write_config(epochs, train, valid)
+        if self.artifacts is not None:
+            self.artifacts.rewrite_metrics(self.history)
+        v = self._view
+        v.epochs, v.start_epoch = epochs, self.epochs_done + 1
+        v.history, v.started, v.epoch_times = self.history, time.perf_counter(), []
+        v.formats = {m.name: m for m in self.metrics}
+        self._renderer = self._make_renderer()
+        self._renderer.start()
+        if resumed is not None:
+            self._renderer.message(f"resumed from {resumed.path} (epoch {self.epochs_done}"
+                                   + (f", step {resumed.step}" if resumed.step else "") + ")")
+        reason = "completed"
+        last_ckpt = None if resumed is None else resumed.path
+        if hasattr(self.model, "train"):
+            self.model.train()
+        with StopRequest(on_first=self._on_signal) as stop:
+            try:
+                reason, last_ckpt = self._epochs(train, valid, epochs, stop, streams,
+                                                 loader_streams, resume_state, last_ckpt)
+            finally:
+                self._renderer.close()
+        result = FitResult(self.epochs_done, reason, self.history,
+                           self._best_tuple(), last_ckpt, time.perf_counter() - t0)
+        if result.interrupted:
+            result.resume_command = self._resume_command()
+        else:
+            result.plots = self._finish()
+        self._summary(result)
+        return result
+
+    def _epochs(self, train: Any, valid: Any, epochs: int, stop: StopRequest,
+                streams: RandomStreams, loader_streams: list[str], resume_state: dict[str, Any],
+                last_ckpt: Path | None) -> tuple[str, Path | None]:
+        skip = resume_state.get("step", 0)
+        while self.epochs_done < epochs:
+            if self.early_stopping is not None and self.early_stopping.should_stop():
+                return self.early_stopping.reason(), last_ckpt
+            number = self.epochs_done + 1
+            t_epoch = time.perf_counter()
+            epoch = _Epoch(number, self._split_metrics())
+            if hasattr(train, "set_epoch"):
+                train.set_epoch(number - 1)
+            if skip:
+                # the stop came inside this epoch: replay the loader's order from the epoch's
+                # start, skip the steps already done, and go on with the saved streams
+                epoch.start_rng = resume_state["epoch_start_rng"]
+                streams.restore(epoch.start_rng)
+                for m, s in zip(epoch.metrics, resume_state["metrics"], strict=True):
+                    m.load_state_dict(s)
+                current = {k: s for k, s in resume_state["rng"].items()
+                           if k not in loader_streams}
+                order = iter(train)
+                for _ in range(skip):
+                    next(order, None)
+                streams.restore(current, strict=False)
+                epoch.step = skip
+                ok = self._run_split("train", _Chain(order, len(train) if hasattr(
+                    train, "__len__") else None), epoch, stop)
+                skip = 0
+            else:
+                epoch.start_rng = streams.state()
+                ok = self._run_split("train", train, epoch, stop)
+            if not ok:
+                return self._interrupted(epoch, streams, stop), self._last_interrupt_ckpt
+            results: Results = {"train": self._results(epoch.metrics)}
+            if valid is not None:
+                if hasattr(self.model, "eval"):
+                    self.model.eval()
+                vepoch = _Epoch(number, self._split_metrics())
+                ok = self._run_split("valid", valid, vepoch, stop)
+                if hasattr(self.model, "train"):
+                    self.model.train()
+                if not ok:
+                    return self._interrupted(epoch, streams, stop), self._last_interrupt_ckpt
+                results["valid"] = self._results(vepoch.metrics)
+            if self.scheduler is not None and self.scheduler_interval == "epoch":
+                self.scheduler.step()
+            self.epochs_done = number
+            for split, values in results.items():
+                row = {"epoch": number, **values}
+                self.history.setdefault(split, []).append(row)
+                if self.artifacts is not None:
+                    self.artifacts.append_metrics(split, row)
+            is_best = self.best.update(number, results) if self.best is not None else False
+            if self.early_stopping is not None:
+                self.early_stopping.update(number, results)
+            self._view.epoch_times.append(time.perf_counter() - t_epoch)
+            self._renderer.epoch_end(number, results, is_best)
+            last_ckpt = self._checkpoint(None, streams) or last_ckpt
+            if self.checkpointer is not None and last_ckpt is not None:
+                if is_best and self.best is not None and self.best.best is not None:
+                    self.checkpointer.mark_best(last_ckpt.name, self.best.metric,
+                                                self.best.best, number)
+                self.checkpointer.prune()
+            for cb in self.callbacks:
+                hook = getattr(cb, "on_epoch_end", None)
+                if hook is not None:
+                    hook(self, number, results)
+            if stop.requested:  # asked for during validation or by a callback at epoch end
+                return f"interrupted ({stop.signal_name})", last_ckpt
+        if self.early_stopping is not None and self.early_stopping.should_stop():
+            return self.early_stopping.reason(), last_ckpt
+        return "completed", last_ckpt
+
+    _last_interrupt_ckpt: Path | None = None
+
+    def _interrupted(self, epoch: _Epoch, streams: RandomStreams, stop: StopRequest) -> str:
+        self._last_interrupt_ckpt = self._checkpoint(epoch, streams)
+        return f"interrupted ({stop.signal_name})"
+
+    def _on_signal(self, name: str) -> None:
+        self._renderer.message(f"{name}: finishing the current step, then writing a checkpoint "
+                               "(press Ctrl-C again to abort at once)")
+
+    def _resume_command(self) -> str:
+        if self.resume_command is not None:
+            return self.resume_command
+        argv = list(sys.argv)
+        if argv and argv[0].endswith(".py"):
+            argv = ["python", *argv]
+        elif argv:
+            argv[0] = "python"
+        if "--resume" not in argv:
+            argv.append("--resume")
+        return shlex.join(argv)
+
+    def _best_tuple(self) -> tuple[str, float, int] | None:
+        b = self.best
+        if b is None or b.best is None or b.best_epoch is None:
+            return None
+        return (b.metric, b.best, b.best_epoch)
+
+    def _make_renderer(self) -> Renderer:
+        if isinstance(self.renderer_mode, Renderer):
+            self.renderer_mode.view = self._view
+            return self.renderer_mode
+        return make_renderer(self._view, self.renderer_mode)
+
+    def _write_config(self, epochs: int, train: Any, valid: Any) -> None:
+        if self.artifacts is None:
+            return
+        self.artifacts.write_config({
+            "name": self.name,
+            "config": self.config,
+            "learner": {
+                "epochs": epochs, "device": str(self.device) if self.device else None,
+                "optimizer": type(self.optimizer).__name__,
+                "scheduler": None if self.scheduler is None else type(self.scheduler).__name__,
+                "scheduler_interval": self.scheduler_interval, "accumulate": self.accumulate,
+                "metrics": [m.name for m in self.metrics],
+                "best_metric": None if self.best is None else self.best.metric,
+                "early_stopping": None if self.early_stopping is None else {
+                    "metric": self.early_stopping.metric,
+                    "patience": self.early_stopping.patience,
+                    "min_delta": self.early_stopping.min_delta},
+                "keep_last": None if self.checkpointer is None else self.checkpointer.keep_last,
+                "train_batches": len(train) if hasattr(train, "__len__") else None,
+                "valid_batches": len(valid) if hasattr(valid, "__len__") else None,
+            },
+        })
+
+    def _finish(self) -> list[Path]:
+        """At the end of a run: the model to serve and the plots."""
+        if self.artifacts is None or self.checkpointer is None:
+            return []
+        import shutil
+
+        source = self.checkpointer.best() or self.checkpointer.latest()
+        if source is not None:
+            tmp = self.artifacts.model_path.with_name(f".model.safetensors.tmp-{os.getpid()}")
+            shutil.copyfile(source.path / "model.safetensors", tmp)
+            with open(tmp, "rb+") as f:
+                os.fsync(f.fileno())
+            os.replace(tmp, self.artifacts.model_path)
+        return self.artifacts.write_plots(self.history) if self.history else []
+
+    def _summary(self, result: FitResult) -> None:
+        lines = [("stopped", result.stop_reason),
+                 ("epochs", str(result.epochs_done)),
+                 ("time", format_duration(result.elapsed_s) + f" ({result.elapsed_s:.1f} s)")]
+        if result.best is not None:
+            metric, value, epoch = result.best
+            lines.append(("best", f"{metric} {value:.4f} at epoch {epoch}"))
+        if result.checkpoint is not None:
+            lines.append(("checkpoint", str(result.checkpoint)))
+        if self.artifacts is not None and not result.interrupted:
+            lines.append(("artifacts", str(self.artifacts.root)))
+        if result.resume_command is not None:
+            lines.append(("resume with", result.resume_command))
+        table = {split: {k: self._view.fmt(k, val) for k, val in rows[-1].items()
+                         if k != "epoch" and val is not None}
+                 for split, rows in self.history.items() if rows}
+        self._renderer.summary(lines, table)
+
+
+class _Chain:
+    """The rest of an iterator, with the loader's length (for the progress bar)."""
+
+    def __init__(self, it: Any, length: int | None) -> None:
+        self.it, self.length = it, length
+
+    def __iter__(self) -> Any:
+        return self.it
+
+    def __len__(self) -> int:
+        return self.length or 0
+
+
+def _on_device(state: dict[str, Any], model: Any) -> dict[str, Any]:
+    """Saved tensors onto the devices of the model's own tensors (parameters and buffers)."""
+    current = model.state_dict()
+    out = {}
+    for k, t in state.items():
+        ref = current.get(k)
+        out[k] = t.to(ref.device) if ref is not None and t.device is not ref.device else t
+    return out
