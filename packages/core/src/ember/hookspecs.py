@@ -60,3 +60,20 @@ def ember_conformance_skips(device: str) -> dict[str, str] | None:
     Runs when the conformance suite collects cases for ``device`` (fnmatch patterns on case
     ids).  Each skip is reported with its reason and counted.  ``None`` declares no skips.
     """
+
+
+# -- fusion ---------------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def ember_fusion_compiler(backend: str) -> Any | None:
+    """Return the fusion compiler for the primitive backend named ``backend`` (``"cpu"``).
+
+    Runs once, when a ``fusion<...>`` device wrapping a device of that backend is created.
+    The compiler is an object with ``fusible(op, dtype) -> bool`` and
+    ``compile(group) -> callable`` (see ``ember_fusion.FusionCompiler``); the first plugin that
+    returns one wins.  ``None`` means this plugin has no compiler for that backend; when no
+    plugin has one, Fusion still records lazily but runs each op with the backend's own kernel.
+    Implemented by backend plugins (or by ``ember_fusion`` for the backends it ships a compiler
+    for).
+    """

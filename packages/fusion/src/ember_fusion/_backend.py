@@ -1,0 +1,146 @@
+"""The ``fusion<inner>`` decorator: record fusible ops lazily, run everything else eagerly."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ember import Tensor
+from ember._backend import Decorator
+
+from ._compiler import FusedKernel, ReferenceCompiler
+from ._graph import SHAPE_RULES, VIEW_RULES, Handle, Node
+from ._stream import FusionStats, Stream
+
+if TYPE_CHECKING:
+    from ember import DType
+    from ember._device import Device
+    from ember.ops import Op
+
+    from ._partition import Plan
+
+__all__ = ["FusionBackend"]
+
+#: how many plans / kernels a device keeps before starting afresh (a guard against streams
+#: that never recur, e.g. shapes that change every step)
+CACHE_LIMIT = 4096
+
+
+class FusionBackend(Decorator):
+    """``fusion<inner>``: tensors are lazy; ops are recorded into a per-thread stream.
+
+    A sync point (``.numpy()``, ``.item()``, printing, a device move, an op the inner device
+    cannot fuse) flushes the stream: the recorded graph is cut into fused groups, each run as
+    one kernel of the inner backend's fusion compiler.  Intermediates no Python object holds
+    any more are never materialised.
+
+    Examples
+    --------
+    >>> import ember, ember_fusion
+    >>> x = ember.arange(4.0, device="fusion<cpu>")
+    >>> (x * 2 + 1).tolist()
+    [1.0, 3.0, 5.0, 7.0]
+    """
+
+    tensor_type = Tensor
+
+    def __init__(self, inner: Device, **options: Any) -> None:
+        if inner.inner is not None:
+            raise ValueError(
+                f"fusion<{inner}> is not supported: Fusion must wrap a hardware device. "
+                f"Put other decorators outside it, e.g. autodiff<fusion<{inner.base}>> "
+                "(autodiff's backward pass is then fused too)")
+        super().__init__(inner)
+        self.name = "fusion"
+        self.inner_kernels = inner.backend.kernels
+        compiler = _compiler_for(inner)
+        configure = getattr(compiler, "configure", None)
+        if configure is not None:
+            # the compiler uses this backend's own table (plugins may have changed kernels)
+            compiler = configure(kernels=self.inner_kernels, **options)
+        elif options:
+            raise ValueError(f"the fusion compiler of {inner} takes no options: {options}")
+        self.compiler = compiler
+        self.plans: dict[Any, Plan] = {}
+        self.kernel_cache: dict[Any, FusedKernel] = {}
+        self.stats = FusionStats()
+        self._fusible: dict[tuple[Op, DType], bool] = {}
+        self._local = threading.local()
+
+    # -- streams ---------------------------------------------------------------------------
+
+    def stream(self) -> Stream:
+        """This thread's stream."""
+        s: Stream | None = getattr(self._local, "stream", None)
+        if s is None:
+            s = self._local.stream = Stream(self)
+        if len(self.plans) > CACHE_LIMIT:
+            self.plans.clear()
+        if len(self.kernel_cache) > CACHE_LIMIT:
+            self.kernel_cache.clear()
+        return s
+
+    def synchronize(self) -> None:
+        self.stream().flush()
+        self.inner.synchronize()
+
+    # -- dispatch ----------------------------------------------------------------------------
+
+    def dispatch(self, op: Op, args: Sequence[Tensor], params: dict[str, Any]) -> Any:
+        rule = SHAPE_RULES.get(op)
+        if rule is not None:
+            dtype: DType = op.result_rule(args, params)  # type: ignore[assignment]  # 1 output
+            key = (op, dtype)
+            ok = self._fusible.get(key)
+            if ok is None:
+                ok = self._fusible[key] = bool(self.compiler.fusible(op, dtype))
+            if not ok:
+                return self._eager(op, args, params)
+        else:
+            rule = VIEW_RULES.get(op)
+            if rule is None:
+                return self._eager(op, args, params)
+            dtype = args[0]._dtype
+        nodes = [a._data.node for a in args]
+        shape = rule([n.shape for n in nodes], params)
+        node = self.stream().record(op, params, nodes, shape, dtype)
+        return self.tensor_type._make(Handle(node), self.device, dtype)
+
+    def _eager(self, op: Op, args: Sequence[Tensor], params: dict[str, Any]) -> Any:
+        """An op the compiler cannot fuse: a sync point for its inputs, run on the inner
+        device, its results wrapped as materialised fusion tensors."""
+        self.stats.eager_ops += 1
+        out = self.inner.dispatch(op, [self.unwrap(a) for a in args], params)
+        if isinstance(out, tuple):
+            return tuple(self.wrap(o) for o in out)
+        return self.wrap(out)
+
+    # -- host transfer -------------------------------------------------------------------------
+
+    def wrap(self, inner: Tensor) -> Tensor:
+        node = Node(tuple(inner._data.shape), inner._dtype, None, {}, (), inner, None)
+        return self.tensor_type._make(Handle(node), self.device, inner._dtype)
+
+    def unwrap(self, tensor: Tensor) -> Tensor:
+        """The inner tensor behind ``tensor``: a sync point that runs its pending stream."""
+        node: Node = tensor._data.node
+        value = node.value
+        if value is None:
+            stream = node.stream
+            if stream is not None:
+                stream.flush()
+            value = node.value
+            if value is None:
+                raise RuntimeError(f"ember_fusion: {node!r} was dropped unmaterialised although "
+                                   "a tensor still refers to it (a bug: please report it)")
+        return value
+
+
+def _compiler_for(inner: Device) -> Any:
+    from ember._plugins import plugin_manager
+
+    compiler = plugin_manager().hook.ember_fusion_compiler(backend=inner.backend.name)
+    if compiler is None:
+        return ReferenceCompiler(inner.backend.kernels)
+    return compiler

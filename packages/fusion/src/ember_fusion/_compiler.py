@@ -1,0 +1,106 @@
+"""What a backend's fusion compiler receives (`FusedGroup`) and what it must provide.
+
+A backend plugin offers a compiler through the ``ember_fusion_compiler(backend)`` hook.  The
+compiler decides which ops it can fuse (``fusible``) and turns one `FusedGroup` into a kernel:
+a callable taking the payloads of the group's inputs and returning the payloads of its outputs.
+Fusion caches kernels by ``group.key``, so ``compile`` runs once per distinct group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from ember import DType
+    from ember.ops import Op
+
+__all__ = ["FusedGroup", "FusedKernel", "FusionCompiler", "GroupNode", "ReferenceCompiler"]
+
+Shape = tuple[int, ...]
+#: a compiled group: ``kernel(input_payloads) -> output_payloads``
+FusedKernel = Callable[[Sequence[Any]], list[Any]]
+
+
+@dataclass(frozen=True)
+class GroupNode:
+    """One op of a group.  ``args`` index the group's nodes (``>= 0``) or its inputs
+    (``-1 - k`` is input ``k``)."""
+
+    op: Op
+    params: dict[str, Any] = field(hash=False, compare=False)
+    params_key: Any
+    dtype: DType
+    shape: Shape
+    args: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class FusedGroup:
+    """A connected piece of the recorded graph that one kernel computes.
+
+    ``mode`` is ``"rows"`` when every node's axis 0 is one shared extent ``rows`` (so the group
+    may be computed a block of rows at a time; nodes in ``cross`` reduce over that axis and are
+    only complete after the last block), or ``"whole"`` when it must be computed at once.
+    ``outputs`` are the node indices whose values leave the kernel.
+    """
+
+    nodes: tuple[GroupNode, ...]
+    inputs: tuple[tuple[Shape, DType], ...]
+    outputs: tuple[int, ...]
+    mode: str
+    rows: int
+    cross: frozenset[int]
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        return (self.nodes, self.inputs, self.outputs, self.mode, self.rows, self.cross)
+
+    def describe(self) -> str:
+        names = "+".join(n.op.name for n in self.nodes)
+        return f"{self.mode}[{names}]"
+
+
+class FusionCompiler(Protocol):
+    """The interface of a backend's fusion compiler (returned by ``ember_fusion_compiler``)."""
+
+    def fusible(self, op: Op, dtype: DType) -> bool:
+        """Whether ``op`` producing ``dtype`` may be put in a fused group on this backend."""
+        ...
+
+    def compile(self, group: FusedGroup) -> FusedKernel:
+        """A kernel computing ``group``'s outputs from its inputs' payloads."""
+        ...
+
+
+class ReferenceCompiler:
+    """Runs a group op by op with the backend's own kernels: no fusion, same results.
+
+    Used for backends that offer no compiler, so Fusion still works (lazily) on them.
+    """
+
+    def __init__(self, kernels: dict[Op, Callable[..., Any]]) -> None:
+        self.kernels = kernels
+
+    def fusible(self, op: Op, dtype: DType) -> bool:
+        return op in self.kernels
+
+    def configure(self, kernels: dict[Op, Callable[..., Any]] | None = None,
+                  **options: Any) -> ReferenceCompiler:
+        if options:
+            raise ValueError(f"the reference fusion compiler takes no options, got {options}")
+        return ReferenceCompiler(kernels or self.kernels)
+
+    def compile(self, group: FusedGroup) -> FusedKernel:
+        steps = [(self.kernels[n.op], n.args, n.params) for n in group.nodes]
+        outputs = group.outputs
+
+        def kernel(inputs: Sequence[Any]) -> list[Any]:
+            vals: list[Any] = []
+            for fn, args, params in steps:
+                vals.append(fn(*[vals[a] if a >= 0 else inputs[-1 - a] for a in args],
+                               **params))
+            return [vals[i] for i in outputs]
+
+        return kernel

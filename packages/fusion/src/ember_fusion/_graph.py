@@ -1,0 +1,156 @@
+"""The lazy graph: `Node` (one recorded op), `Handle` (a fusion tensor's payload), shape rules.
+
+A fusion tensor's payload is a `Handle`; the recorded graph links `Node` objects, and each node
+holds only a *weak* reference to its handle.  So "is this intermediate held by a Python object?"
+is "is its handle still alive?": whatever keeps the payload (a tensor, a parameter rebound with
+``param._data = new._data``, an autodiff tape) keeps the handle, and nothing inside Fusion does.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ember import ops
+from ember._apply import broadcast_shapes
+
+if TYPE_CHECKING:
+    from ember import DType, Tensor
+    from ember.ops import Op
+
+    from ._stream import Stream
+
+__all__ = ["Handle", "Node", "SHAPE_RULES", "Shape"]
+
+Shape = tuple[int, ...]
+
+
+class Node:
+    """One value of the graph: a recorded op on input nodes, or a materialised inner tensor.
+
+    ``value`` is the inner device's tensor once computed; ``op``/``inputs`` are dropped then,
+    so a materialised node keeps nothing of the graph alive.
+    """
+
+    __slots__ = ("_dtype", "handle", "index", "inputs", "op", "params", "shape", "stream",
+                 "value")
+
+    def __init__(self, shape: Shape, dtype: DType, op: Op | None, params: dict[str, Any],
+                 inputs: tuple[Node, ...], value: Tensor | None, stream: Stream | None) -> None:
+        self.shape = shape
+        self._dtype = dtype
+        self.op = op
+        self.params = params
+        self.inputs = inputs
+        self.value = value
+        self.stream = stream  # the stream this node is pending in (None once materialised)
+        self.index = -1  # position in that stream
+        self.handle: weakref.ref[Handle] | None = None
+
+    @property
+    def dtype(self) -> DType:
+        return self._dtype
+
+    def __repr__(self) -> str:
+        what = "value" if self.value is not None else (self.op.name if self.op else "?")
+        return f"Node({what}, {self.shape}, {self._dtype.name})"
+
+
+class Handle:
+    """The payload of a fusion tensor: its node and shape (core reads ``payload.shape``)."""
+
+    __slots__ = ("__weakref__", "node", "shape")
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self.shape = node.shape
+        node.handle = weakref.ref(self)
+
+    def __repr__(self) -> str:
+        return f"Handle({self.node!r})"
+
+
+# -- shape rules of the ops Fusion records lazily ----------------------------------------------
+
+ShapeRule = Callable[[Sequence[Shape], dict[str, Any]], Shape]
+
+
+def _broadcast(shapes: Sequence[Shape], params: dict[str, Any]) -> Shape:
+    if len(shapes) == 1:
+        return shapes[0]
+    first = shapes[0]
+    if all(s == first for s in shapes):
+        return first
+    return broadcast_shapes(*shapes)
+
+
+def _reduce(shapes: Sequence[Shape], params: dict[str, Any]) -> Shape:
+    dims: tuple[int, ...] = params["dims"]
+    s = shapes[0]
+    if params.get("keepdim"):
+        return tuple(1 if i in dims else n for i, n in enumerate(s))
+    return tuple(n for i, n in enumerate(s) if i not in dims)
+
+
+def _arg_reduce(shapes: Sequence[Shape], params: dict[str, Any]) -> Shape:
+    s = shapes[0]
+    dim = params["dim"]
+    if dim is None:
+        return tuple(1 for _ in s) if params.get("keepdim") else ()
+    return _reduce(shapes, {"dims": (dim,), "keepdim": params.get("keepdim")})
+
+
+def _matmul(shapes: Sequence[Shape], params: dict[str, Any]) -> Shape:
+    a, b = shapes
+    batch = broadcast_shapes(a[:-2], b[:-2])
+    return (*batch, a[-2], b[-1])
+
+
+def _reshape(shapes: Sequence[Shape], params: dict[str, Any]) -> Shape:
+    return tuple(params["shape"])
+
+
+def _permute(shapes: Sequence[Shape], params: dict[str, Any]) -> Shape:
+    s = shapes[0]
+    return tuple(s[d] for d in params["dims"])
+
+
+def _slice(shapes: Sequence[Shape], params: dict[str, Any]) -> Shape:
+    # starts/stops/steps come from slice.indices, whose results are exactly range()'s
+    return tuple(len(range(a, b, c)) for a, b, c in
+                 zip(params["starts"], params["stops"], params["steps"], strict=True))
+
+
+def _same(shapes: Sequence[Shape], params: dict[str, Any]) -> Shape:
+    return shapes[0]
+
+
+EW = ops.elementwise
+RD = ops.reduction
+
+#: ops whose value is computed by a fused kernel (elementwise, reductions, matmul heads)
+SHAPE_RULES: dict[Op, ShapeRule] = {}
+for _name in (*EW.FLOAT_UNARY, *EW.NUMERIC_UNARY, *EW.BOOL_UNARY, *EW.ARITHMETIC_BINARY,
+              *EW.FLOAT_BINARY, *EW.COMPARISON_BINARY, *EW.LOGICAL_BINARY, *EW.BITWISE_BINARY,
+              "bitwise_not", "where", "clamp"):
+    SHAPE_RULES[getattr(EW, _name)] = _broadcast
+SHAPE_RULES[ops.creation.cast] = _same
+for _op in (RD.sum, RD.prod, RD.mean, RD.max, RD.min, RD.var, RD.any, RD.all):
+    SHAPE_RULES[_op] = _reduce
+SHAPE_RULES[RD.argmax] = _arg_reduce
+SHAPE_RULES[RD.argmin] = _arg_reduce
+SHAPE_RULES[ops.linalg.matmul] = _matmul
+
+#: movement ops recorded lazily and run one by one on the inner device (numpy views on cpu)
+VIEW_RULES: dict[Op, ShapeRule] = {
+    ops.movement.reshape: _reshape,
+    ops.movement.permute: _permute,
+    ops.movement.expand: _reshape,
+    ops.movement.slice: _slice,
+}
+
+
+def numel(shape: Shape) -> int:
+    return math.prod(shape)

@@ -1,0 +1,254 @@
+"""Cutting a flushed stream into steps: fused groups (one kernel each) and single view ops.
+
+Rules, applied greedily in record order to the nodes still needed (held by a Python object,
+or feeding one that is):
+
+- a group is ``rows`` mode when every node's axis 0 is one extent N (elementwise and broadcast
+  chains, reductions over inner axes with their prologue and epilogue, a 2-D matmul as its
+  head); reductions over axis 0 join as ``cross`` nodes, whose value only the kernel's end
+  knows, so nothing in the same group may use them;
+- a group is ``whole`` mode for what has no such axis (0-d values, full reductions of small
+  tensors); it also takes any small node, so scalar bookkeeping does not split groups;
+- view ops (reshape, permute, expand, slice) are steps of their own, run by the inner backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ember import ops
+
+from ._compiler import FusedGroup, FusedKernel, GroupNode
+from ._graph import VIEW_RULES, Node, Shape, numel
+
+if TYPE_CHECKING:
+    from ember.ops import Op
+
+__all__ = ["Plan", "analyse"]
+
+RD = ops.reduction
+#: nodes at most this big join any group (they cost nothing to compute unblocked)
+SMALL = 4096
+_CROSSABLE = frozenset({RD.sum, RD.mean, RD.prod, RD.max, RD.min, RD.any, RD.all})
+_LOW = frozenset({"float16", "bfloat16"})
+
+
+@dataclass
+class KernelStep:
+    """Run one compiled group: read ``ins`` (stream slots, or ``-1 - k`` for external k)."""
+
+    kernel: FusedKernel
+    ins: tuple[int, ...]
+    outs: tuple[int, ...]
+    group: FusedGroup
+
+    def run(self, vals: list[Any], ext: list[Any]) -> None:
+        res = self.kernel([vals[r] if r >= 0 else ext[-1 - r] for r in self.ins])
+        for i, v in zip(self.outs, res, strict=True):
+            vals[i] = v
+
+
+@dataclass
+class ViewStep:
+    """A movement op run on its own by the inner backend (a numpy view on cpu)."""
+
+    fn: Any
+    params: dict[str, Any]
+    src: int
+    out: int
+
+    def run(self, vals: list[Any], ext: list[Any]) -> None:
+        r = self.src
+        vals[self.out] = self.fn(vals[r] if r >= 0 else ext[-1 - r], **self.params)
+
+
+@dataclass
+class Plan:
+    """What one recurring stream does: its steps, and which values leave it."""
+
+    steps: list[KernelStep | ViewStep]
+    keep: tuple[int, ...]
+    groups: tuple[str, ...]
+    kernels: int
+    views: int
+
+
+class _Group:
+    __slots__ = ("cross", "members", "mode", "pos", "rows", "set")
+
+    def __init__(self, mode: str, rows: int, pos: int) -> None:
+        self.mode = mode
+        self.rows = rows
+        self.pos = pos
+        self.members: list[int] = []
+        self.set: set[int] = set()
+        self.cross: set[int] = set()
+
+    def add(self, i: int, cross: bool) -> None:
+        self.members.append(i)
+        self.set.add(i)
+        if cross:
+            self.cross.add(i)
+
+
+def _reduces_axis0(node: Node) -> bool:
+    if node.op in (RD.argmax, RD.argmin):
+        return node.params["dim"] in (None, 0)
+    return 0 in node.params["dims"]
+
+
+class _Partitioner:
+    def __init__(self, nodes: Sequence[Node], refs: Sequence[tuple[int, ...]],
+                 ext: Sequence[tuple[Shape, Any]], held: Sequence[bool]) -> None:
+        self.nodes = nodes
+        self.refs = refs
+        self.ext = ext
+        self.held = held
+        self.pos: dict[int, int] = {}  # node -> index of the step computing it
+
+    def shape(self, r: int) -> Shape:
+        return self.nodes[r].shape if r >= 0 else self.ext[-1 - r][0]
+
+    def start(self, i: int, pos: int) -> tuple[_Group, bool]:
+        """The group node ``i`` opens, and whether it is a cross node of it."""
+        node = self.nodes[i]
+        op = node.op
+        if op is ops.linalg.matmul:
+            a, b = (self.shape(r) for r in self.refs[i])
+            if len(a) == 2 and len(b) == 2 and node.dtype.name in ("float32", "float64"):
+                return _Group("rows", node.shape[0], pos), False
+            return _Group("whole", 0, pos), False
+        if op is not None and op.group == "reduction":
+            sx = self.shape(self.refs[i][0])
+            if sx and not _reduces_axis0(node):
+                return _Group("rows", sx[0], pos), False
+            if sx and op in _CROSSABLE and node.dtype.name not in _LOW:
+                return _Group("rows", sx[0], pos), True
+            return _Group("whole", 0, pos), False
+        if node.shape:
+            return _Group("rows", node.shape[0], pos), False
+        return _Group("whole", 0, pos), False
+
+    def joins(self, g: _Group, i: int) -> bool | None:
+        """None when ``i`` cannot join ``g``; else whether it joins as a cross node."""
+        node = self.nodes[i]
+        refs = self.refs[i]
+        for r in refs:
+            if r >= 0 and (r in g.cross or (r not in g.set and self.pos[r] > g.pos)):
+                return None
+        op = node.op
+        if g.mode == "whole":
+            return False if numel(node.shape) <= SMALL else None
+        n = g.rows
+        if op is ops.linalg.matmul:
+            return None
+        if op is not None and op.group == "reduction":
+            sx = self.shape(refs[0])
+            if not sx or sx[0] != n:
+                return None
+            if not _reduces_axis0(node):
+                return False
+            if op in _CROSSABLE and node.dtype.name not in _LOW:
+                return True
+            return None
+        s = node.shape
+        if not s or s[0] != n:
+            return None
+        for r in refs:
+            if r in g.set and len(self.nodes[r].shape) != len(s):
+                return None
+        return False
+
+
+def analyse(nodes: Sequence[Node], refs: Sequence[tuple[int, ...]],
+            ext: Sequence[tuple[Shape, Any]], held: Sequence[bool], compiler: Any,
+            inner_kernels: dict[Op, Any], cache: dict[Any, FusedKernel],
+            counters: dict[str, int]) -> Plan:
+    """Partition a flushed stream and compile its groups (through the kernel cache)."""
+    count = len(nodes)
+    needed = list(held)
+    users: list[list[int]] = [[] for _ in range(count)]
+    for i in range(count - 1, -1, -1):
+        if needed[i]:
+            for r in refs[i]:
+                if r >= 0:
+                    needed[r] = True
+                    users[r].append(i)
+    p = _Partitioner(nodes, refs, ext, held)
+    steps: list[_Group | ViewStep] = []
+    cur: _Group | None = None
+    for i in range(count):
+        if not needed[i]:
+            continue
+        node = nodes[i]
+        if node.op in VIEW_RULES:
+            p.pos[i] = len(steps)
+            steps.append(ViewStep(inner_kernels[node.op], node.params, refs[i][0], i))
+            continue
+        how = p.joins(cur, i) if cur is not None else None
+        if how is None:
+            cur, how = p.start(i, len(steps))
+            steps.append(cur)
+        cur.add(i, how)
+        p.pos[i] = cur.pos
+    plan_steps: list[KernelStep | ViewStep] = []
+    names: list[str] = []
+    for st in steps:
+        if isinstance(st, ViewStep):
+            plan_steps.append(st)
+            continue
+        ks = _group_step(st, p, needed, users, compiler, cache, counters)
+        plan_steps.append(ks)
+        names.append(ks.group.describe())
+    keep = tuple(i for i in range(count) if held[i])
+    return Plan(plan_steps, keep, tuple(names), len(names), len(plan_steps) - len(names))
+
+
+def _group_step(g: _Group, p: _Partitioner, needed: list[bool], users: list[list[int]],
+                compiler: Any, cache: dict[Any, FusedKernel],
+                counters: dict[str, int]) -> KernelStep:
+    local = {i: j for j, i in enumerate(g.members)}
+    ins: list[int] = []
+    in_ix: dict[int, int] = {}
+    gnodes: list[GroupNode] = []
+    for i in g.members:
+        node = p.nodes[i]
+        args: list[int] = []
+        for r in p.refs[i]:
+            if r in local:
+                args.append(local[r])
+                continue
+            k = in_ix.get(r)
+            if k is None:
+                k = in_ix[r] = len(ins)
+                ins.append(r)
+            args.append(-1 - k)
+        gnodes.append(GroupNode(node.op, node.params, _params_key(node.params), node.dtype,
+                                node.shape, tuple(args)))
+    outs = tuple(i for i in g.members
+                 if p.held[i] or any(u not in g.set for u in users[i]))
+    group = FusedGroup(
+        nodes=tuple(gnodes),
+        inputs=tuple((p.shape(r), p.nodes[r].dtype if r >= 0 else p.ext[-1 - r][1])
+                     for r in ins),
+        outputs=tuple(local[i] for i in outs),
+        mode=g.mode, rows=g.rows, cross=frozenset(local[i] for i in g.cross))
+    key = group.key
+    kernel = cache.get(key)
+    if kernel is None:
+        kernel = cache[key] = compiler.compile(group)
+        counters["kernels_compiled"] += 1
+    else:
+        counters["kernel_cache_hits"] += 1
+    return KernelStep(kernel, tuple(ins), outs, group)
+
+
+def _params_key(params: dict[str, Any]) -> Any:
+    try:
+        key = tuple(params.items())
+        hash(key)
+    except TypeError:
+        return repr(sorted(params.items()))
+    return key

@@ -1,0 +1,148 @@
+"""A per-thread stream of recorded ops, its flush, and the plan cache that makes flushes cheap.
+
+While ops are recorded, the stream builds the *signature* of what it holds (op, params,
+dtype, shape and input positions of every node, shapes and dtypes of external inputs).  At a
+flush the signature plus "which nodes are still held" is the key of the plan cache: a steady
+loop (a training step) finds its plan there and runs it without any analysis.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from ._graph import Node, Shape
+from ._partition import Plan, _params_key, analyse
+
+if TYPE_CHECKING:
+    from ember import DType
+    from ember.ops import Op
+
+    from ._backend import FusionBackend
+
+__all__ = ["FusionStats", "Stream"]
+
+LOG = logging.getLogger("ember_fusion")
+
+
+@dataclass
+class FusionStats:
+    """Counters of one fusion device (``ember_fusion.stats(device)`` returns a copy).
+
+    ``analysis_s`` is time spent deciding what to run: building plan keys, looking them up, and
+    on a miss partitioning and compiling; ``execute_s`` is time spent running kernels.
+    """
+
+    ops_recorded: int = 0
+    eager_ops: int = 0
+    flushes: int = 0
+    plan_hits: int = 0
+    plan_misses: int = 0
+    kernels_launched: int = 0
+    views_run: int = 0
+    kernels_compiled: int = 0
+    kernel_cache_hits: int = 0
+    analysis_s: float = 0.0
+    execute_s: float = 0.0
+    last_groups: tuple[str, ...] = ()
+    counters: dict[str, int] = field(default_factory=lambda: {"kernels_compiled": 0,
+                                                              "kernel_cache_hits": 0})
+
+    def snapshot(self) -> FusionStats:
+        return replace(self, kernels_compiled=self.counters["kernels_compiled"],
+                       kernel_cache_hits=self.counters["kernel_cache_hits"],
+                       counters=dict(self.counters))
+
+
+class Stream:
+    """The ops one thread recorded on one fusion device since its last flush."""
+
+    def __init__(self, backend: FusionBackend) -> None:
+        self.backend = backend
+        self.lock = threading.RLock()
+        self._clear()
+
+    def _clear(self) -> None:
+        self.nodes: list[Node] = []
+        self.refs: list[tuple[int, ...]] = []
+        self.sig: list[tuple[Any, ...]] = []
+        self.externals: list[Node] = []
+        self.ext_sig: list[tuple[Shape, DType]] = []
+        self.ext_index: dict[int, int] = {}
+
+    def record(self, op: Op, params: dict[str, Any], inputs: Sequence[Node], shape: Shape,
+               dtype: DType) -> Node:
+        for x in inputs:
+            if x.value is None and x.stream is not self and x.stream is not None:
+                x.stream.flush()  # pending on another thread: its value is needed here
+        with self.lock:
+            refs: list[int] = []
+            for x in inputs:
+                if x.stream is self:
+                    refs.append(x.index)
+                    continue
+                k = self.ext_index.get(id(x))
+                if k is None:
+                    k = self.ext_index[id(x)] = len(self.externals)
+                    self.externals.append(x)
+                    self.ext_sig.append((x.shape, x._dtype))
+                refs.append(-1 - k)
+            node = Node(shape, dtype, op, params, (), None, self)
+            node.index = len(self.nodes)
+            self.nodes.append(node)
+            rt = tuple(refs)
+            self.refs.append(rt)
+            self.sig.append((op, _params_key(params), dtype, shape, rt))
+        return node
+
+    def flush(self) -> None:
+        """Compute every pending node that is still held; drop the others unwritten."""
+        with self.lock:
+            nodes = self.nodes
+            if not nodes:
+                return
+            backend = self.backend
+            stats = backend.stats
+            t0 = time.perf_counter()
+            refs, ext, ext_sig = self.refs, self.externals, self.ext_sig
+            held = tuple(n.handle is not None and n.handle() is not None for n in nodes)
+            key = (tuple(self.sig), tuple(ext_sig), held)
+            self._clear()
+            plan: Plan | None = backend.plans.get(key)
+            if plan is None:
+                plan = analyse(nodes, refs, ext_sig, held, backend.compiler,
+                               backend.inner_kernels, backend.kernel_cache, stats.counters)
+                backend.plans[key] = plan
+                stats.plan_misses += 1
+                hit = "miss"
+            else:
+                stats.plan_hits += 1
+                hit = "hit"
+            t1 = time.perf_counter()
+            vals: list[Any] = [None] * len(nodes)
+            xv = [e.value._data for e in ext]  # type: ignore[union-attr]  # externals have values
+            for step in plan.steps:
+                step.run(vals, xv)
+            inner = backend.inner
+            make = inner.tensor_type._make
+            for i in plan.keep:
+                n = nodes[i]
+                n.value = make(vals[i], inner, n._dtype)
+            for n in nodes:
+                n.stream = None
+            t2 = time.perf_counter()
+            stats.flushes += 1
+            stats.ops_recorded += len(nodes)
+            stats.kernels_launched += plan.kernels
+            stats.views_run += plan.views
+            stats.analysis_s += t1 - t0
+            stats.execute_s += t2 - t1
+            stats.last_groups = plan.groups
+            if LOG.isEnabledFor(logging.DEBUG):
+                LOG.debug("%s flush: %d ops, %d kept -> %d kernel(s), %d view(s), plan %s: %s",
+                          backend.device, len(nodes), len(plan.keep), plan.kernels, plan.views,
+                          hit, " ".join(plan.groups))
