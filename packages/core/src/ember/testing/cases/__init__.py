@@ -1,5 +1,5 @@
 """The case modules; importing this package registers every case."""
 
-from . import elementwise, movement, reduction
+from . import elementwise, indexing, linalg, movement, nn, reduction
 
-__all__ = ["elementwise", "movement", "reduction"]
+__all__ = ["elementwise", "indexing", "linalg", "movement", "nn", "reduction"]
