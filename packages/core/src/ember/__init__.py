@@ -10,6 +10,8 @@ Examples
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from . import functional as functional, ops as ops
 from ._creation import (
     arange as arange,
@@ -214,3 +216,17 @@ long = int64
 half = float16
 double = float64
 
+
+if TYPE_CHECKING:
+    from . import data as data, nn as nn, optim as optim, record as record
+
+_LAZY = ("data", "nn", "optim", "record")
+
+
+def __getattr__(name: str) -> Any:
+    # nn, optim, data and record are imported on first use: `import ember` stays fast
+    if name in _LAZY:
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'ember' has no attribute {name!r}")

@@ -1,0 +1,60 @@
+"""Layers, containers and losses with PyTorch's names, parameter layouts and initialisation.
+
+Examples
+--------
+>>> import ember
+>>> from ember import nn
+>>> model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+>>> print(model)
+Sequential(
+  (0): Linear(in_features=4, out_features=8, bias=True)
+  (1): ReLU()
+  (2): Linear(in_features=8, out_features=3, bias=True)
+)
+"""
+
+from __future__ import annotations
+
+from . import functional as functional, init as init
+from .activation import (
+    ELU as ELU,
+    GELU as GELU,
+    LeakyReLU as LeakyReLU,
+    LogSoftmax as LogSoftmax,
+    Mish as Mish,
+    PReLU as PReLU,
+    ReLU as ReLU,
+    Sigmoid as Sigmoid,
+    SiLU as SiLU,
+    Softmax as Softmax,
+    Softplus as Softplus,
+    Tanh as Tanh,
+)
+from .containers import (
+    ModuleDict as ModuleDict,
+    ModuleList as ModuleList,
+    Sequential as Sequential,
+)
+from .conv import (
+    Conv1d as Conv1d,
+    Conv2d as Conv2d,
+    ConvTranspose1d as ConvTranspose1d,
+    ConvTranspose2d as ConvTranspose2d,
+)
+from .dropout import Dropout as Dropout
+from .linear import (
+    Flatten as Flatten,
+    Identity as Identity,
+    Linear as Linear,
+    Unflatten as Unflatten,
+)
+from .module import (
+    IncompatibleKeys as IncompatibleKeys,
+    Module as Module,
+    Parameter as Parameter,
+)
+from .pooling import (
+    AdaptiveAvgPool2d as AdaptiveAvgPool2d,
+    AvgPool2d as AvgPool2d,
+    MaxPool2d as MaxPool2d,
+)

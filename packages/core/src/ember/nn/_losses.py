@@ -1,0 +1,103 @@
+"""The losses `ember.functional` does not already have, with PyTorch's formulas and defaults."""
+
+from __future__ import annotations
+
+from .._elementwise import where
+from .._tensor import Tensor
+from ..functional import _reduce_loss
+
+__all__ = [
+    "binary_cross_entropy", "binary_cross_entropy_with_logits", "cosine_embedding_loss",
+    "cosine_similarity", "huber_loss", "kl_div", "l1_loss", "smooth_l1_loss",
+]
+
+
+def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    """Mean absolute error."""
+    return _reduce_loss((input - target).abs(), reduction)
+
+
+def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean",
+               delta: float = 1.0) -> Tensor:
+    """Quadratic below ``delta``, linear (slope ``delta``) above."""
+    d = (input - target).abs()
+    return _reduce_loss(where(d < delta, d * d * 0.5, (d - 0.5 * delta) * delta), reduction)
+
+
+def smooth_l1_loss(input: Tensor, target: Tensor, reduction: str = "mean",
+                   beta: float = 1.0) -> Tensor:
+    """``0.5 d² / beta`` below ``beta``, ``d - beta / 2`` above (``beta=0`` is L1)."""
+    d = (input - target).abs()
+    if beta == 0.0:
+        return _reduce_loss(d, reduction)
+    return _reduce_loss(where(d < beta, d * d * (0.5 / beta), d - 0.5 * beta), reduction)
+
+
+def binary_cross_entropy(input: Tensor, target: Tensor,
+                         weight: Tensor | None = None, reduction: str = "mean") -> Tensor:
+    """BCE of probabilities ``input``; each log is clamped at -100 as PyTorch does.
+
+    Examples
+    --------
+    >>> import ember
+    >>> import ember.nn.functional as F
+    >>> round(F.binary_cross_entropy(ember.tensor([0.5]), ember.tensor([1.])).item(), 4)
+    0.6931
+    """
+    log_p = input.log().clamp(min=-100.0)
+    log_q = (1.0 - input).log().clamp(min=-100.0)
+    loss = -(target * log_p + (1.0 - target) * log_q)
+    if weight is not None:
+        loss = loss * weight
+    return _reduce_loss(loss, reduction)
+
+
+def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,
+                                     weight: Tensor | None = None, reduction: str = "mean",
+                                     pos_weight: Tensor | None = None) -> Tensor:
+    """BCE of ``sigmoid(input)``, computed stably from the logits."""
+    # log(1 + exp(-|x|)) + max(-x, 0) is -log(sigmoid(x)) without overflow
+    log_sig_neg = (-input.abs()).exp().log1p() + (-input).clamp(min=0)
+    if pos_weight is None:
+        loss = (1.0 - target) * input + log_sig_neg
+    else:
+        loss = (1.0 - target) * input + (1.0 + (pos_weight - 1.0) * target) * log_sig_neg
+    if weight is not None:
+        loss = loss * weight
+    return _reduce_loss(loss, reduction)
+
+
+def kl_div(input: Tensor, target: Tensor, reduction: str = "mean",
+           log_target: bool = False) -> Tensor:
+    """``target * (log(target) - input)`` with ``input`` given as log-probabilities.
+
+    ``reduction="batchmean"`` divides the sum by the batch size (the mathematically correct
+    KL divergence); ``"mean"`` averages over every element, as PyTorch.
+    """
+    if log_target:
+        loss = target.exp() * (target - input)
+    else:
+        safe = where(target > 0, target, 1.0)
+        loss = where(target > 0, target * (safe.log() - input), 0.0)
+    if reduction == "batchmean":
+        return loss.sum() / (input.shape[0] if input.ndim else 1)
+    return _reduce_loss(loss, reduction)
+
+
+def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
+    """Cosine of the angle between ``x1`` and ``x2`` along ``dim``."""
+    n1 = (x1 * x1).sum(dim).sqrt().clamp(min=eps)
+    n2 = (x2 * x2).sum(dim).sqrt().clamp(min=eps)
+    return (x1 * x2).sum(dim) / (n1 * n2)
+
+
+def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0,
+                          reduction: str = "mean") -> Tensor:
+    """``1 - cos`` for pairs labelled 1, ``max(0, cos - margin)`` for pairs labelled -1."""
+    eps = 1e-12  # PyTorch's EPSILON in its implementation
+    dot = (input1 * input2).sum(-1)
+    mag = (((input1 * input1).sum(-1) + eps) * ((input2 * input2).sum(-1) + eps)).sqrt()
+    cos = dot / mag
+    loss = where(target > 0, 1.0 - cos, (cos - margin).clamp(min=0.0))
+    loss = where((target > 0) | (target < 0), loss, 0.0)
+    return _reduce_loss(loss, reduction)

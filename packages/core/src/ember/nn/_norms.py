@@ -1,0 +1,78 @@
+"""Functional `batch_norm` and `group_norm` (layer_norm and rms_norm live in ember.functional)."""
+
+from __future__ import annotations
+
+from .._tensor import Tensor
+from ._values import lower, rebind
+
+__all__ = ["batch_norm", "group_norm"]
+
+
+def _channel_shape(x: Tensor) -> tuple[int, ...]:
+    return (1, x.shape[1], *([1] * (x.ndim - 2)))
+
+
+def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
+               weight: Tensor | None = None, bias: Tensor | None = None,
+               training: bool = False, momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Normalise each channel (axis 1) by batch statistics or by the running ones.
+
+    In training mode the running statistics, when given, are updated *in place* as PyTorch does
+    (``running = (1 - momentum) * running + momentum * batch``, unbiased batch variance): the
+    buffers keep their identity and get new values, computed outside any autodiff tape.
+
+    Examples
+    --------
+    >>> import ember
+    >>> import ember.nn.functional as F
+    >>> x = ember.tensor([[1.], [3.]])
+    >>> F.batch_norm(x, None, None, training=True).tolist()
+    [[-0.9999950528144836], [0.9999950528144836]]
+    """
+    if x.ndim < 2:
+        raise ValueError(f"batch_norm needs input of at least 2 axes [N, C, ...], got {x.shape}")
+    shape = _channel_shape(x)
+    dims = (0, *range(2, x.ndim))
+    if training:
+        n = x.numel() // x.shape[1]
+        if n <= 1:
+            raise ValueError(f"batch_norm in training needs more than one value per channel, "
+                             f"got input {x.shape}")
+        mean = x.mean(dim=dims, keepdim=True)
+        centred = x - mean
+        var = (centred * centred).mean(dim=dims, keepdim=True)
+        out = centred * (var + eps).rsqrt()
+        if running_mean is not None and running_var is not None:
+            m, v = lower(mean).reshape(-1), lower(var).reshape(-1)
+            rebind(running_mean, lower(running_mean) * (1 - momentum)
+                   + m.to(dtype=running_mean.dtype) * momentum)
+            rebind(running_var, lower(running_var) * (1 - momentum)
+                   + (v * (n / (n - 1))).to(dtype=running_var.dtype) * momentum)
+    else:
+        if running_mean is None or running_var is None:
+            raise ValueError("batch_norm in eval mode needs running_mean and running_var")
+        out = (x - running_mean.reshape(shape)) * (running_var.reshape(shape) + eps).rsqrt()
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    if bias is not None:
+        out = out + bias.reshape(shape)
+    return out
+
+
+def group_norm(x: Tensor, num_groups: int, weight: Tensor | None = None,
+               bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+    """Normalise over groups of channels (and all spatial positions), then scale per channel."""
+    n, c = x.shape[0], x.shape[1]
+    if c % num_groups:
+        raise ValueError(f"group_norm: {c} channels are not divisible into {num_groups} groups")
+    g = x.reshape(n, num_groups, -1)
+    mean = g.mean(dim=-1, keepdim=True)
+    centred = g - mean
+    var = (centred * centred).mean(dim=-1, keepdim=True)
+    out = (centred * (var + eps).rsqrt()).reshape(x.shape)
+    shape = _channel_shape(x)
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    if bias is not None:
+        out = out + bias.reshape(shape)
+    return out

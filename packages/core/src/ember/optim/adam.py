@@ -1,0 +1,81 @@
+"""`Adam` and `AdamW` (decoupled weight decay), with PyTorch's update order and AMSGrad."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .. import _creation as cr
+from .._tensor import Tensor
+from .optimizer import Optimizer, ParamsArg
+
+__all__ = ["Adam", "AdamW"]
+
+
+class Adam(Optimizer):
+    """Adam (Kingma & Ba), computed as PyTorch's single-tensor implementation.
+
+    Examples
+    --------
+    >>> import ember
+    >>> w = ember.tensor([1.0])
+    >>> opt = ember.optim.Adam([w], lr=0.1)
+    >>> opt.step({w: ember.tensor([3.0])})
+    >>> round(w.item(), 4)  # the first step moves by lr whatever the gradient's size
+    0.9
+    """
+
+    _decoupled = False
+
+    def __init__(self, params: ParamsArg, lr: float = 1e-3,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.0, amsgrad: bool = False, *,
+                 maximize: bool = False) -> None:
+        if lr < 0 or eps < 0 or not (0 <= betas[0] < 1 and 0 <= betas[1] < 1):
+            raise ValueError(f"invalid Adam options lr={lr}, betas={betas}, eps={eps}")
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
+                                      weight_decay=weight_decay, amsgrad=amsgrad,
+                                      maximize=maximize))
+
+    def update(self, p: Tensor, g: Tensor, state: dict[str, Any],
+               group: dict[str, Any]) -> Tensor:
+        lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+        if group["maximize"]:
+            g = -g
+        if wd:
+            if self._decoupled:
+                p = p * (1 - lr * wd)
+            else:
+                g = g + p * wd
+        if not state:
+            state["step"] = 0
+            state["exp_avg"] = cr.zeros_like(p)
+            state["exp_avg_sq"] = cr.zeros_like(p)
+            if group["amsgrad"]:
+                state["max_exp_avg_sq"] = cr.zeros_like(p)
+        state["step"] += 1
+        t = state["step"]
+        m = state["exp_avg"]
+        m = m + (g - m) * (1 - b1)  # lerp, as PyTorch
+        v = state["exp_avg_sq"] * b2 + g * g * (1 - b2)
+        state["exp_avg"], state["exp_avg_sq"] = m, v
+        step_size = lr / (1 - b1 ** t)
+        bc2_sqrt = math.sqrt(1 - b2 ** t)
+        if group["amsgrad"]:
+            v = state["max_exp_avg_sq"].maximum(v)
+            state["max_exp_avg_sq"] = v
+        denom = v.sqrt() / bc2_sqrt + eps
+        return p - (m / denom) * step_size
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (Loshchilov & Hutter): ``p *= 1 - lr * weight_decay``
+    before the Adam step; the default ``weight_decay`` is 0.01 as in PyTorch."""
+
+    _decoupled = True
+
+    def __init__(self, params: ParamsArg, lr: float = 1e-3,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 1e-2, amsgrad: bool = False, *,
+                 maximize: bool = False) -> None:
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize)

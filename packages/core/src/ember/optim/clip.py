@@ -1,0 +1,73 @@
+"""Gradient clipping on `Gradients` (or any ``{param: grad}`` mapping).
+
+Gradients are values, so clipping returns new ones: ``grads, norm = clip_grad_norm(grads, 1.0)``
+then ``optimizer.step(grads)``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .._manipulation import stack
+from .._tensor import Tensor
+
+__all__ = ["clip_grad_norm", "clip_grad_value", "grad_norm"]
+
+
+def _items(grads: Mapping[Tensor, Tensor] | Any,
+           parameters: Iterable[Tensor] | None) -> list[tuple[Tensor, Tensor]]:
+    if parameters is not None:
+        from .optimizer import grad_of
+
+        out = []
+        for p in parameters:
+            g = grad_of(grads, p)
+            if g is not None:
+                out.append((p, g))
+        return out
+    return list(grads.items())
+
+
+def grad_norm(grads: Mapping[Tensor, Tensor] | Any, norm_type: float = 2.0, *,
+              parameters: Iterable[Tensor] | None = None) -> Tensor:
+    """The ``norm_type``-norm of all gradients taken together, as a 0-d tensor."""
+    items = _items(grads, parameters)
+    if not items:
+        raise ValueError("grad_norm: no gradients")
+    dev = items[0][1].device
+    if norm_type == math.inf:
+        return stack([g.abs().amax().to(dev) for _, g in items]).amax()
+    parts = [(g.abs() ** norm_type).sum().to(dev) for _, g in items]
+    return stack(parts).sum() ** (1.0 / norm_type)
+
+
+def clip_grad_norm(grads: Mapping[Tensor, Tensor] | Any, max_norm: float,
+                   norm_type: float = 2.0, *, parameters: Iterable[Tensor] | None = None,
+                   error_if_nonfinite: bool = False) -> tuple[dict[Tensor, Tensor], Tensor]:
+    """Scale all gradients together so that their total norm is at most ``max_norm``.
+
+    Returns the clipped gradients and the total norm before clipping.  The scale is
+    ``min(1, max_norm / (norm + 1e-6))``, as PyTorch's ``clip_grad_norm_``.
+
+    Examples
+    --------
+    >>> import ember
+    >>> w = ember.zeros(2)
+    >>> clipped, norm = ember.optim.clip_grad_norm({w: ember.tensor([3.0, 4.0])}, 1.0)
+    >>> norm.item(), [round(v, 4) for v in clipped[w].tolist()]
+    (5.0, [0.6, 0.8])
+    """
+    items = _items(grads, parameters)
+    total = grad_norm(dict(items), norm_type)
+    if error_if_nonfinite and not math.isfinite(total.item()):
+        raise RuntimeError(f"the total gradient norm is {total.item()}")
+    scale = (max_norm / (total + 1e-6)).clamp(max=1.0)
+    return {p: g * scale.to(g.device).to(dtype=g.dtype) for p, g in items}, total
+
+
+def clip_grad_value(grads: Mapping[Tensor, Tensor] | Any, clip_value: float, *,
+                    parameters: Iterable[Tensor] | None = None) -> dict[Tensor, Tensor]:
+    """Clamp every gradient element to ``[-clip_value, clip_value]``."""
+    return {p: g.clamp(-clip_value, clip_value) for p, g in _items(grads, parameters)}

@@ -1,0 +1,179 @@
+"""`Optimizer`: parameter groups, per-parameter state, and the step that consumes `Gradients`.
+
+Gradients of an autodiff device live on its inner device (``grads[p]``); an optimizer keeps its
+state there too and computes each new value there, outside any tape, then gives the parameter
+its new value in place (`ember.nn._values.rebind`): the parameter object stays the same, so
+the next ``grads[p]`` still finds it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .._tensor import Tensor
+from ..nn._values import lower_to, rebind
+
+__all__ = ["Optimizer", "ParamsArg"]
+
+ParamsArg = Iterable[Tensor] | Iterable[dict[str, Any]] | Any
+
+
+def grad_of(grads: Any, p: Tensor) -> Tensor | None:
+    """``grads[p]``, or ``None`` where ``p`` got no gradient (frozen or unused)."""
+    get = getattr(grads, "get", None)
+    if get is not None:
+        return get(p)  # type: ignore[no-any-return]
+    try:
+        return grads[p]  # type: ignore[no-any-return]
+    except KeyError:
+        return None
+
+
+class Optimizer:
+    """Base class: subclasses implement :meth:`update` for one parameter.
+
+    Parameters
+    ----------
+    params
+        Tensors, a `Module` (its trainable parameters), or dicts ``{"params": [...], **options}``
+        (parameter groups, each with its own options; missing options take the defaults).
+    defaults
+        The optimizer's options and their default values.
+    """
+
+    def __init__(self, params: ParamsArg, defaults: dict[str, Any]) -> None:
+        from ..nn.module import Module
+
+        if isinstance(params, Module):
+            params = list(params.trainable_parameters())
+        if isinstance(params, Tensor):
+            raise TypeError("params must be an iterable of tensors or of dicts, not one tensor")
+        items = list(params)
+        if not items:
+            raise ValueError("the optimizer got an empty parameter list")
+        groups = items if isinstance(items[0], dict) else [{"params": items}]
+        self.defaults = dict(defaults)
+        self.param_groups: list[dict[str, Any]] = []
+        self.state: dict[int, dict[str, Any]] = {}
+        for g in groups:
+            self.add_param_group(g)
+
+    def add_param_group(self, group: dict[str, Any]) -> None:
+        """Add a group of parameters with its own options (``lr``, ``weight_decay``, ...)."""
+        params = group["params"]
+        params = [params] if isinstance(params, Tensor) else list(params)
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        for p in params:
+            if not isinstance(p, Tensor):
+                raise TypeError(f"optimizer parameters must be tensors, got {type(p).__name__}")
+            if id(p) in seen:
+                raise ValueError("a parameter appears in more than one parameter group")
+            seen.add(id(p))
+        unknown = set(group) - set(self.defaults) - {"params", "initial_lr", "name"}
+        if unknown:
+            raise TypeError(f"{type(self).__name__} has no option(s) {sorted(unknown)}")
+        full = {**self.defaults, **group, "params": params}
+        self.param_groups.append(full)
+
+    def parameters(self) -> list[Tensor]:
+        return [p for g in self.param_groups for p in g["params"]]
+
+    def step(self, grads: Mapping[Tensor, Tensor] | Any) -> None:
+        """Update every parameter that has a gradient in ``grads`` (a `Gradients` or a mapping).
+
+        Examples
+        --------
+        >>> import ember
+        >>> w = ember.tensor([1.0, 2.0])
+        >>> opt = ember.optim.SGD([w], lr=0.5)
+        >>> opt.step({w: ember.tensor([1.0, 1.0])})
+        >>> w.tolist()
+        [0.5, 1.5]
+        """
+        for group in self.param_groups:
+            for p in group["params"]:
+                g = grad_of(grads, p)
+                if g is None:
+                    continue
+                value = lower_to(p, g.device)
+                if g.shape != value.shape:
+                    raise ValueError(f"gradient of shape {g.shape} for a parameter of shape "
+                                     f"{value.shape}")
+                if g.dtype is not value.dtype:
+                    g = g.to(dtype=value.dtype)
+                state = self.state.setdefault(id(p), {})
+                rebind(p, self.update(value, g, state, group))
+
+    def update(self, p: Tensor, g: Tensor, state: dict[str, Any],
+               group: dict[str, Any]) -> Tensor:
+        """The parameter's new value from its value ``p`` and gradient ``g`` (same device)."""
+        raise NotImplementedError
+
+    def zero_grad(self) -> None:
+        """Nothing to do: gradients are values returned by ``backward()``, never accumulated."""
+
+    # -- state ----------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """``{"state": {index: {name: value}}, "param_groups": [...]}`` as PyTorch lays it out.
+
+        Parameters are referred to by their index across groups; values are tensors or numbers.
+        """
+        index = {id(p): i for i, p in enumerate(self.parameters())}
+        state = {index[k]: dict(v) for k, v in self.state.items() if k in index}
+        groups = []
+        for g in self.param_groups:
+            entry = {k: v for k, v in g.items() if k != "params"}
+            entry["params"] = [index[id(p)] for p in g["params"]]
+            groups.append(entry)
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        """Restore options and per-parameter state saved by :meth:`state_dict`.
+
+        Tensors move to the device of the gradient-side value of each parameter.
+        """
+        groups = state_dict["param_groups"]
+        if len(groups) != len(self.param_groups):
+            raise ValueError(f"the state has {len(groups)} parameter group(s), the optimizer "
+                             f"has {len(self.param_groups)}")
+        for i, (saved, mine) in enumerate(zip(groups, self.param_groups, strict=True)):
+            if len(saved["params"]) != len(mine["params"]):
+                raise ValueError(f"parameter group {i}: the state has {len(saved['params'])} "
+                                 f"parameter(s), the optimizer has {len(mine['params'])}")
+        params = self.parameters()
+        new_state: dict[int, dict[str, Any]] = {}
+        for key, entry in state_dict["state"].items():
+            idx = int(key)
+            if not 0 <= idx < len(params):
+                raise ValueError(f"the state refers to parameter {idx}; the optimizer has "
+                                 f"{len(params)}")
+            p = params[idx]
+            target = _grad_device_value(p)
+            new_state[id(p)] = {k: (v.to(target.device).to(dtype=v.dtype)
+                                    if isinstance(v, Tensor) else v) for k, v in entry.items()}
+        for saved, mine in zip(groups, self.param_groups, strict=True):
+            for k, v in saved.items():
+                if k != "params":
+                    mine[k] = tuple(v) if isinstance(v, list) and k == "betas" else v
+        self.state = new_state
+
+    def __repr__(self) -> str:
+        lines = [f"{type(self).__name__} ("]
+        for i, g in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            for k in sorted(g):
+                if k != "params":
+                    lines.append(f"    {k}: {g[k]}")
+        return "\n".join([*lines, ")"])
+
+
+def _grad_device_value(p: Tensor) -> Tensor:
+    """Where gradients of ``p`` live: one level inside a gradient-recording decorator."""
+    from ..nn._values import can_require_grad
+
+    dev = p.device
+    if dev.inner is not None and can_require_grad(p):
+        return dev.backend.unwrap(p)  # type: ignore[attr-defined,no-any-return]
+    return p
