@@ -1,0 +1,82 @@
+"""The payload of Triton tensors: a strided view of one allocation of some memory layer.
+
+Views (reshape of contiguous data, permute, expand, slice with steps, flip) cost no copy: they
+share the allocation and change ``shape``, ``strides`` (in elements, possibly 0 or negative) and
+``offset``.  Kernels receive a pointer to the view's first element plus its strides.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+__all__ = ["DeviceArray", "contiguous_strides", "triton_dtype_name"]
+
+
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    out = []
+    acc = 1
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(out))
+
+
+def triton_dtype_name(dtype: np.dtype[Any]) -> str:
+    """The dtype name Triton sees for a pointer: bool is stored as bytes (``uint8``)."""
+    return "uint8" if dtype.kind == "b" else dtype.name
+
+
+class DeviceArray:
+    """A strided view of ``storage`` (an allocation owned by ``memory``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ember_triton import HostMemory
+    >>> a = HostMemory().from_numpy(np.arange(6.0).reshape(2, 3))
+    >>> a.shape, a.strides, a.transpose((1, 0)).strides
+    ((2, 3), (3, 1), (1, 3))
+    """
+
+    __slots__ = ("dtype", "memory", "offset", "shape", "storage", "strides")
+
+    def __init__(self, memory: Any, storage: Any, shape: tuple[int, ...], dtype: np.dtype[Any],
+                 strides: tuple[int, ...] | None = None, offset: int = 0) -> None:
+        self.memory = memory
+        self.storage = storage
+        self.shape = tuple(int(n) for n in shape)
+        self.dtype = np.dtype(dtype)
+        self.strides = contiguous_strides(self.shape) if strides is None else tuple(strides)
+        self.offset = int(offset)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def is_contiguous(self) -> bool:
+        return all(n == 1 or s == c for n, s, c in
+                   zip(self.shape, self.strides, contiguous_strides(self.shape), strict=True))
+
+    def view(self, shape: tuple[int, ...], strides: tuple[int, ...],
+             offset: int) -> DeviceArray:
+        return DeviceArray(self.memory, self.storage, shape, self.dtype, strides, offset)
+
+    def transpose(self, dims: tuple[int, ...]) -> DeviceArray:
+        return self.view(tuple(self.shape[d] for d in dims), tuple(self.strides[d] for d in dims),
+                         self.offset)
+
+    def arg(self) -> Any:
+        """The kernel argument: a pointer to the first element of the view."""
+        return self.memory.pointer(self.storage, self.offset * self.dtype.itemsize,
+                                   triton_dtype_name(self.dtype))
+
+    def __repr__(self) -> str:
+        return f"DeviceArray(shape={self.shape}, dtype={self.dtype}, strides={self.strides})"

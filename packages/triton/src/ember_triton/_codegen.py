@@ -1,0 +1,140 @@
+"""Elementwise kernels generated per signature: op body, dtypes, rank.
+
+Every elementwise op, cast, copy and `where` goes through :func:`elementwise`.  Operands are
+strided views (broadcast axes have stride 0); adjacent axes that are contiguous in every operand
+are merged first, so most launches are rank 1.  The generated kernel maps each flat output
+index to coordinates, and coordinates to an offset per operand.  Kernels are cached by
+``(body, dtypes, rank)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ._array import DeviceArray, contiguous_strides
+
+if TYPE_CHECKING:
+    from .backend import TritonBackend
+
+__all__ = ["TL", "collapse", "elementwise", "load_expr"]
+
+#: Triton type of each numpy dtype name (bool is stored as bytes)
+TL = {
+    "bool": "tl.uint8", "int8": "tl.int8", "int16": "tl.int16", "int32": "tl.int32",
+    "int64": "tl.int64", "uint8": "tl.uint8", "float16": "tl.float16",
+    "bfloat16": "tl.bfloat16", "float32": "tl.float32", "float64": "tl.float64",
+}
+
+
+def collapse(shape: tuple[int, ...],
+             strides: Sequence[tuple[int, ...]]) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
+    """Drop size-1 axes and merge axes that are contiguous with their successor everywhere."""
+    keep = [i for i, n in enumerate(shape) if n != 1]
+    shp = [shape[i] for i in keep]
+    sts = [[s[i] for i in keep] for s in strides]
+    i = len(shp) - 2
+    while i >= 0:
+        if all(st[i] == st[i + 1] * shp[i + 1] for st in sts):
+            shp[i] *= shp[i + 1]
+            del shp[i + 1]
+            for st in sts:
+                st[i] = st[i + 1]
+                del st[i + 1]
+        i -= 1
+    return tuple(shp), [tuple(st) for st in sts]
+
+
+def load_expr(ptr: str, offs: str, dtype: np.dtype[Any], widen: bool) -> str:
+    """Code loading one operand, as i1 for bool and float32 for half types when ``widen``."""
+    code = f"tl.load({ptr} + {offs}, mask=mask)"
+    if dtype.kind == "b":
+        return f"({code} != 0)"
+    if widen and dtype.name in ("float16", "bfloat16"):
+        return f"{code}.to(tl.float32)"
+    return code
+
+
+def _source(name: str, nin: int, nsc: int, rank: int, body: str, in_dtypes: Sequence[Any],
+            sc_dtypes: Sequence[Any], out_dtype: np.dtype[Any], widen: bool) -> str:
+    args = ["out_ptr", *[f"in{i}" for i in range(nin)], *[f"sc{i}" for i in range(nsc)], "n"]
+    args += [f"S{d}" for d in range(rank)] + [f"O{d}" for d in range(rank)]
+    args += [f"A{i}_{d}" for i in range(nin) for d in range(rank)]
+    lines = ["@triton.jit", f"def {name}({', '.join(args)}, BLOCK: tl.constexpr):",
+             "    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)",
+             "    mask = offs < n"]
+    if rank:
+        lines.append("    rem = offs")
+        for d in reversed(range(rank)):
+            if d:
+                lines.append(f"    c{d} = rem % S{d}")
+                lines.append(f"    rem = rem // S{d}")
+            else:
+                lines.append("    c0 = rem")
+
+    def offset(prefix: str) -> str:
+        return " + ".join(f"c{d} * {prefix}{d}" for d in range(rank)) if rank else "0"
+
+    for i in range(nin):
+        lines.append(f"    x{i} = {load_expr(f'in{i}', offset(f'A{i}_'), in_dtypes[i], widen)}")
+    for i in range(nsc):
+        sc = load_expr(f"sc{i}", "0", sc_dtypes[i], widen).replace(", mask=mask", "")
+        lines.append(f"    s{i} = {sc}")
+    for line in body.splitlines():
+        lines.append(f"    {line}")
+    lines.append(f"    tl.store(out_ptr + {offset('O')}, r.to({TL[out_dtype.name]}), mask=mask)")
+    return "\n".join(lines) + "\n"
+
+
+def elementwise(be: TritonBackend, body: str, inputs: Sequence[DeviceArray],
+                out_dtype: Any, *, scalars: Sequence[DeviceArray] = (),
+                out: DeviceArray | None = None, widen: bool = True,
+                shape: tuple[int, ...] | None = None) -> DeviceArray:
+    """Run ``body`` (code setting ``r`` from ``x0, x1, ...`` and scalars ``s0, ...``).
+
+    Inputs broadcast to ``shape`` (their common shape by default); the result is written to a
+    new contiguous array, or into the view ``out``.
+    """
+    out_dtype = np.dtype(out_dtype)
+    if shape is None:
+        shape = np.broadcast_shapes(*(a.shape for a in inputs)) if inputs else ()
+    if out is None:
+        out = be.empty(shape, out_dtype)
+    if out.size == 0:
+        return out
+    strides = [out.strides]
+    for a in inputs:
+        pad = (0,) * (len(shape) - a.ndim)
+        strides.append(tuple(0 if n == 1 and m != 1 else s for n, m, s in
+                             zip((1,) * len(pad) + a.shape, shape, pad + a.strides, strict=True)))
+    cshape, cstrides = collapse(shape, strides)
+    rank = len(cshape)
+    in_dtypes = tuple(a.dtype for a in inputs)
+    sc_dtypes = tuple(s.dtype for s in scalars)
+    key = ("ew", body, in_dtypes, sc_dtypes, out_dtype, rank, widen)
+    kernel = be.library.generated(
+        key, "ember_ew",
+        _source("ember_ew", len(inputs), len(scalars), rank, body, in_dtypes, sc_dtypes,
+                out_dtype, widen),
+        be.kernel_scope())
+    n = out.size
+    block = be.block_size(n)
+    flat_strides = [s for st in cstrides[1:] for s in st]
+    be.launch(kernel, (-(-n // block),), out, *inputs, *scalars, n, *cshape, *cstrides[0],
+              *flat_strides, BLOCK=block)
+    return out
+
+
+def copy_into(be: TritonBackend, src: DeviceArray, out: DeviceArray) -> DeviceArray:
+    """Copy ``src`` (broadcasting) into the view ``out``, keeping dtype bits as they are."""
+    return elementwise(be, "r = x0", [src], out.dtype, out=out, widen=False, shape=out.shape)
+
+
+def contiguous(be: TritonBackend, a: DeviceArray) -> DeviceArray:
+    if a.is_contiguous:
+        if a.strides == contiguous_strides(a.shape):
+            return a
+        return a.view(a.shape, contiguous_strides(a.shape), a.offset)
+    return elementwise(be, "r = x0", [a], a.dtype, widen=False)

@@ -1,0 +1,136 @@
+"""Memory layers: where a `TritonBackend` keeps its allocations.
+
+A memory layer allocates flat byte storages, copies host arrays in and out, and turns a
+storage plus a byte offset into the pointer object Triton launches with.  `HostMemory` keeps
+numpy buffers for the interpreter (``TRITON_INTERPRET=1``); ``ember_cuda`` and ``ember_rocm``
+supply CuPy-backed layers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._array import DeviceArray
+
+__all__ = ["HostMemory", "HostPointer", "Memory"]
+
+
+class Memory:
+    """Base of memory layers.  Subclasses implement the four storage methods."""
+
+    interpret = False  # whether kernels run under Triton's interpreter
+
+    def allocate(self, nbytes: int) -> Any:
+        raise NotImplementedError
+
+    def upload(self, array: np.ndarray) -> Any:
+        """A new storage holding ``array``'s bytes (``array`` is C-contiguous)."""
+        raise NotImplementedError
+
+    def download(self, storage: Any, byte_offset: int, nbytes: int) -> np.ndarray:
+        """``nbytes`` bytes of ``storage`` from ``byte_offset`` as a new uint8 host array."""
+        raise NotImplementedError
+
+    def pointer(self, storage: Any, byte_offset: int, dtype_name: str) -> Any:
+        raise NotImplementedError
+
+    def synchronize(self) -> None:
+        pass
+
+    def stats(self) -> dict[str, int]:
+        return {}
+
+    # -- shared ----------------------------------------------------------------------------
+
+    def empty(self, shape: tuple[int, ...], dtype: np.dtype[Any]) -> DeviceArray:
+        n = 1
+        for s in shape:
+            n *= s
+        return DeviceArray(self, self.allocate(max(n, 1) * np.dtype(dtype).itemsize), shape, dtype)
+
+    def from_numpy(self, array: np.ndarray) -> DeviceArray:
+        flat = np.ascontiguousarray(array)
+        data = flat.reshape(-1).view(np.uint8) if flat.size else np.zeros(flat.itemsize, np.uint8)
+        return DeviceArray(self, self.upload(data), flat.shape, flat.dtype)
+
+    def to_numpy(self, a: DeviceArray) -> np.ndarray:
+        """A host copy of a *contiguous* array."""
+        if a.size == 0:
+            return np.zeros(a.shape, a.dtype)
+        raw = self.download(a.storage, a.offset * a.dtype.itemsize, a.size * a.dtype.itemsize)
+        return raw.view(a.dtype).reshape(a.shape)
+
+
+class HostPointer:
+    """A pointer into host memory that Triton's interpreter accepts.
+
+    The interpreter copies "device" tensors to the host through a torch-like protocol; on host
+    memory every step of it is the identity, so no torch is needed.
+    """
+
+    __slots__ = ("_ptr", "dtype")
+
+    def __init__(self, ptr: int, dtype: str) -> None:
+        self._ptr = ptr
+        self.dtype = dtype
+
+    def data_ptr(self) -> int:
+        return self._ptr
+
+    def untyped_storage(self) -> HostPointer:
+        return self
+
+    def cpu(self) -> HostPointer:
+        return self
+
+    def new_empty(self, *args: Any, **kwargs: Any) -> HostPointer:
+        return self
+
+    def set_(self, *args: Any) -> HostPointer:
+        return self
+
+    def copy_(self, other: Any) -> HostPointer:
+        return self
+
+    def storage_offset(self) -> int:
+        return 0
+
+    def size(self) -> tuple[int, ...]:
+        return ()
+
+    def stride(self) -> tuple[int, ...]:
+        return ()
+
+
+class HostMemory(Memory):
+    """Host numpy buffers, for kernels run by Triton's interpreter."""
+
+    interpret = True
+
+    def __init__(self) -> None:
+        self.allocated = 0
+        self.peak = 0
+
+    def allocate(self, nbytes: int) -> np.ndarray:
+        # 16-byte aligned like device allocations: Triton assumes aligned pointers
+        buf = np.empty(nbytes + 16, np.uint8)
+        start = (-buf.ctypes.data) % 16
+        self.allocated += nbytes
+        self.peak = max(self.peak, self.allocated)
+        return buf[start:start + nbytes]
+
+    def upload(self, array: np.ndarray) -> np.ndarray:
+        buf = self.allocate(array.nbytes)
+        buf[:] = array
+        return buf
+
+    def download(self, storage: np.ndarray, byte_offset: int, nbytes: int) -> np.ndarray:
+        return storage[byte_offset:byte_offset + nbytes].copy()
+
+    def pointer(self, storage: np.ndarray, byte_offset: int, dtype_name: str) -> HostPointer:
+        return HostPointer(storage.ctypes.data + byte_offset, dtype_name)
+
+    def stats(self) -> dict[str, int]:
+        return {"allocated_bytes_total": self.allocated, "peak_bytes": self.peak}

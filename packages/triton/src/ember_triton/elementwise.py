@@ -1,0 +1,139 @@
+"""Elementwise kernels: each op is a line of Triton code, compiled per signature by
+:mod:`ember_triton._codegen`.
+
+float16 and bfloat16 compute in float32; float32 uses correctly rounded division and square
+root (``div_rn``, ``sqrt_rn``); transcendental functions beyond ``triton.language``'s own are
+written in ``kernels/mathlib.py`` so that they run compiled and interpreted alike.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from ember.ops import elementwise as ew
+
+from ._array import DeviceArray
+from ._codegen import elementwise
+
+if TYPE_CHECKING:
+    from .backend import TritonBackend
+
+__all__ = ["KERNELS", "unary", "binary"]
+
+# float functions: x0 is float32 or float64
+_FLOAT_UNARY = {
+    "exp": "tl.exp(x0)", "expm1": "expm1_(x0)", "log": "tl.log(x0)", "log1p": "log1p_(x0)",
+    "sqrt": "tl.sqrt_rn(x0)", "rsqrt": "1.0 / tl.sqrt_rn(x0)", "sin": "tl.sin(x0)",
+    "cos": "tl.cos(x0)", "tan": "tl.sin(x0) / tl.cos(x0)", "tanh": "tanh_(x0)",
+    "asin": "asin_(x0)", "acos": "acos_(x0)", "atan": "atan_(x0)", "sinh": "sinh_(x0)",
+    "cosh": "cosh_(x0)", "erf": "tl.erf(x0)", "sigmoid": "1.0 / (1.0 + tl.exp(-x0))",
+    "reciprocal": "tl.div_rn(tl.zeros_like(x0) + 1.0, x0)",
+}
+_FLOAT_NUMERIC = {
+    "neg": "-x0", "abs": "tl.abs(x0)", "sign": "fsign_(x0)", "floor": "tl.floor(x0)",
+    "ceil": "tl.ceil(x0)", "round": "round_(x0)", "trunc": "trunc_(x0)",
+}
+_INT_NUMERIC = {
+    "neg": "-x0", "abs": "tl.where(x0 < 0, -x0, x0)", "sign": "sign_(x0)",
+    "floor": "x0", "ceil": "x0", "round": "x0", "trunc": "x0",
+}
+_UINT_NUMERIC = {**_INT_NUMERIC, "abs": "x0", "neg": "0 - x0"}
+
+_FLOAT_BINARY = {
+    "add": "x0 + x1", "sub": "x0 - x1", "mul": "x0 * x1", "div": "tl.div_rn(x0, x1)",
+    "floordiv": "ffloordiv_(x0, x1)", "remainder": "fremainder_(x0, x1)",
+    "pow": "fpow_(x0.to(tl.float64), x1.to(tl.float64))",
+    "maximum": "fmax_(x0, x1)", "minimum": "fmin_(x0, x1)", "atan2": "atan2_(x0, x1)",
+}
+_INT_BINARY = {
+    "add": "x0 + x1", "sub": "x0 - x1", "mul": "x0 * x1",
+    "floordiv": "ifloordiv_(x0, x1)", "remainder": "iremainder_(x0, x1)",
+    "pow": "ipow_(x0, x1, {bits})", "maximum": "tl.where(x0 > x1, x0, x1)",
+    "minimum": "tl.where(x0 < x1, x0, x1)",
+}
+_UINT_BINARY = {**_INT_BINARY, "floordiv": "ufloordiv_(x0, x1)",
+                "remainder": "uremainder_(x0, x1)"}
+_COMPARE = {"eq": "x0 == x1", "ne": "x0 != x1", "lt": "x0 < x1", "le": "x0 <= x1",
+            "gt": "x0 > x1", "ge": "x0 >= x1"}
+_LOGIC = {"logical_and": "x0 & x1", "logical_or": "x0 | x1", "logical_xor": "x0 ^ x1"}
+_BITWISE = {"bitwise_and": "x0 & x1", "bitwise_or": "x0 | x1", "bitwise_xor": "x0 ^ x1",
+            "left_shift": "x0 << x1", "right_shift": "x0 >> x1"}
+
+
+def _bits(dtype: np.dtype[Any]) -> int:
+    return dtype.itemsize * 8
+
+
+def unary(name: str) -> Any:
+    def kernel(be: TritonBackend, x: DeviceArray) -> DeviceArray:
+        dt = x.dtype
+        if name in _FLOAT_UNARY:
+            return elementwise(be, f"r = {_FLOAT_UNARY[name]}", [x], dt)
+        if name in ("logical_not",):
+            return elementwise(be, "r = x0 == 0", [x], np.bool_)
+        if name == "isnan":
+            return elementwise(be, "r = x0 != x0", [x], np.bool_)
+        if name == "isinf":
+            body = "r = tl.abs(x0) == float('inf')" if dt.kind == "f" else "r = x0 != x0"
+            return elementwise(be, body, [x], np.bool_)
+        if name == "bitwise_not":
+            return elementwise(be, "r = x0 == 0" if dt.kind == "b" else "r = ~x0", [x], dt)
+        table = _FLOAT_NUMERIC if dt.kind == "f" else (_UINT_NUMERIC if dt.kind == "u"
+                                                       else _INT_NUMERIC)
+        return elementwise(be, f"r = {table[name]}", [x], dt)
+
+    kernel.__name__ = name
+    return kernel
+
+
+def binary(name: str) -> Any:
+    def kernel(be: TritonBackend, a: DeviceArray, b: DeviceArray) -> DeviceArray:
+        dt = a.dtype
+        if name in _COMPARE:
+            body = _COMPARE[name]
+            if dt.kind == "b":  # i1 compares as signed: compare bytes instead
+                body = body.replace("x0", "x0.to(tl.uint8)").replace("x1", "x1.to(tl.uint8)")
+            return elementwise(be, f"r = {body}", [a, b], np.bool_)
+        if name in _LOGIC:
+            return elementwise(be, f"r = (x0 != 0) {_LOGIC[name][3]} (x1 != 0)", [a, b], np.bool_)
+        if name in _BITWISE:
+            if dt.kind == "b":  # bitwise on bools: as bytes, then back to bool
+                body = _BITWISE[name].replace("x0", "x0.to(tl.uint8)").replace(
+                    "x1", "x1.to(tl.uint8)")
+                return elementwise(be, f"r = ({body}) != 0", [a, b], dt)
+            return elementwise(be, f"r = {_BITWISE[name]}", [a, b], dt)
+        if dt.kind == "f":
+            return elementwise(be, f"r = {_FLOAT_BINARY[name]}", [a, b], dt)
+        table = _UINT_BINARY if dt.kind in "ub" else _INT_BINARY
+        return elementwise(be, "r = " + table[name].format(bits=_bits(dt)), [a, b], dt)
+
+    kernel.__name__ = name
+    return kernel
+
+
+def _where(be: TritonBackend, cond: DeviceArray, a: DeviceArray, b: DeviceArray) -> DeviceArray:
+    return elementwise(be, "r = tl.where(x0, x1, x2)", [cond, a, b], a.dtype, widen=False)
+
+
+def _clamp(be: TritonBackend, x: DeviceArray, min: Any = None, max: Any = None) -> DeviceArray:
+    if min is None and max is None:
+        return x
+    scalars, body = [], ["r = x0"]
+    if min is not None:
+        body.append(f"r = tl.where(r < s{len(scalars)}, s{len(scalars)}, r)")
+        scalars.append(be.scalar(min, x.dtype))
+    if max is not None:
+        body.append(f"r = tl.where(r > s{len(scalars)}, s{len(scalars)}, r)")
+        scalars.append(be.scalar(max, x.dtype))
+    return elementwise(be, "\n".join(body), [x], x.dtype, scalars=scalars)
+
+
+KERNELS: dict[Any, Any] = {}
+for _name in (*ew.FLOAT_UNARY, *ew.NUMERIC_UNARY, *ew.BOOL_UNARY, "bitwise_not"):
+    KERNELS[getattr(ew, _name)] = unary(_name)
+for _name in (*ew.ARITHMETIC_BINARY, *ew.FLOAT_BINARY, *ew.COMPARISON_BINARY,
+              *ew.LOGICAL_BINARY, *ew.BITWISE_BINARY):
+    KERNELS[getattr(ew, _name)] = binary(_name)
+KERNELS[ew.where] = _where
+KERNELS[ew.clamp] = _clamp

@@ -1,0 +1,112 @@
+"""Convolution gathers (im2col) and pooling windows over NCHW inputs of any strides."""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def im2col(cols, x, total, C, H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw,
+           sxn, sxc, sxh, sxw, BLOCK: tl.constexpr):
+    # cols[n, c * KH * KW + i * KW + j, oh * OW + ow] = x[n, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw]
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < total
+    ow = offs % OW
+    rem = offs // OW
+    oh = rem % OH
+    rem = rem // OH
+    j = rem % KW
+    rem = rem // KW
+    i = rem % KH
+    rem = rem // KH
+    c = rem % C
+    n = rem // C
+    ih = oh * sh - ph + i * dh
+    iw = ow * sw - pw + j * dw
+    ok = mask & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+    v = tl.load(x + n * sxn + c * sxc + ih * sxh + iw * sxw, mask=ok, other=0)
+    tl.store(cols + offs, v, mask=mask)
+
+
+@triton.jit
+def max_pool(out, idx, x, total, C, H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw,
+             sxn, sxc, sxh, sxw, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < total
+    ow = offs % OW
+    rem = offs // OW
+    oh = rem % OH
+    rem = rem // OH
+    c = rem % C
+    n = rem // C
+    base = x + n * sxn + c * sxc
+    best = tl.load(base, mask=mask, other=0)
+    bidx = tl.zeros((BLOCK,), tl.int64) - 1
+    for i in range(KH):
+        for j in range(KW):
+            ih = oh * sh - ph + i * dh
+            iw = ow * sw - pw + j * dw
+            ok = mask & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+            v = tl.load(base + ih * sxh + iw * sxw, mask=ok, other=0)
+            take = ok & ((bidx < 0) | (v > best) | ((v != v) & (best == best)))
+            best = tl.where(take, v, best)
+            bidx = tl.where(take, ih * W + iw, bidx)
+    tl.store(out + offs, best, mask=mask)
+    tl.store(idx + offs, bidx, mask=mask)
+
+
+@triton.jit
+def avg_pool(out, x, total, C, H, W, OH, OW, KH, KW, sh, sw, ph, pw,
+             sxn, sxc, sxh, sxw, INCLUDE_PAD: tl.constexpr, ACC: tl.constexpr,
+             BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < total
+    ow = offs % OW
+    rem = offs // OW
+    oh = rem % OH
+    rem = rem // OH
+    c = rem % C
+    n = rem // C
+    base = x + n * sxn + c * sxc
+    acc = tl.zeros((BLOCK,), ACC)
+    for i in range(KH):
+        for j in range(KW):
+            ih = oh * sh - ph + i
+            iw = ow * sw - pw + j
+            ok = mask & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+            acc += tl.load(base + ih * sxh + iw * sxw, mask=ok, other=0).to(ACC)
+    hs = oh * sh - ph
+    ws = ow * sw - pw
+    he = tl.minimum(hs + KH, H + ph)
+    we = tl.minimum(ws + KW, W + pw)
+    if INCLUDE_PAD:
+        cnt = (he - hs) * (we - ws)
+    else:
+        cnt = (tl.minimum(he, H) - tl.maximum(hs, 0)) * (tl.minimum(we, W) - tl.maximum(ws, 0))
+    tl.store(out + offs, (acc / cnt.to(ACC)).to(out.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def adaptive_avg_pool(out, x, total, C, H, W, OH, OW, MAXH, MAXW, sxn, sxc, sxh, sxw,
+                      ACC: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < total
+    ow = offs % OW
+    rem = offs // OW
+    oh = rem % OH
+    rem = rem // OH
+    c = rem % C
+    n = rem // C
+    base = x + n * sxn + c * sxc
+    h0 = (oh * H) // OH
+    h1 = ((oh + 1) * H + OH - 1) // OH
+    w0 = (ow * W) // OW
+    w1 = ((ow + 1) * W + OW - 1) // OW
+    acc = tl.zeros((BLOCK,), ACC)
+    for i in range(MAXH):
+        for j in range(MAXW):
+            ih = h0 + i
+            iw = w0 + j
+            ok = mask & (ih < h1) & (iw < w1)
+            acc += tl.load(base + ih * sxh + iw * sxw, mask=ok, other=0).to(ACC)
+    cnt = ((h1 - h0) * (w1 - w0)).to(ACC)
+    tl.store(out + offs, (acc / cnt).to(out.dtype.element_ty), mask=mask)

@@ -1,0 +1,303 @@
+"""Movement and indexing: views where strides allow, strided copies, index kernels, sort."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from ember.ops import movement as mv
+
+from ._array import DeviceArray, contiguous_strides
+from ._codegen import TL, contiguous, copy_into, elementwise
+
+if TYPE_CHECKING:
+    from .backend import TritonBackend
+
+__all__ = ["KERNELS", "sort"]
+
+
+def reshape(be: TritonBackend, x: DeviceArray, shape: tuple[int, ...] = ()) -> DeviceArray:
+    src = contiguous(be, x)
+    return src.view(tuple(shape), contiguous_strides(tuple(shape)), src.offset)
+
+
+def _permute(be: TritonBackend, x: DeviceArray, dims: tuple[int, ...] = ()) -> DeviceArray:
+    return x.transpose(tuple(dims))
+
+
+def expand(be: TritonBackend, x: DeviceArray, shape: tuple[int, ...] = ()) -> DeviceArray:
+    pad = len(shape) - x.ndim
+    xs, st = (1,) * pad + x.shape, (0,) * pad + x.strides
+    strides = tuple(0 if n == 1 and m != 1 else s for n, m, s in zip(xs, shape, st, strict=True))
+    return x.view(tuple(shape), strides, x.offset)
+
+
+def _slice(be: TritonBackend, x: DeviceArray, starts: tuple[int, ...] = (),
+           stops: tuple[int, ...] = (), steps: tuple[int, ...] = ()) -> DeviceArray:
+    offset, shape, strides = x.offset, [], []
+    for a, b, c, s in zip(starts, stops, steps, x.strides, strict=True):
+        n = len(range(a, b, c))
+        if n:
+            offset += a * s
+        shape.append(n)
+        strides.append(s * c)
+    return x.view(tuple(shape), tuple(strides), offset)
+
+
+def _interior(out: DeviceArray, starts: tuple[int, ...], shape: tuple[int, ...]) -> DeviceArray:
+    offset = out.offset + sum(a * s for a, s in zip(starts, out.strides, strict=True))
+    return out.view(shape, out.strides, offset)
+
+
+def _pad(be: TritonBackend, x: DeviceArray, pad: tuple[tuple[int, int], ...] = (),
+         value: Any = 0) -> DeviceArray:
+    from .creation import full
+
+    shape = tuple(n + a + b for n, (a, b) in zip(x.shape, pad, strict=True))
+    out = full(be, shape, value, x.dtype)
+    if x.size:
+        copy_into(be, x, _interior(out, tuple(a for a, _ in pad), x.shape))
+    return out
+
+
+def _flip(be: TritonBackend, x: DeviceArray, dims: tuple[int, ...] = ()) -> DeviceArray:
+    offset, strides = x.offset, list(x.strides)
+    for d in dims:
+        if x.shape[d] > 1:
+            offset += (x.shape[d] - 1) * strides[d]
+            strides[d] = -strides[d]
+    return x.view(x.shape, tuple(strides), offset)
+
+
+def _cat(be: TritonBackend, *xs: DeviceArray, dim: int = 0) -> DeviceArray:
+    shape = list(xs[0].shape)
+    shape[dim] = sum(x.shape[dim] for x in xs)
+    out = be.empty(tuple(shape), xs[0].dtype)
+    at = 0
+    for x in xs:
+        if x.size:
+            starts = tuple(at if i == dim else 0 for i in range(len(shape)))
+            copy_into(be, x, _interior(out, starts, x.shape))
+        at += x.shape[dim]
+    return out
+
+
+# -- index kernels, generated per rank ---------------------------------------------------------
+
+def _coords(rank: int) -> list[str]:
+    lines = ["    rem = offs"]
+    for d in reversed(range(rank)):
+        lines += [f"    c{d} = rem % S{d}", f"    rem = rem // S{d}"] if d else ["    c0 = rem"]
+    return lines
+
+
+def _dot(prefix: str, rank: int, skip: int = -1, repl: str = "") -> str:
+    terms = [repl if d == skip else f"c{d} * {prefix}{d}" for d in range(rank)]
+    return " + ".join(terms) or "0"
+
+
+def _index_kernel(be: TritonBackend, kind: str, rank: int, dim: int, dtype: np.dtype[Any],
+                  index_dtype: np.dtype[Any]) -> Any:
+    """gather / index_select / scatter / scatter_add over a rank-``rank`` index space."""
+    name = f"ember_{kind}"
+    args = ["out", "src", "idx", "n"] + [f"S{d}" for d in range(rank)]
+    args += [f"X{d}" for d in range(rank)] + [f"Y{d}" for d in range(rank)]
+    args += [f"I{d}" for d in range(rank)]
+    lines = ["@triton.jit", f"def {name}({', '.join(args)}, BLOCK: tl.constexpr):",
+             "    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)",
+             "    mask = offs < n", *_coords(rank)]
+    ioff = f"c{dim} * I{dim}" if kind == "index_select" else _dot("I", rank)
+    lines.append(f"    iv = tl.load(idx + {ioff}, mask=mask, other=0).to(tl.int64)")
+    # X: strides of the indexed array, Y: strides of the other operand
+    xoff = _dot("X", rank, dim, f"iv * X{dim}")
+    if kind in ("gather", "index_select"):
+        lines.append(f"    v = tl.load(src + {xoff}, mask=mask)")
+        lines.append(f"    tl.store(out + {_dot('Y', rank)}, v, mask=mask)")
+    else:
+        lines.append(f"    v = tl.load(src + {_dot('Y', rank)}, mask=mask)")
+        if kind == "scatter":
+            lines.append(f"    tl.store(out + {xoff}, v, mask=mask)")
+        else:
+            lines.append(f"    tl.atomic_add(out + {xoff}, v.to({TL[dtype.name]}), mask=mask)")
+    source = "\n".join(lines) + "\n"
+    key = (kind, rank, dim, dtype, index_dtype)
+    return be.library.generated(key, name, source, be.kernel_scope())
+
+
+def _launch_index(be: TritonBackend, kind: str, out: DeviceArray, src: DeviceArray,
+                  index: DeviceArray, space: tuple[int, ...], dim: int, x_strides: Any,
+                  y_strides: Any, dtype: np.dtype[Any]) -> None:
+    n = math.prod(space)
+    if n == 0:
+        return
+    rank = len(space)
+    kernel = _index_kernel(be, kind, rank, dim, dtype, index.dtype)
+    block = be.block_size(n)
+    be.launch(kernel, (-(-n // block),), out, src, index, n, *space, *x_strides, *y_strides,
+              *index.strides, BLOCK=block)
+
+
+def _as1d(x: DeviceArray) -> DeviceArray:
+    return x.view((1,), (1,), x.offset) if x.ndim == 0 else x
+
+
+def gather(be: TritonBackend, x: DeviceArray, index: DeviceArray, dim: int = 0) -> DeviceArray:
+    if x.ndim == 0:
+        return x
+    out = be.empty(index.shape, x.dtype)
+    _launch_index(be, "gather", out, x, index, index.shape, dim, x.strides, out.strides,
+                  x.dtype)
+    return out
+
+
+def _index_select(be: TritonBackend, x: DeviceArray, index: DeviceArray,
+                  dim: int = 0) -> DeviceArray:
+    shape = tuple(index.shape[0] if i == dim else n for i, n in enumerate(x.shape))
+    out = be.empty(shape, x.dtype)
+    # the index is read at c[dim] * its stride: give it that stride on axis ``dim`` only
+    idx = index.view(shape, tuple(index.strides[0] if i == dim else 0 for i in range(x.ndim)),
+                     index.offset)
+    _launch_index(be, "index_select", out, x, idx, shape, dim, x.strides, out.strides, x.dtype)
+    return out
+
+
+_ACC = {"float16": np.float32, "bfloat16": np.float32, "int8": np.int32, "int16": np.int32,
+        "uint8": np.int32, "bool": np.int32}
+
+
+def _scatter_common(be: TritonBackend, kind: str, x: DeviceArray, index: DeviceArray,
+                    src: DeviceArray, dim: int) -> DeviceArray:
+    from .creation import cast
+
+    zero_d = x.ndim == 0
+    x, index, src = _as1d(x), _as1d(index), _as1d(src)
+    acc = np.dtype(_ACC.get(x.dtype.name, x.dtype)) if kind == "scatter_add" else x.dtype
+    out = contiguous(be, cast(be, x, acc)) if acc != x.dtype else be.empty(x.shape, x.dtype)
+    if acc == x.dtype:
+        copy_into(be, x, out)
+    srcv = cast(be, src, acc) if kind == "scatter_add" and acc != src.dtype else src
+    _launch_index(be, kind, out, srcv, index, index.shape, dim, out.strides, srcv.strides, acc)
+    if acc != x.dtype:
+        out = cast(be, out, x.dtype)
+    return out.view((), (), out.offset) if zero_d else out
+
+
+def _scatter_add(be: TritonBackend, x: DeviceArray, index: DeviceArray, src: DeviceArray,
+                 dim: int = 0) -> DeviceArray:
+    return _scatter_common(be, "scatter_add", x, index, src, dim)
+
+
+def _scatter(be: TritonBackend, x: DeviceArray, index: DeviceArray, src: DeviceArray,
+             dim: int = 0) -> DeviceArray:
+    return _scatter_common(be, "scatter", x, index, src, dim)
+
+
+def _masked_fill(be: TritonBackend, x: DeviceArray, mask: DeviceArray,
+                 value: Any = 0) -> DeviceArray:
+    return elementwise(be, "r = tl.where(x1, s0, x0)", [x, mask], x.dtype,
+                       scalars=[be.scalar(value, x.dtype)], widen=False, shape=x.shape)
+
+
+def _triangle(be: TritonBackend, x: DeviceArray, k: int, lower: bool) -> DeviceArray:
+    src = contiguous(be, x)
+    out = be.empty(x.shape, x.dtype)
+    n = x.size
+    if n:
+        r, c = x.shape[-2], x.shape[-1]
+        block = be.block_size(n)
+        be.launch(be.module("movement").triangle, (-(-n // block),), out, src, n, r, c, int(k),
+                  LOWER=lower, BLOCK=block)
+    return out
+
+
+def _tril(be: TritonBackend, x: DeviceArray, k: int = 0) -> DeviceArray:
+    return _triangle(be, x, k, True)
+
+
+def _triu(be: TritonBackend, x: DeviceArray, k: int = 0) -> DeviceArray:
+    return _triangle(be, x, k, False)
+
+
+def _contiguous(be: TritonBackend, x: DeviceArray) -> DeviceArray:
+    return contiguous(be, x)
+
+
+def _nonzero(be: TritonBackend, x: DeviceArray) -> DeviceArray:
+    from .creation import cast
+    from .reduction import scan
+
+    ndim = x.ndim
+    flags = cast(be, contiguous(be, x), np.bool_) if x.dtype.kind != "b" else contiguous(be, x)
+    flat = flags.view((x.size,), (1,), flags.offset)
+    if x.size == 0:
+        return be.empty((0, ndim), np.int64)
+    csum = scan(be, cast(be, flat, np.int64), 0, "sum")
+    total = int(be.memory.to_numpy(csum.view((1,), (1,), csum.offset + x.size - 1))[0])
+    out = be.empty((total, ndim), np.int64)
+    if total and ndim:
+        block = be.block_size(x.size)
+        if ndim > 8:
+            raise NotImplementedError("nonzero: at most 8 dimensions on Triton backends")
+        sizes = list(x.shape) + [1] * (8 - ndim)
+        be.launch(be.module("movement").nonzero_rows, (-(-x.size // block),), out, flat, csum,
+                  x.size, ndim, *sizes, BLOCK=block)
+    return out
+
+
+def sort(be: TritonBackend, x: DeviceArray, dim: int = -1, descending: bool = False,
+         stable: bool = False) -> tuple[DeviceArray, DeviceArray]:
+    """Values and int64 indices sorted along ``dim`` (always stable; nan sorts largest)."""
+    if x.ndim == 0:
+        from .creation import full
+
+        return x, full(be, (), 0, np.int64)
+    dim = dim % x.ndim
+    perm = tuple(i for i in range(x.ndim) if i != dim) + (dim,)
+    inv = tuple(np.argsort(perm))
+    rows = contiguous(be, x.transpose(perm))
+    k = x.shape[dim]
+    m = rows.size // k if k else 0
+    vals = be.empty(rows.shape, x.dtype)
+    idxs = be.empty(rows.shape, np.int64)
+    if rows.size:
+        bi = min(be.block_size(k, 128), 1024 if be.memory.interpret else 128)
+        bj = min(be.block_size(k, 64), 1024 if be.memory.interpret else 64)
+        be.launch(be.module("movement").rank_sort, (m, -(-k // bi)), vals, idxs, rows, k,
+                  DESCENDING=bool(descending), FLOAT=x.dtype.kind == "f", BLOCK_I=bi,
+                  BLOCK_J=bj)
+    return vals.transpose(inv), idxs.transpose(inv)
+
+
+def _topk(be: TritonBackend, x: DeviceArray, k: int = 1, dim: int = -1,
+          largest: bool = True) -> tuple[DeviceArray, DeviceArray]:
+    values, idx = sort(be, x, dim, descending=largest, stable=True)
+    if x.ndim == 0:
+        return values, idx
+    dim = dim % x.ndim
+    stops = tuple(k if i == dim else n for i, n in enumerate(x.shape))
+    starts, steps = (0,) * x.ndim, (1,) * x.ndim
+    return (contiguous(be, _slice(be, values, starts, stops, steps)),
+            contiguous(be, _slice(be, idx, starts, stops, steps)))
+
+
+KERNELS: dict[Any, Any] = {
+    mv.reshape: reshape,
+    mv.permute: _permute,
+    mv.expand: expand,
+    mv.slice: _slice,
+    mv.pad: _pad,
+    mv.flip: _flip,
+    mv.cat: _cat,
+    mv.gather: gather,
+    mv.scatter_add: _scatter_add,
+    mv.scatter: _scatter,
+    mv.index_select: _index_select,
+    mv.masked_fill: _masked_fill,
+    mv.tril: _tril,
+    mv.triu: _triu,
+    mv.contiguous: _contiguous,
+    mv.nonzero: _nonzero,
+    mv.sort: sort,
+    mv.topk: _topk,
+}

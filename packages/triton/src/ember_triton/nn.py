@@ -1,0 +1,231 @@
+"""Neural-network kernels in PyTorch layouts (NCL / NCHW, OIHW weights).
+
+conv2d gathers receptive fields with an im2col kernel into ``[N, C*kh*kw, OH*OW]`` and runs
+the batched matmul kernel on it (groups are a second batch axis); transposed convolutions are
+convolutions of the zero-dilated, padded input with the flipped kernel; interpolation
+composes index_select and elementwise kernels.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from ember.ops import nn
+
+from ._array import DeviceArray, contiguous_strides
+from ._codegen import contiguous, copy_into, elementwise
+from .linalg import matmul
+from .movement import _index_select, _slice, reshape
+
+if TYPE_CHECKING:
+    from .backend import TritonBackend
+
+__all__ = ["KERNELS", "conv2d", "conv_transpose2d"]
+
+Pair = tuple[int, int]
+
+
+def _acc(dt: np.dtype[Any]) -> Any:
+    import triton.language as tl
+
+    return tl.float64 if dt.name == "float64" else tl.float32
+
+
+def conv2d(be: TritonBackend, x: DeviceArray, w: DeviceArray, stride: Pair = (1, 1),
+           padding: Pair = (0, 0), dilation: Pair = (1, 1), groups: int = 1) -> DeviceArray:
+    """2-D cross-correlation of ``x[N, C, H, W]`` with ``w[O, C/groups, kh, kw]``."""
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    oh = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+    ow = (wd + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+    ck = cg * kh * kw
+    cols = be.empty((n, groups, ck, oh * ow), x.dtype)
+    total = cols.size
+    if total:
+        block = be.block_size(total)
+        be.launch(be.module("nn").im2col, (-(-total // block),), cols, x, total, c, h, wd, oh,
+                  ow, kh, kw, stride[0], stride[1], padding[0], padding[1], dilation[0],
+                  dilation[1], *x.strides, BLOCK=block)
+    wg = reshape(be, w, (groups, o // groups, ck))
+    wb = wg.view((n, groups, o // groups, ck), (0, *wg.strides), wg.offset)
+    out = matmul(be, wb, cols)  # [N, G, O/G, OH*OW]
+    return out.view((n, o, oh, ow), (o * oh * ow, oh * ow, ow, 1), out.offset)
+
+
+def conv_transpose2d(be: TritonBackend, x: DeviceArray, w: DeviceArray, stride: Pair = (1, 1),
+                     padding: Pair = (0, 0), output_padding: Pair = (0, 0),
+                     dilation: Pair = (1, 1), groups: int = 1) -> DeviceArray:
+    """The gradient of conv2d with respect to its input: ``w[C, O/groups, kh, kw]``."""
+    from .creation import full
+
+    n, c, h, wd = x.shape
+    _, og, kh, kw = w.shape
+    q = [dilation[i] * ((kh, kw)[i] - 1) - padding[i] for i in range(2)]
+    before = [max(q[i], 0) for i in range(2)]
+    after = [max(q[i] + output_padding[i], 0) for i in range(2)]
+    up = [((h, wd)[i] - 1) * stride[i] + 1 for i in range(2)]
+    size = [before[i] + up[i] + after[i] for i in range(2)]
+    buf = full(be, (n, c, size[0], size[1]), 0, x.dtype)
+    st = buf.strides
+    interior = buf.view((n, c, h, wd), (st[0], st[1], st[2] * stride[0], st[3] * stride[1]),
+                        buf.offset + before[0] * st[2] + before[1] * st[3])
+    if x.size:
+        copy_into(be, x, interior)
+    crop0 = [max(-q[i], 0) for i in range(2)]
+    crop1 = [max(-(q[i] + output_padding[i]), 0) for i in range(2)]
+    if any(crop0) or any(crop1):
+        buf = _slice(be, buf, (0, 0, crop0[0], crop0[1]),
+                     (n, c, size[0] - crop1[0], size[1] - crop1[1]), (1, 1, 1, 1))
+    cg = c // groups
+    wt = reshape(be, w, (groups, cg, og, kh, kw)).transpose((0, 2, 1, 3, 4))
+    wt = reshape(be, wt, (groups * og, cg, kh, kw))
+    st = wt.strides
+    flipped = wt.view(wt.shape, (st[0], st[1], -st[2], -st[3]),
+                      wt.offset + (kh - 1) * st[2] + (kw - 1) * st[3])
+    return conv2d(be, buf, flipped, (1, 1), (0, 0), dilation, groups)
+
+
+def _unsq(x: DeviceArray) -> DeviceArray:
+    """``[N, C, L]`` as ``[N, C, 1, L]``."""
+    return x.view((x.shape[0], x.shape[1], 1, x.shape[2]),
+                  (x.strides[0], x.strides[1], 0, x.strides[2]), x.offset)
+
+
+def _sq(x: DeviceArray) -> DeviceArray:
+    return x.view((x.shape[0], x.shape[1], x.shape[3]), (x.strides[0], x.strides[1],
+                                                          x.strides[3]), x.offset)
+
+
+def _conv1d(be: TritonBackend, x: DeviceArray, w: DeviceArray, stride: tuple[int] = (1,),
+            padding: tuple[int] = (0,), dilation: tuple[int] = (1,),
+            groups: int = 1) -> DeviceArray:
+    return _sq(conv2d(be, _unsq(x), _unsq(w), (1, stride[0]), (0, padding[0]),
+                      (1, dilation[0]), groups))
+
+
+def _conv_transpose1d(be: TritonBackend, x: DeviceArray, w: DeviceArray,
+                      stride: tuple[int] = (1,), padding: tuple[int] = (0,),
+                      output_padding: tuple[int] = (0,), dilation: tuple[int] = (1,),
+                      groups: int = 1) -> DeviceArray:
+    return _sq(conv_transpose2d(be, _unsq(x), _unsq(w), (1, stride[0]), (0, padding[0]),
+                                (0, output_padding[0]), (1, dilation[0]), groups))
+
+
+# -- pooling ----------------------------------------------------------------------------------
+
+def _pool_size(n: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int:
+    span = d * (k - 1) + 1
+    if ceil_mode:
+        out = -(-(n + 2 * p - span) // s) + 1
+        if (out - 1) * s >= n + p:  # the last window must start inside the input or left pad
+            out -= 1
+        return out
+    return (n + 2 * p - span) // s + 1
+
+
+def _max_pool2d(be: TritonBackend, x: DeviceArray, kernel_size: Pair = (1, 1),
+                stride: Pair = (1, 1), padding: Pair = (0, 0), dilation: Pair = (1, 1),
+                ceil_mode: bool = False) -> tuple[DeviceArray, DeviceArray]:
+    n, c, h, w = x.shape
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel_size, stride, padding, dilation
+    oh = _pool_size(h, kh, sh, ph, dh, ceil_mode)
+    ow = _pool_size(w, kw, sw, pw, dw, ceil_mode)
+    out = be.empty((n, c, oh, ow), x.dtype)
+    idx = be.empty((n, c, oh, ow), np.int64)
+    total = out.size
+    if total:
+        block = be.block_size(total)
+        be.launch(be.module("nn").max_pool, (-(-total // block),), out, idx, x, total, c, h, w,
+                  oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, *x.strides, BLOCK=block)
+    return out, idx
+
+
+def _avg_pool2d(be: TritonBackend, x: DeviceArray, kernel_size: Pair = (1, 1),
+                stride: Pair = (1, 1), padding: Pair = (0, 0), ceil_mode: bool = False,
+                count_include_pad: bool = True) -> DeviceArray:
+    n, c, h, w = x.shape
+    (kh, kw), (sh, sw), (ph, pw) = kernel_size, stride, padding
+    oh = _pool_size(h, kh, sh, ph, 1, ceil_mode)
+    ow = _pool_size(w, kw, sw, pw, 1, ceil_mode)
+    out = be.empty((n, c, oh, ow), x.dtype)
+    total = out.size
+    if total:
+        block = be.block_size(total)
+        be.launch(be.module("nn").avg_pool, (-(-total // block),), out, x, total, c, h, w, oh,
+                  ow, kh, kw, sh, sw, ph, pw, *x.strides, INCLUDE_PAD=bool(count_include_pad),
+                  ACC=_acc(x.dtype), BLOCK=block)
+    return out
+
+
+def _adaptive_avg_pool2d(be: TritonBackend, x: DeviceArray,
+                         output_size: Pair = (1, 1)) -> DeviceArray:
+    n, c, h, w = x.shape
+    oh, ow = output_size
+    out = be.empty((n, c, oh, ow), x.dtype)
+    total = out.size
+    if total:
+        maxh = max(-(-((i + 1) * h) // oh) - (i * h) // oh for i in range(oh))
+        maxw = max(-(-((i + 1) * w) // ow) - (i * w) // ow for i in range(ow))
+        block = be.block_size(total)
+        be.launch(be.module("nn").adaptive_avg_pool, (-(-total // block),), out, x, total, c,
+                  h, w, oh, ow, maxh, maxw, *x.strides, ACC=_acc(x.dtype), BLOCK=block)
+    return out
+
+
+def _embedding(be: TritonBackend, weight: DeviceArray, indices: DeviceArray) -> DeviceArray:
+    flat = reshape(be, indices, (indices.size,))
+    rows = _index_select(be, weight, flat, 0)
+    shape = (*indices.shape, weight.shape[1])
+    return rows.view(shape, contiguous_strides(shape), rows.offset)
+
+
+# -- interpolation ----------------------------------------------------------------------------
+
+def _nearest_index(n: int, o: int) -> np.ndarray:
+    scale = np.float32(n) / np.float32(o)
+    return np.minimum(np.floor(np.arange(o, dtype=np.float32) * scale).astype(np.int64), n - 1)
+
+
+def _linear_weights(n: int, o: int, align_corners: bool) -> tuple[Any, Any, Any]:
+    dst = np.arange(o, dtype=np.float64)
+    if align_corners:
+        src = dst * ((n - 1) / (o - 1)) if o > 1 else np.zeros(o)
+    else:
+        src = np.maximum((dst + 0.5) * (n / o) - 0.5, 0.0)
+    i0 = np.minimum(np.floor(src).astype(np.int64), n - 1)
+    i1 = np.minimum(i0 + 1, n - 1)
+    return i0, i1, src - i0
+
+
+def _interpolate(be: TritonBackend, x: DeviceArray, size: tuple[int, ...] = (),
+                 mode: str = "nearest", align_corners: bool | None = None) -> DeviceArray:
+    if mode not in ("nearest", "linear", "bilinear"):
+        raise ValueError(f"interpolate: unsupported mode {mode!r} on {be.name}")
+    out = x
+    for axis, o in enumerate(size, start=2):
+        n = x.shape[axis]
+        if mode == "nearest":
+            out = _index_select(be, out, be.memory.from_numpy(_nearest_index(n, o)), axis)
+            continue
+        i0, i1, lam = _linear_weights(n, o, bool(align_corners))
+        lo = _index_select(be, out, be.memory.from_numpy(i0), axis)
+        hi = _index_select(be, out, be.memory.from_numpy(i1), axis)
+        lam_dt = np.float64 if x.dtype.name == "float64" else np.float32
+        la = be.memory.from_numpy(lam.astype(lam_dt))
+        lav = la.view(lo.shape, tuple(1 if i == axis else 0 for i in range(lo.ndim)), la.offset)
+        out = elementwise(be, "r = x0 * (1 - x2) + x1 * x2", [lo, hi, lav], x.dtype)
+    return contiguous(be, out)
+
+
+KERNELS: dict[Any, Any] = {
+    nn.conv1d: _conv1d,
+    nn.conv2d: conv2d,
+    nn.conv_transpose1d: _conv_transpose1d,
+    nn.conv_transpose2d: conv_transpose2d,
+    nn.max_pool2d: _max_pool2d,
+    nn.avg_pool2d: _avg_pool2d,
+    nn.adaptive_avg_pool2d: _adaptive_avg_pool2d,
+    nn.embedding: _embedding,
+    nn.interpolate: _interpolate,
+}

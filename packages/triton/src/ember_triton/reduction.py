@@ -1,0 +1,200 @@
+"""Reductions: the reduced axes are moved last and made contiguous, then rows are reduced.
+
+float16 and bfloat16 accumulate in float32 (as PyTorch does); rows longer than a chunk on a
+GPU with few rows are split over many programs and finished in a second pass.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from ember.ops import reduction as rd
+
+from ._array import DeviceArray
+from ._codegen import TL, contiguous
+
+if TYPE_CHECKING:
+    from .backend import TritonBackend
+
+__all__ = ["KERNELS", "rows_of", "scan"]
+
+_OPS = {"sum": 0, "prod": 1, "max": 2, "min": 3, "any": 4, "all": 5}
+_LOW = ("float16", "bfloat16")
+
+
+def rows_of(be: TritonBackend, x: DeviceArray,
+            dims: tuple[int, ...]) -> tuple[DeviceArray, int, int, tuple[int, ...]]:
+    """``x`` as a contiguous ``[M, K]`` array whose rows run over ``dims``."""
+    keep = tuple(i for i in range(x.ndim) if i not in dims)
+    rows = contiguous(be, x.transpose(keep + tuple(dims)))
+    k = math.prod(x.shape[d] for d in dims)
+    m = math.prod(x.shape[d] for d in keep)
+    return rows, m, k, tuple(x.shape[d] for d in keep)
+
+
+def _out_shape(x: DeviceArray, dims: tuple[int, ...], keepdim: bool,
+               kept: tuple[int, ...]) -> tuple[int, ...]:
+    if keepdim:
+        return tuple(1 if i in dims else n for i, n in enumerate(x.shape))
+    return kept
+
+
+def _acc_dtype(op: str, dt: np.dtype[Any]) -> np.dtype[Any]:
+    if op in ("any", "all"):
+        return np.dtype(np.int32)
+    if dt.name in _LOW:
+        return np.dtype(np.float32)
+    if dt.kind == "b":
+        return np.dtype(np.uint8)
+    return dt
+
+
+def _identity(op: str, acc: np.dtype[Any]) -> Any:
+    if op in ("sum", "any"):
+        return 0
+    if op in ("prod", "all"):
+        return 1
+    if acc.kind == "f":
+        return -np.inf if op == "max" else np.inf
+    info = np.iinfo(acc)
+    return info.min if op == "max" else info.max
+
+
+def _reduce_rows(be: TritonBackend, rows: DeviceArray, m: int, k: int, op: str,
+                 out_dtype: np.dtype[Any]) -> DeviceArray:
+    acc = _acc_dtype(op, rows.dtype)
+    ident = be.scalar(_identity(op, acc), acc)
+    kern = be.module("reduction").reduce_rows
+    flt = rows.dtype.kind == "f" and op in ("max", "min")
+    chunk = 1 << 14
+    if not be.memory.interpret and m < 256 and k > 4 * chunk:
+        parts = -(-k // chunk)
+        partial = be.empty((m, parts), acc)
+        be.launch(kern, (-(-m // 1), parts), partial, rows, ident, m, k, chunk, OP=_OPS[op],
+                  FLOAT=flt, BLOCK_M=1, BLOCK_K=1024)
+        second = "sum" if op == "sum" else ("max" if op == "any" else
+                                            ("min" if op == "all" else op))
+        return _reduce_rows(be, partial, m, parts, second, out_dtype)
+    out = be.empty((m,), out_dtype)
+    if m:
+        bm, bk = _blocks(be, m, k)
+        be.launch(kern, (-(-m // bm), 1), out, rows, ident, m, k, max(k, 1), OP=_OPS[op],
+                  FLOAT=flt, BLOCK_M=bm, BLOCK_K=bk)
+    return out
+
+
+def _blocks(be: TritonBackend, m: int, k: int) -> tuple[int, int]:
+    if be.memory.interpret:
+        bk = be.block_size(k, 1 << 12)
+        bm = max(1, min(be.block_size(m), (1 << 14) // bk))
+        return bm, min(bk, 1 << 12)
+    bk = min(be.block_size(k), 1024)
+    return max(1, 2048 // bk), bk
+
+
+def _reduction(op: str) -> Any:
+    def kernel(be: TritonBackend, x: DeviceArray, dims: tuple[int, ...] = (),
+               keepdim: bool = False) -> DeviceArray:
+        dims = tuple(dims)
+        rows, m, k, kept = rows_of(be, x, dims)
+        out_dtype = np.dtype(np.bool_) if op in ("any", "all") else x.dtype
+        out = _reduce_rows(be, rows, m, k, op, out_dtype)
+        shape = _out_shape(x, dims, keepdim, kept)
+        return out.view(shape, _contig(shape), out.offset)
+
+    kernel.__name__ = op
+    return kernel
+
+
+def _contig(shape: tuple[int, ...]) -> tuple[int, ...]:
+    from ._array import contiguous_strides
+
+    return contiguous_strides(shape)
+
+
+def _moments(var: bool) -> Any:
+    def kernel(be: TritonBackend, x: DeviceArray, dims: tuple[int, ...] = (),
+               keepdim: bool = False, correction: float = 1) -> DeviceArray:
+        dims = tuple(dims)
+        rows, m, k, kept = rows_of(be, x, dims)
+        out = be.empty((m,), x.dtype)
+        if m:
+            bm, bk = _blocks(be, m, k)
+            denom = float(max(k - correction, 0)) if var else 1.0
+            be.launch(be.module("reduction").mean_var_rows, (-(-m // bm),), out, rows, m, k,
+                      denom, VAR=var, WIDE=x.dtype.name == "float64", BLOCK_M=bm, BLOCK_K=bk)
+        shape = _out_shape(x, dims, keepdim, kept)
+        return out.view(shape, _contig(shape), out.offset)
+
+    return kernel
+
+
+def _arg(is_max: bool) -> Any:
+    def kernel(be: TritonBackend, x: DeviceArray, dim: int | None = None,
+               keepdim: bool = False) -> DeviceArray:
+        from .creation import cast
+
+        if x.dtype.kind == "b":
+            x = cast(be, x, np.uint8)
+        if dim is None:
+            rows, m, k, kept = rows_of(be, x, tuple(range(x.ndim)))
+            shape: tuple[int, ...] = (1,) * x.ndim if keepdim else ()
+        else:
+            rows, m, k, kept = rows_of(be, x, (dim,))
+            shape = _out_shape(x, (dim,), keepdim, kept)
+        acc = rows.dtype
+        ident = be.scalar(_identity("max" if is_max else "min", acc), acc)
+        out = be.empty((m,), np.int64)
+        if m:
+            bm, bk = _blocks(be, m, k)
+            be.launch(be.module("reduction").arg_rows, (-(-m // bm),), out, rows, ident, m, k,
+                      IS_MAX=is_max, FLOAT=acc.kind == "f", BLOCK_M=bm, BLOCK_K=bk)
+        return out.view(shape, _contig(shape), out.offset)
+
+    return kernel
+
+
+def scan(be: TritonBackend, x: DeviceArray, dim: int, kind: str) -> DeviceArray:
+    """Inclusive cumulative sum or product along ``dim``."""
+    if x.ndim == 0:
+        return x
+    perm = tuple(i for i in range(x.ndim) if i != dim) + (dim,)
+    inv = tuple(int(i) for i in np.argsort(perm))
+    rows = contiguous(be, x.transpose(perm))
+    k = x.shape[dim]
+    m = rows.size // k if k else 0
+    out = be.empty(rows.shape, x.dtype)
+    if m and k:
+        acc = "tl.float32" if x.dtype.name in _LOW else TL[x.dtype.name]
+        import triton.language as tl
+
+        bm, bk = _blocks(be, m, k)
+        be.launch(be.module("reduction").scan_rows, (-(-m // bm),), out, rows, m, k,
+                  PROD=kind == "prod", BLOCK_M=bm, BLOCK_K=bk,
+                  ACC=getattr(tl, acc.split(".")[1]))
+    return out.transpose(inv)
+
+
+def _scan(kind: str) -> Any:
+    def kernel(be: TritonBackend, x: DeviceArray, dim: int = 0) -> DeviceArray:
+        return scan(be, x, dim, kind)
+
+    return kernel
+
+
+KERNELS: dict[Any, Any] = {
+    rd.sum: _reduction("sum"),
+    rd.prod: _reduction("prod"),
+    rd.max: _reduction("max"),
+    rd.min: _reduction("min"),
+    rd.any: _reduction("any"),
+    rd.all: _reduction("all"),
+    rd.mean: _moments(False),
+    rd.var: _moments(True),
+    rd.argmax: _arg(True),
+    rd.argmin: _arg(False),
+    rd.cumsum: _scan("sum"),
+    rd.cumprod: _scan("prod"),
+}
