@@ -32,8 +32,6 @@ def row(name: str, ember_us: float, numpy_us: float, torch_us: float | None) -> 
 
 
 def main() -> None:
-    if torch is not None:
-        torch.set_num_threads(1)
     for shape, number in (((8, 8), 100000), ((1000, 1000), 200)):
         a, b = ember.rand(*shape), ember.rand(*shape)
         na, nb = a.numpy(), b.numpy()
