@@ -1,5 +1,5 @@
 """The case modules; importing this package registers every case."""
 
-from . import elementwise, indexing, linalg, movement, nn, reduction
+from . import elementwise, functional, indexing, linalg, movement, nn, reduction
 
-__all__ = ["elementwise", "indexing", "linalg", "movement", "nn", "reduction"]
+__all__ = ["elementwise", "functional", "indexing", "linalg", "movement", "nn", "reduction"]
