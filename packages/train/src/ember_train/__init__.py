@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from ._artifacts import Artifacts as Artifacts
 from ._checkpoint import (
-    CheckpointInfo as CheckpointInfo,
     Checkpointer as Checkpointer,
+    CheckpointInfo as CheckpointInfo,
 )
 from ._early_stopping import (
     EarlyStopping as EarlyStopping,

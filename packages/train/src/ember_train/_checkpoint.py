@@ -122,7 +122,7 @@ class Checkpointer:
             shutil.rmtree(tmp)
         tmp.mkdir()
         for part, state in parts.items():
-            save_state(tmp / f"{part}.safetensors", state, atomic=False)
+            save_state(tmp / f"{part}.safetensors", state)
             self._written(tmp / f"{part}.safetensors")
         with open(tmp / "learner.json", "w") as f:
             json.dump(learner_state, f, indent=1)

@@ -5,14 +5,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ._render import SHORT, Renderer, RunView, epoch_line, format_duration, summary_table
+from ._render import SHORT, Renderer, RunView, format_duration, summary_table
 from ._textplot import braille_plot, sparkline
 
 __all__ = ["Dashboard"]
 
 COLOURS = {"train": "cyan", "valid": "magenta", "test": "green"}
 # Shown as curves; the rest (time, memory, throughput) go in the header as numbers.
-CURVE_SKIP = {"epoch_time_s", "memory_mib", "items_per_s"}
+CURVE_SKIP = {"epoch", "epoch_time_s", "memory_mib", "items_per_s"}
 
 
 class Dashboard(Renderer):
@@ -27,7 +27,6 @@ class Dashboard(Renderer):
         self.live = Live(console=self.console, refresh_per_second=refresh_per_second,
                          get_renderable=self.render, transient=False, redirect_stdout=False,
                          redirect_stderr=False)
-        self._last_line = ""
 
     # -- Renderer hooks ---------------------------------------------------------------------
 
@@ -36,7 +35,6 @@ class Dashboard(Renderer):
 
     def epoch_end(self, epoch: int, results: dict[str, dict[str, float | None]],
                   best: bool) -> None:
-        self._last_line = epoch_line(self.view, epoch, results, best)
         self.live.refresh()
 
     def message(self, text: str) -> None:
@@ -58,7 +56,6 @@ class Dashboard(Renderer):
         from rich.panel import Panel
         from rich.table import Table
 
-        v = self.view
         width = max(self.console.width, 40)
         return Group(self._header(), self._progress(width),
                      *self._curves(width, Table, Panel), *self._footer())
@@ -105,17 +102,25 @@ class Dashboard(Renderer):
         names: list[str] = []
         for rows in v.history.values():
             for row in rows:
-                names += [k for k, val in row.items()
-                          if k not in CURVE_SKIP and k not in names and val is not None]
+                names += [k for k, val in row.items() if k not in CURVE_SKIP
+                          and k not in names and val is not None]
         if not names:
             return [Text("curves appear after the first epoch", style="dim")]
-        cols = 2 if width >= 100 and len(names) > 1 else 1
-        plot_w = max((width // cols) - 16, 16)
+        cols = 3 if width >= 150 else 2 if width >= 90 else 1
+        cols = min(cols, len(names))
+        # fit the terminal: shrink the plots first, then show fewer metrics (the first ones:
+        # loss and accuracy come first)
+        free = max(self.console.height - 6, 5)
+        plot_h = 5
+        while plot_h > 2 and -(-len(names) // cols) * (plot_h + 3) > free:
+            plot_h -= 1
+        names = names[:max(free // (plot_h + 3), 1) * cols]
+        plot_w = max((width // cols) - 16, 12)
         panels = []
         for name in names:
             series = {s: [r.get(name) for r in rows] for s, rows in v.history.items()
                       if any(r.get(name) is not None for r in rows)}
-            grid, lo, hi = braille_plot(series, width=plot_w, height=5)
+            grid, lo, hi = braille_plot(series, width=plot_w, height=plot_h)
             body = Text()
             for i, row in enumerate(grid):
                 label = v.fmt(name, hi) if i == 0 else v.fmt(name, lo) if i == len(grid) - 1 \
@@ -126,8 +131,8 @@ class Dashboard(Renderer):
                 body.append("\n")
             for s, vals in series.items():
                 last = next((x for x in reversed(vals) if x is not None), None)
-                body.append(f"  {s} ", style=COLOURS.get(s, "white"))
-                body.append(f"{name} {v.fmt(name, last)}")
+                body.append(f" {s} ", style=COLOURS.get(s, "white"))
+                body.append(v.fmt(name, last))
             panels.append(panel_cls(body, title=name, title_align="left", padding=(0, 1)))
         grid_t = table_cls.grid(expand=True)
         for _ in range(cols):
@@ -139,8 +144,4 @@ class Dashboard(Renderer):
     def _footer(self) -> list[Any]:
         from rich.text import Text
 
-        out = []
-        if self._last_line:
-            out.append(Text(self._last_line, style="dim"))
-        out += [Text(m, style="yellow") for m in self.view.messages[-3:]]
-        return out
+        return [Text(m, style="yellow") for m in self.view.messages[-3:]]

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ._artifacts import Artifacts
-from ._checkpoint import CheckpointInfo, Checkpointer, checkpoint_name
+from ._checkpoint import Checkpointer, CheckpointInfo, checkpoint_name
 from ._early_stopping import EarlyStopping, MetricTracker
 from ._interrupt import StopRequest
 from ._metrics import Metric, StepView, default_metrics

@@ -248,7 +248,7 @@ class EpochTime(Metric):
 
     name = "epoch_time_s"
     higher_is_better = False
-    fmt = "{:.2f}"
+    fmt = "{:.2f}s"
 
     def reset(self) -> None:
         self._start = time.perf_counter()
@@ -270,7 +270,7 @@ class ProcessMemory(Metric):
 
     name = "memory_mib"
     higher_is_better = False
-    fmt = "{:.0f}"
+    fmt = "{:.0f}MiB"
 
     def reset(self) -> None:
         pass

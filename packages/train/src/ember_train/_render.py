@@ -58,10 +58,13 @@ def format_duration(seconds: float | None) -> str:
     if seconds is None:
         return "-:--"
     s = round(seconds)
-    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+    if s >= 3600:
+        return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+    return f"{s // 60}:{s % 60:02d}"
 
 
 SHORT = {"items_per_s": "items/s", "epoch_time_s": "time", "memory_mib": "mem"}
+PROCESS_WIDE = {"memory_mib"}
 
 
 def epoch_line(view: RunView, epoch: int, results: dict[str, dict[str, float | None]],
@@ -69,7 +72,9 @@ def epoch_line(view: RunView, epoch: int, results: dict[str, dict[str, float | N
     width = len(str(view.epochs))
     parts = [f"epoch {epoch:>{width}}/{view.epochs}"]
     for split, values in results.items():
-        items = [f"{SHORT.get(k, k)} {view.fmt(k, v)}" for k, v in values.items() if v is not None]
+        # process-wide figures are shown once, with the training split
+        items = [f"{SHORT.get(k, k)} {view.fmt(k, v)}" for k, v in values.items()
+                 if v is not None and (split == "train" or k not in PROCESS_WIDE)]
         parts.append(f"{split} " + " ".join(items))
     return " | ".join(parts) + ("  *best*" if best else "")
 
@@ -113,7 +118,8 @@ class PlainRenderer(Renderer):
         for k, v in lines:
             self._print(f"  {k}: {v}")
         for split, values in table.items():
-            self._print(f"  {split}: " + ", ".join(f"{k} {v}" for k, v in values.items()))
+            self._print(f"  {split}: " + " ".join(f"{SHORT.get(k, k)} {v}"
+                                                  for k, v in values.items()))
 
 
 class ProgressRenderer(Renderer):
@@ -182,7 +188,7 @@ def summary_table(lines: list[tuple[str, str]], table: dict[str, dict[str, str]]
     head = Table.grid(padding=(0, 2))
     for k, v in lines:
         head.add_row(f"[bold]{k}", v)
-    metrics = sorted({m for values in table.values() for m in values})
+    metrics = list(dict.fromkeys(m for values in table.values() for m in values))
     t = Table(title="final metrics", title_justify="left")
     t.add_column("split")
     for m in metrics:

@@ -19,8 +19,6 @@ import numpy as np
 __all__ = ["atomic_write_bytes", "atomic_write_text", "fsync_dir", "load_state", "save_state"]
 
 _SKELETON_KEY = "ember_train.state"
-# Numpy dtypes safetensors cannot store natively travel as raw bits of the same width.
-_RAW_BITS = {"bfloat16": np.uint16}
 
 
 def fsync_dir(path: str | os.PathLike[str]) -> None:
@@ -60,40 +58,32 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
 # encoding
 
 
-def _is_tensor(x: Any) -> bool:
-    from ember import Tensor
-
-    return isinstance(x, Tensor)
-
-
 class _Encoder:
     def __init__(self) -> None:
-        self.arrays: dict[str, np.ndarray] = {}
+        self.tensors: dict[str, Any] = {}
 
     def key(self, path: str) -> str:
         key = path or "tensor"
-        while key in self.arrays:  # two paths that join to the same dotted string
+        while key in self.tensors:  # two paths that join to the same dotted string
             key += "_"
         return key
 
-    def array(self, arr: np.ndarray, path: str) -> tuple[str, str]:
-        name = arr.dtype.name
-        if name in _RAW_BITS:
-            arr = arr.view(_RAW_BITS[name])
-        key = self.key(path)
-        self.arrays[key] = np.ascontiguousarray(arr)
-        return key, name
-
     def encode(self, x: Any, path: str) -> Any:
+        import ember
+
         if x is None or isinstance(x, bool | int | float | str):
             return {"v": x}
-        if _is_tensor(x):
-            key, dtype = self.array(x.detach().numpy(), path)
-            return {"tensor": key, "dtype": str(x.dtype).removeprefix("ember."),
-                    "device": str(x.device), "np": dtype}
+        if isinstance(x, ember.Tensor):
+            key = self.key(path)
+            self.tensors[key] = x.detach()
+            return {"tensor": key, "device": str(x.device)}
         if isinstance(x, np.ndarray):
-            key, dtype = self.array(x, path)
-            return {"ndarray": key, "np": dtype}
+            key = self.key(path)
+            try:
+                self.tensors[key] = ember.tensor(np.ascontiguousarray(x), device="cpu")
+            except (TypeError, ValueError) as e:
+                raise TypeError(f"cannot store the {x.dtype} array at {path}: {e}") from None
+            return {"ndarray": key}
         if isinstance(x, np.generic):
             return {"v": x.item()}
         join = (lambda k: f"{path}.{k}") if path else str
@@ -109,79 +99,55 @@ class _Encoder:
                         "checkpoint (tensors, arrays, dicts, lists, numbers and strings only)")
 
 
-def _decode(node: Any, arrays: dict[str, np.ndarray], device: Any) -> Any:
+def _decode(node: Any, tensors: dict[str, Any], device: Any) -> Any:
     if "v" in node:
         return node["v"]
     if "tensor" in node:
-        import ember
-
-        arr = _restore_dtype(arrays[node["tensor"]], node["np"])
-        return ember.tensor(arr, dtype=node["dtype"], device=device or node["device"])
+        return tensors[node["tensor"]].to(device or node["device"])
     if "ndarray" in node:
-        return _restore_dtype(arrays[node["ndarray"]], node["np"]).copy()
+        return tensors[node["ndarray"]].numpy().copy()
     if "dict" in node:
-        return {k: _decode(v, arrays, device) for k, v in node["dict"].items()}
+        return {k: _decode(v, tensors, device) for k, v in node["dict"].items()}
     if "items" in node:
-        return {_decode(k, arrays, device): _decode(v, arrays, device) for k, v in node["items"]}
+        return {_decode(k, tensors, device): _decode(v, tensors, device) for k, v in node["items"]}
     if "list" in node:
-        return [_decode(v, arrays, device) for v in node["list"]]
+        return [_decode(v, tensors, device) for v in node["list"]]
     if "tuple" in node:
-        return tuple(_decode(v, arrays, device) for v in node["tuple"])
+        return tuple(_decode(v, tensors, device) for v in node["tuple"])
     raise ValueError(f"unknown node in checkpoint skeleton: {sorted(node)}")
 
 
-def _restore_dtype(arr: np.ndarray, name: str) -> np.ndarray:
-    if name in _RAW_BITS:
-        import ml_dtypes
-
-        return arr.view(getattr(ml_dtypes, name))
-    return arr
-
-
-def encode_state(state: Any) -> bytes:
-    """The safetensors bytes of a nested state (see the module docstring)."""
-    from safetensors.numpy import save
-
-    enc = _Encoder()
-    skeleton = enc.encode(state, "")
-    return save(enc.arrays, metadata={_SKELETON_KEY: json.dumps(skeleton)})
-
-
-def save_state(path: str | os.PathLike[str], state: Any, *, atomic: bool = True) -> None:
+def save_state(path: str | os.PathLike[str], state: Any) -> None:
     """Store a nested state of tensors, arrays, dicts, lists and scalars in a safetensors file.
+
+    The file is an ``ember.record`` tensor file (atomic write, a checksum per tensor), so a flat
+    ``state_dict`` saved here loads with ``ember.record.load(module, path)`` too.
 
     Examples
     --------
     >>> import ember, tempfile, os
-    >>> from ember_train._state import load_state, save_state
+    >>> from ember_train import load_state, save_state
     >>> path = os.path.join(tempfile.mkdtemp(), "opt.safetensors")
     >>> save_state(path, {"step": 3, "state": {0: {"m": ember.ones(2)}}})
     >>> load_state(path)["state"][0]["m"].tolist()
     [1.0, 1.0]
     """
-    data = encode_state(state)
-    if atomic:
-        atomic_write_bytes(path, data)
-    else:
-        with open(path, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+    from ember import record
+
+    enc = _Encoder()
+    skeleton = enc.encode(state, "")
+    record.save_tensors(path, enc.tensors, {_SKELETON_KEY: json.dumps(skeleton)})
 
 
 def load_state(path: str | os.PathLike[str], *, device: Any = None) -> Any:
     """Read what `save_state` wrote.  Tensors go back to their saved device unless ``device``.
 
     A flat safetensors file written by anything else (``ember.record``, PyTorch) loads as a
-    ``{name: tensor}`` dict.
+    ``{name: tensor}`` dict.  A truncated or corrupted file raises ``ember.RecordError``.
     """
-    from safetensors import safe_open
+    from ember import record
 
-    with safe_open(os.fspath(path), framework="numpy") as f:
-        meta = f.metadata() or {}
-        arrays = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118  # safe_open has no iter
+    tensors, meta = record.load_tensors(path, device="cpu")
     if _SKELETON_KEY not in meta:
-        import ember
-
-        return {k: ember.tensor(v, device=device) for k, v in arrays.items()}
-    return _decode(json.loads(meta[_SKELETON_KEY]), arrays, device)
+        return tensors if device is None else {k: t.to(device) for k, t in tensors.items()}
+    return _decode(json.loads(meta[_SKELETON_KEY]), tensors, device)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 
@@ -49,8 +50,9 @@ def braille_plot(series: dict[str, Sequence[float | None]], width: int = 40, hei
     """
     fin = [v for s in series.values() for v in _finite(s)]
     lo, hi = (min(fin), max(fin)) if fin else (0.0, 1.0)
-    if hi == lo:
-        lo, hi = lo - 0.5, hi + 0.5
+    if hi == lo:  # a flat curve sits mid-height on an axis of +-10% around it
+        pad = abs(lo) * 0.1 or 0.5
+        lo, hi = lo - pad, hi + pad
     w, h = width * 2, height * 4
     bits = [[0] * width for _ in range(height)]
     owner: list[list[str | None]] = [[None] * width for _ in range(height)]
@@ -68,7 +70,7 @@ def braille_plot(series: dict[str, Sequence[float | None]], width: int = 40, hei
             if v is not None and math.isfinite(v):
                 x = 0 if n <= 1 else round(i * (w - 1) / (n - 1))
                 pts.append((x, round((v - lo) / (hi - lo) * (h - 1))))
-        for (x0, y0), (x1, y1) in zip(pts, pts[1:], strict=False):
+        for (x0, y0), (x1, y1) in itertools.pairwise(pts):
             steps = max(abs(x1 - x0), abs(y1 - y0), 1)
             for t in range(steps + 1):
                 dot(x0 + round((x1 - x0) * t / steps), y0 + round((y1 - y0) * t / steps), name)
