@@ -57,7 +57,7 @@ def test_backward_on_a_plain_cpu_tensor_raises_attribute_error() -> None:
 def test_mypy_flags_backward_on_a_plain_tensor(tmp_path: Path) -> None:
     src = tmp_path / "plain.py"
     src.write_text("import ember\n\nember.ones(2).backward()\n")
-    run = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental", "--follow-imports",
+    run = subprocess.run([sys.executable, "-m", "mypy", "--follow-imports",
                           "silent", str(src)], capture_output=True, text=True, check=False)
     assert run.returncode == 1, run.stdout
     assert '"Tensor" has no attribute "backward"' in run.stdout

@@ -182,7 +182,12 @@ def run_backward(root: AutodiffTensor, grad_output: Tensor | None,
             out = recompute.value(n)
         else:
             args, out = n.args, n.out  # type: ignore[assignment]
-        grads = RULES[n.op](g, out, *args, **n.params)
+        rule = RULES[n.op]
+        if type(rule) is tuple:  # one function per input: run only those that are needed
+            grads = [None if p is None else r(g, out, *args, **n.params)
+                     for r, p in zip(rule, parents, strict=True)]
+        else:
+            grads = rule(g, out, *args, **n.params)
         recompute.cache.pop(n, None)
         for p, gi in zip(parents, grads, strict=False):
             if p is None or gi is None:

@@ -3,6 +3,9 @@
 A rule is called ``rule(g, out, *inputs, **params)`` with the gradient ``g`` of the op's
 (first) output, the output ``out`` (a tuple for ops with several outputs) and the op's inputs,
 all tensors of the inner device, and returns one gradient per input (None where none flows).
+An entry may instead be a tuple of such functions, one per input, each returning that input's
+gradient: the backward pass then skips the work for inputs that need none (``x @ w`` with a
+constant ``x`` never computes ``g @ w.T``).
 Rules use ember ops only, so they run on any inner device, and on an inner autodiff device
 they are recorded themselves: that is how ``autodiff<autodiff<cpu>>`` gives second derivatives.
 Gradients of broadcast inputs are summed back to the input's shape by the backward pass.
@@ -23,8 +26,9 @@ __all__ = ["RULES", "sum_to"]
 
 Grads = tuple[Tensor | None, ...]
 Rule = Callable[..., Grads]
+InputRule = Callable[..., Tensor]
 
-RULES: dict[Op, Rule] = {}
+RULES: dict[Op, Rule | tuple[InputRule, ...]] = {}
 
 
 def rule(op: Op) -> Callable[[Rule], Rule]:
@@ -107,8 +111,8 @@ def _clamp(g: Tensor, out: Tensor, x: Tensor, min: Any = None, max: Any = None) 
 
 RULES[elementwise.add] = lambda g, out, x, y: (g, g)
 RULES[elementwise.sub] = lambda g, out, x, y: (g, -g)
-RULES[elementwise.mul] = lambda g, out, x, y: (g * y, g * x)
-RULES[elementwise.div] = lambda g, out, x, y: (g / y, -(g * out / y))
+RULES[elementwise.mul] = (lambda g, out, x, y: g * y, lambda g, out, x, y: g * x)
+RULES[elementwise.div] = (lambda g, out, x, y: g / y, lambda g, out, x, y: -(g * out / y))
 RULES[elementwise.remainder] = lambda g, out, x, y: (g, -(g * ember.floordiv(x, y)))
 RULES[elementwise.atan2] = lambda g, out, y, x: (g * x / (x * x + y * y),
                                                  -(g * y / (x * x + y * y)))
@@ -312,7 +316,7 @@ RULES[movement.topk] = lambda g, out, x, k, dim, largest: _scatter_back(g, out, 
 
 # -- linear algebra ---------------------------------------------------------------------------
 
-RULES[linalg.matmul] = lambda g, out, a, b: (g @ b.mT, a.mT @ g)
+RULES[linalg.matmul] = (lambda g, out, a, b: g @ b.mT, lambda g, out, a, b: a.mT @ g)
 
 
 # -- nn ---------------------------------------------------------------------------------------
@@ -339,45 +343,53 @@ def _crop(t: Tensor, sizes: Sequence[int]) -> Tensor:
     return t[(slice(None), slice(None), *(slice(0, k) for k in sizes))]
 
 
-def _conv_rule(op: Op) -> Rule:
+def _conv_rules(op: Op) -> tuple[InputRule, InputRule]:
     conv, conv_t = op, _CONV_T[op]
 
-    def backward(g: Tensor, out: Tensor, x: Tensor, w: Tensor, stride: tuple[int, ...],
-                 padding: tuple[int, ...], dilation: tuple[int, ...], groups: int) -> Grads:
-        k = w.shape[2:]
+    def grad_x(g: Tensor, out: Tensor, x: Tensor, w: Tensor, stride: tuple[int, ...],
+               padding: tuple[int, ...], dilation: tuple[int, ...], groups: int) -> Tensor:
         # output_padding makes the transpose land exactly on x's size
-        extra = tuple(n - ((o - 1) * s - 2 * p + d * (kk - 1) + 1) for n, o, s, p, d, kk in
-                      zip(x.shape[2:], g.shape[2:], stride, padding, dilation, k, strict=True))
-        gx = apply(conv_t, g, w, stride=stride, padding=padding, output_padding=extra,
-                   dilation=dilation, groups=groups)
-        # the weight gradient is a convolution of x with g, batch and channel axes swapped
+        extra = tuple(n - ((o - 1) * s - 2 * p + d * (k - 1) + 1) for n, o, s, p, d, k in
+                      zip(x.shape[2:], g.shape[2:], stride, padding, dilation, w.shape[2:],
+                          strict=True))
+        return apply(conv_t, g, w, stride=stride, padding=padding,  # type: ignore[no-any-return]
+                     output_padding=extra, dilation=dilation, groups=groups)
+
+    def grad_w(g: Tensor, out: Tensor, x: Tensor, w: Tensor, stride: tuple[int, ...],
+               padding: tuple[int, ...], dilation: tuple[int, ...], groups: int) -> Tensor:
+        # a convolution of x with g, batch and channel axes swapped; stride and dilation too
         gw = apply(conv, _batch_as_channels(x, groups, True),
                    _batch_as_channels(g, groups, False), stride=dilation, padding=padding,
                    dilation=stride, groups=groups)
-        return gx, _crop(gw.transpose(0, 1), k)
+        return _crop(gw.transpose(0, 1), w.shape[2:])
 
-    return backward
+    return grad_x, grad_w
 
 
-def _conv_t_rule(op: Op) -> Rule:
+def _conv_t_rules(op: Op) -> tuple[InputRule, InputRule]:
     conv = _CONV[op]
 
-    def backward(g: Tensor, out: Tensor, x: Tensor, w: Tensor, stride: tuple[int, ...],
-                 padding: tuple[int, ...], output_padding: tuple[int, ...],
-                 dilation: tuple[int, ...], groups: int) -> Grads:
-        gx = apply(conv, g, w, stride=stride, padding=padding, dilation=dilation, groups=groups)
+    def grad_x(g: Tensor, out: Tensor, x: Tensor, w: Tensor, stride: tuple[int, ...],
+               padding: tuple[int, ...], output_padding: tuple[int, ...],
+               dilation: tuple[int, ...], groups: int) -> Tensor:
+        return apply(conv, g, w, stride=stride, padding=padding,  # type: ignore[no-any-return]
+                     dilation=dilation, groups=groups)
+
+    def grad_w(g: Tensor, out: Tensor, x: Tensor, w: Tensor, stride: tuple[int, ...],
+               padding: tuple[int, ...], output_padding: tuple[int, ...],
+               dilation: tuple[int, ...], groups: int) -> Tensor:
         gw = apply(conv, _batch_as_channels(g, groups, True),
                    _batch_as_channels(x, groups, False), stride=dilation, padding=padding,
                    dilation=stride, groups=groups)
-        return gx, _crop(gw.transpose(0, 1), w.shape[2:])
+        return _crop(gw.transpose(0, 1), w.shape[2:])
 
-    return backward
+    return grad_x, grad_w
 
 
 for _op in (nn.conv1d, nn.conv2d):
-    RULES[_op] = _conv_rule(_op)
+    RULES[_op] = _conv_rules(_op)
 for _op in (nn.conv_transpose1d, nn.conv_transpose2d):
-    RULES[_op] = _conv_t_rule(_op)
+    RULES[_op] = _conv_t_rules(_op)
 
 
 @rule(nn.max_pool2d)
