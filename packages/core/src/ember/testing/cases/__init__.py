@@ -1,5 +1,5 @@
 """The case modules; importing this package registers every case."""
 
-from . import elementwise, functional, indexing, linalg, movement, nn, reduction
+from . import creation, elementwise, functional, indexing, linalg, movement, nn, reduction
 
-__all__ = ["elementwise", "functional", "indexing", "linalg", "movement", "nn", "reduction"]
+__all__ = ["creation", "elementwise", "functional", "indexing", "linalg", "movement", "nn", "reduction"]
