@@ -205,10 +205,10 @@ class _Codegen:
             shape_key = (n.dtype, () if self.flat else n.shape[1:])
             tmpl = self._template(j)
             if j in g.cross:
-                self.ns[f"K{j}"] = self.c.kernels[RD.sum if n.op is RD.mean else n.op]
-                self.ns[f"P{j}"] = n.params
+                # a partial per block (a mean's partial is a sum): own name, as whole() uses K
+                self.ns[f"R{j}"] = self.c.kernels[RD.sum if n.op is RD.mean else n.op]
                 lines.append(f"    parts[{sorted(g.cross).index(j)}][ci] = "
-                             f"K{j}({', '.join(args)}, **P{j})")
+                             f"R{j}({', '.join(args)}, **P{j})")
             elif tmpl is None:
                 self.ns[f"K{j}"] = self.c.kernels[n.op]
                 self.ns[f"P{j}"] = n.params
