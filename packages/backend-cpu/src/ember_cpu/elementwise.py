@@ -14,8 +14,13 @@ __all__ = ["KERNELS", "erf"]
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
-    # exp overflows to inf for very negative x, and 1 / (1 + inf) is the right limit, 0
-    return np.reciprocal(np.exp(np.negative(x)) + 1.0).astype(x.dtype, copy=False)
+    # exp overflows to inf for very negative x, and 1 / (1 + inf) is the right limit, 0.
+    # One buffer, updated in place: this runs on every activation of a network.
+    t = np.negative(x)
+    np.exp(t, out=t)
+    t += 1.0
+    np.reciprocal(t, out=t)
+    return t.astype(x.dtype, copy=False)
 
 
 def _rsqrt(x: np.ndarray) -> np.ndarray:
@@ -96,6 +101,9 @@ def _clamp(x: np.ndarray, min: Any = None, max: Any = None) -> np.ndarray:
     hi = None if max is None else np.asarray(max).astype(dt)
     if lo is None and hi is None:
         return x
+    if dt not in LOW and (lo is None or hi is None):
+        # one-sided bounds (relu): maximum/minimum are ~2x faster than clip, same nan rule
+        return np.maximum(x, lo) if hi is None else np.minimum(x, hi)
     src = x.astype(F32) if dt in LOW else x
     return np.asarray(np.clip(src, lo, hi)).astype(dt, copy=False)
 
