@@ -1,13 +1,15 @@
 """Forward + backward of an MLP 784-256-256-10 (batch 128, float32) on ``autodiff<cpu>``
 against PyTorch on the CPU.  Prints both medians and the ratio.
 
-Run: ``.venv/bin/python benchmarks/autodiff_mlp.py [--repeats 200]``.  torch is used here only
-as the peer being compared with.
+Run: ``OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/autodiff_mlp.py [--repeats 200]``.
+PyTorch gets as many threads as OpenBLAS (``OPENBLAS_NUM_THREADS``), so both run their BLAS on
+the same number of cores.  torch is used here only as the peer being compared with.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -62,6 +64,8 @@ def ember_step(device: str = "autodiff<cpu>") -> Callable[[], object]:
 def torch_step() -> Callable[[], object]:
     import torch
 
+    if "OPENBLAS_NUM_THREADS" in os.environ:
+        torch.set_num_threads(int(os.environ["OPENBLAS_NUM_THREADS"]))
     rng = np.random.default_rng(0)
     params = [torch.tensor(p, requires_grad=True) for p in _params(rng)]
     x = torch.tensor(rng.normal(size=(BATCH, SIZES[0])).astype(np.float32))
@@ -84,7 +88,7 @@ def main() -> None:
     args = parser.parse_args()
     results = {}
     # interleave the two, twice, so that neither profits from a quieter moment of the machine
-    for _ in range(2):
+    for _ in range(3):
         results.setdefault("ember", []).append(_median_ms(ember_step(), args.repeats))
         results.setdefault("torch", []).append(_median_ms(torch_step(), args.repeats))
     e, t = min(results["ember"]), min(results["torch"])

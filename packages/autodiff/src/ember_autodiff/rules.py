@@ -67,7 +67,10 @@ def _zeros(x: Tensor) -> Tensor:
 
 def _mask(cond: Tensor, g: Tensor) -> Tensor:
     """``g`` where ``cond``, else 0."""
-    return ember.where(cond, g, 0.0)
+    # Note: a product with the 0/1 mask, not ``where``: numpy's ``where`` is ~10x slower than a
+    # multiply here, and relu's backward is on every MLP's path.  An inf or nan gradient thus
+    # leaks into masked-out positions as nan, where PyTorch would give 0.
+    return g * cond.to(dtype=g.dtype)
 
 
 # -- elementwise: unary -----------------------------------------------------------------------
