@@ -10,8 +10,14 @@ Backends declare the cases they cannot pass with the ``ember_conformance_skips``
 
 from __future__ import annotations
 
-from ._case import Arg as Arg, Case as Case, all_cases as all_cases, register as register
-from ._case import rng_for as rng_for, sample as sample
+from ._case import (
+           Arg as Arg,
+           Case as Case,
+           all_cases as all_cases,
+           register as register,
+           rng_for as rng_for,
+           sample as sample,
+)
 from ._compare import TOLERANCES as TOLERANCES, assert_close as assert_close
 from ._grad import check_grads as check_grads
 

@@ -159,7 +159,8 @@ def sample(shape: Sequence[int], dtype: dt.DType, rng: np.random.Generator,
     """Sample values of ``dtype`` on ``domain``.
 
     Domains: ``real`` ([-2, 2]), ``positive`` ([0.25, 3]), ``unit`` ((-0.9, 0.9)), ``nonzero``
-    (|x| in [0.5, 2]), ``grid`` / ``grid-nonzero`` (multiples of 1/4), ``small`` (ints in [0, 3], for exponents and shifts), ``distinct`` (a
+    (|x| in [0.5, 2]), ``grid`` / ``grid-nonzero`` (multiples of 1/4), ``small`` (ints in
+    [0, 3], for exponents and shifts), ``distinct`` (a
     permutation: no ties, for sort and argmax), ``near1`` ([0.6, 1.4]: products stay finite).
     """
     from .._host import numpy_dtype

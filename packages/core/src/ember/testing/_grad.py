@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import _dtype as dt
-from ._compare import assert_close
 from ._case import Case, all_cases, rng_for
+from ._compare import assert_close
 
 if TYPE_CHECKING:
     from .._device import Device

@@ -108,7 +108,7 @@ made("tensor-python-scalar-is-0d", lambda dev: ember.tensor(2.5, device=dev), np
      dt.float32)
 
 
-# -- random numbers ---------------------------------------------------------------------------------
+# -- random numbers ----------------------------------------------------------------------
 
 def _host(t: Any) -> np.ndarray:
     return np.asarray(t.numpy()).astype(np.float64)

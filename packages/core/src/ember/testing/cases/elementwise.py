@@ -12,7 +12,7 @@ import ember
 
 from ... import _dtype as dt
 from .._case import Arg, rng_for, sample
-from ._build import ALL, INTS, NUMBERS, case, float_out, number_out, unary, binary
+from ._build import ALL, INTS, NUMBERS, binary, case, float_out, number_out, unary
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 

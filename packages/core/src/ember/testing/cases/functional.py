@@ -33,6 +33,10 @@ def _logsumexp(x: np.ndarray, axis: Any, keepdims: bool = False) -> np.ndarray:
     return out if keepdims else np.squeeze(out, axis=axis)
 
 
+def _reduce(x: np.ndarray, reduction: str) -> Any:
+    return {"mean": np.mean, "sum": np.sum}.get(reduction, np.asarray)(x)
+
+
 def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
     e = np.exp(x - x.max(axis=axis, keepdims=True))
     return e / e.sum(axis=axis, keepdims=True)
@@ -166,8 +170,8 @@ for _d in FLOATS:
              lambda z, y, r=red: _nll(z, y, None, r), [logits, target], _d, **t)
         case(f"mse_loss-{red}-{_d.name}", "functional",
              lambda a, b, r=red: F.mse_loss(a, b, reduction=r),
-             lambda a, b, r=red: {"mean": np.mean, "sum": np.sum}.get(r, lambda v: v)(
-                 (a - b) ** 2), [logits, Arg(probs.value, "permuted", (), _d)], _d, **t)
+             lambda a, b, r=red: _reduce((a - b) ** 2, r),
+             [logits, Arg(probs.value, "permuted", (), _d)], _d, **t)
     case(f"cross_entropy-weight-ignore_index-{_d.name}", "functional",
          lambda z, y, w: F.cross_entropy(z, y, w),
          lambda z, y, w: _nll(_logp(z), y, w), [logits, target_ign, weight], _d, grad=(0,), **t)

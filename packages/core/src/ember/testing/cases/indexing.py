@@ -109,7 +109,8 @@ for _d in ALL:
     x = Arg(np.asarray(sample((3, 4), _d, rng)), "", (), _d)
     v = Arg(np.asarray(sample((2,), _d, rng)), "", (), _d)
     g = (0, 1) if _d.kind == "f" else ()
-    case(f"setitem-slice-tensor-broadcast-{_d.name}", "indexing", _set((slice(None), slice(1, 3)), None),
+    case(f"setitem-slice-tensor-broadcast-{_d.name}", "indexing",
+         _set((slice(None), slice(1, 3)), None),
          _set_np((slice(None), slice(1, 3)), None), [x, v], _d, grad=g)
     mask = Arg(np.asarray(sample((3, 4), dt.bool_, rng)), "", (), dt.bool_)
     case(f"setitem-bool-mask-scalar-{_d.name}", "indexing",

@@ -159,7 +159,8 @@ for _d in ALL:
 for _d in _NO_BOOL:
     for view in ("", "permuted"):
         for dim, desc in ((-1, False), (0, True)):
-            cid = f"sort-dim{dim}{'-descending' if desc else ''}{'-' + view if view else ''}-{_d.name}"
+            tag = ("-descending" if desc else "") + ("-" + view if view else "")
+            cid = f"sort-dim{dim}{tag}-{_d.name}"
             x = Arg(np.asarray(sample((3, 4), _d, rng_for(cid), "distinct")), view, (), _d)
 
             def srt(v: np.ndarray, dim: int = dim, desc: bool = desc) -> Any:
@@ -171,7 +172,8 @@ for _d in _NO_BOOL:
             case("arg" + cid, "movement", lambda t, dim=dim, desc=desc: ember.argsort(t, dim, desc),
                  lambda v, s=srt: s(v)[1], [x], dt.int64, grad=())
         for k, largest in ((2, True), (3, False)):
-            cid = f"topk-k{k}-{'largest' if largest else 'smallest'}{'-' + view if view else ''}-{_d.name}"
+            tag = ("largest" if largest else "smallest") + ("-" + view if view else "")
+            cid = f"topk-k{k}-{tag}-{_d.name}"
             x = Arg(np.asarray(sample((3, 5), _d, rng_for(cid), "distinct")), view, (), _d)
 
             def tk(v: np.ndarray, k: int = k, largest: bool = largest) -> Any:

@@ -15,6 +15,10 @@ from .._case import Arg, rng_for, sample
 from ._build import FLOATS, case
 
 
+def pair(v: Any) -> tuple[int, int]:
+    return v if isinstance(v, tuple) else (v, v)
+
+
 def _tol(d: dt.DType) -> dict[str, float]:
     return {"atol": 5e-2, "rtol": 2e-2} if d in (dt.float16, dt.bfloat16) else {}
 
@@ -39,14 +43,13 @@ for _d in FLOATS:
     for _v, (xs, ws, st, pa, di, gr, bias, view) in _CONV2D.items():
         cid = f"conv2d-{_v}-{_d.name}"
         shapes = [xs, ws] + ([(ws[0],)] if bias else [])
-        pair = (lambda v: v if isinstance(v, tuple) else (v, v))
 
         def run(x: Any, w: Any, b: Any = None, st: Any = st, pa: Any = pa, di: Any = di,
                 gr: int = gr) -> Any:
             return F.conv2d(x, w, b, stride=st, padding=pa, dilation=di, groups=gr)
 
         def orc(x: Any, w: Any, b: Any = None, st: Any = st, pa: Any = pa, di: Any = di,
-                gr: int = gr, pair: Any = pair) -> Any:
+                gr: int = gr) -> Any:
             out = ref.conv2d(x, w, pair(st), pair(pa), pair(di), gr)
             return out + b.reshape(-1, 1, 1) if b is not None else out
 
@@ -112,7 +115,7 @@ for _d in FLOATS:
 
         case(cid, "nn", run3, orc3, _args(cid, _d, *shapes), _d, **_tol(_d))
 
-# -- pooling ----------------------------------------------------------------------------------------
+# -- pooling ----------------------------------------------------------------------
 
 _POOL_DTYPES = FLOATS
 for _d in _POOL_DTYPES:
@@ -124,7 +127,6 @@ for _d in _POOL_DTYPES:
         "rect": ((1, 1, 4, 6), (2, 3), (1, 2), (1, 0), 1, False, ""),
     }.items():
         cid = f"max_pool2d-{_v}-{_d.name}"
-        pair = (lambda v: v if isinstance(v, tuple) else (v, v))
         x = Arg(np.asarray(sample(xs, _d, rng_for(cid), "distinct")), view, (), _d)
 
         def runp(t: Any, k: Any = k, st: Any = st, pa: Any = pa, di: Any = di,
@@ -132,7 +134,7 @@ for _d in _POOL_DTYPES:
             return F.max_pool2d(t, k, st, pa, di, ceil_mode=ceil, return_indices=True)
 
         def orcp(v: Any, k: Any = k, st: Any = st, pa: Any = pa, di: Any = di,
-                 ceil: bool = ceil, pair: Any = pair) -> Any:
+                 ceil: bool = ceil) -> Any:
             return ref.max_pool2d(v, pair(k), pair(st if st is not None else k), pair(pa),
                                   pair(di), ceil)
 

@@ -23,6 +23,11 @@ LAYOUTS: dict[str, tuple[Any, bool, tuple[int, ...], str]] = {
 }
 
 
+_F = {name: getattr(ember, name) for name in ("sum", "prod", "mean", "amax", "amin", "any", "all",
+                                             "var", "std", "argmax", "argmin", "max", "min",
+                                             "cumsum", "cumprod")}
+
+
 def _acc(d: dt.DType) -> dt.DType:
     return dt.int64 if d.kind in "iub" else d
 
@@ -56,7 +61,7 @@ for _name, (_f, _rule, _dom, _dtypes, _empty) in _REDUCTIONS.items():
                 continue
             cid = f"{_name}-{_variant}-{_d.name}"
             x = Arg(np.asarray(sample(_shape, _d, rng_for(cid), _dom)), _view, (), _d)
-            fn = getattr(ember, _name)
+            fn = _F[_name]
 
             def run(t: Any, fn: Any = fn, dim: Any = _dim, keep: bool = _keep) -> Any:
                 return fn(t, dim=dim, keepdim=keep)
@@ -81,7 +86,7 @@ for _name in ("var", "std"):
                 x = Arg(np.asarray(sample(_shape, _d, rng_for(cid))), _view, (), _d)
                 np_f = np.var if _name == "var" else np.std
 
-                def run(t: Any, fn: Any = getattr(ember, _name), dim: Any = _dim,
+                def run(t: Any, fn: Any = _F[_name], dim: Any = _dim,
                         keep: bool = _keep, c: int = corr) -> Any:
                     return fn(t, dim=dim, keepdim=keep, correction=c)
 
@@ -100,7 +105,7 @@ for _d in NUMBERS:
             cid = f"{_name}-{_variant}-{_d.name}"
             x = Arg(np.asarray(sample((2, 3, 4), _d, rng_for(cid), "distinct")), _view, (), _d)
 
-            def run(t: Any, fn: Any = getattr(ember, _name), dim: Any = _dim,
+            def run(t: Any, fn: Any = _F[_name], dim: Any = _dim,
                     keep: bool = _keep) -> Any:
                 return fn(t, dim=dim, keepdim=keep)
 
@@ -116,7 +121,7 @@ for _d in NUMBERS:
             cid = f"{_name}-dim-{'keepdim' if _keep else 'drop'}-{_d.name}"
             x = Arg(np.asarray(sample((3, 5), _d, rng_for(cid), "distinct")), "", (), _d)
 
-            def run2(t: Any, fn: Any = getattr(ember, _name), keep: bool = _keep) -> Any:
+            def run2(t: Any, fn: Any = _F[_name], keep: bool = _keep) -> Any:
                 values, indices = fn(t, 1, keepdim=keep)
                 return values, indices
 
@@ -139,7 +144,7 @@ for _name, _f, _dom in (("cumsum", np.cumsum, "real"), ("cumprod", np.cumprod, "
             cid = f"{_name}-{_variant}-{_d.name}"
             x = Arg(np.asarray(sample(_shape, _d, rng_for(cid), _dom)), _view, (), _d)
 
-            def run3(t: Any, fn: Any = getattr(ember, _name), dim: int = _dim) -> Any:
+            def run3(t: Any, fn: Any = _F[_name], dim: int = _dim) -> Any:
                 return fn(t, dim)
 
             def orc3(v: np.ndarray, f: Any = _f, dim: int = _dim) -> Any:
