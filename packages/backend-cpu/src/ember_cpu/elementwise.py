@@ -16,7 +16,7 @@ __all__ = ["KERNELS", "erf"]
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     # exp overflows to inf for very negative x, and 1 / (1 + inf) is the right limit, 0.
     # One buffer, updated in place: this runs on every activation of a network.
-    t = np.negative(x)
+    t = np.negative(x, out=np.empty(np.shape(x), x.dtype))
     np.exp(t, out=t)
     t += 1.0
     np.reciprocal(t, out=t)
