@@ -30,6 +30,12 @@ from .activation import (
     Softplus as Softplus,
     Tanh as Tanh,
 )
+from .attention import (
+    MultiHeadAttention as MultiHeadAttention,
+    MultiheadAttention as MultiheadAttention,
+    causal_mask as causal_mask,
+    scaled_dot_product_attention as scaled_dot_product_attention,
+)
 from .containers import (
     ModuleDict as ModuleDict,
     ModuleList as ModuleList,
@@ -42,19 +48,48 @@ from .conv import (
     ConvTranspose2d as ConvTranspose2d,
 )
 from .dropout import Dropout as Dropout
+from .embedding import (
+    Embedding as Embedding,
+    RotaryEmbedding as RotaryEmbedding,
+    SinusoidalPositionalEncoding as SinusoidalPositionalEncoding,
+)
 from .linear import (
     Flatten as Flatten,
     Identity as Identity,
     Linear as Linear,
     Unflatten as Unflatten,
 )
+from .loss import (
+    BCELoss as BCELoss,
+    BCEWithLogitsLoss as BCEWithLogitsLoss,
+    CosineEmbeddingLoss as CosineEmbeddingLoss,
+    CrossEntropyLoss as CrossEntropyLoss,
+    HuberLoss as HuberLoss,
+    KLDivLoss as KLDivLoss,
+    L1Loss as L1Loss,
+    MSELoss as MSELoss,
+    NLLLoss as NLLLoss,
+    SmoothL1Loss as SmoothL1Loss,
+)
 from .module import (
     IncompatibleKeys as IncompatibleKeys,
     Module as Module,
     Parameter as Parameter,
 )
+from .normalization import (
+    BatchNorm1d as BatchNorm1d,
+    BatchNorm2d as BatchNorm2d,
+    GroupNorm as GroupNorm,
+    LayerNorm as LayerNorm,
+    RMSNorm as RMSNorm,
+)
 from .pooling import (
     AdaptiveAvgPool2d as AdaptiveAvgPool2d,
     AvgPool2d as AvgPool2d,
     MaxPool2d as MaxPool2d,
+)
+from .rnn import GRU as GRU, LSTM as LSTM
+from .transformer import (
+    TransformerEncoder as TransformerEncoder,
+    TransformerEncoderLayer as TransformerEncoderLayer,
 )

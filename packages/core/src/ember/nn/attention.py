@@ -1,0 +1,159 @@
+"""`MultiheadAttention` with PyTorch's packed ``in_proj_weight`` layout, and the functional
+`scaled_dot_product_attention`."""
+
+from __future__ import annotations
+
+import math
+
+from .. import _creation as cr, functional as F
+from .._random import Generator
+from .._tensor import Tensor
+from . import init
+from .linear import DeviceLike, DTypeLike, Linear
+from .module import Module, Parameter
+
+__all__ = ["MultiHeadAttention", "MultiheadAttention", "causal_mask",
+           "scaled_dot_product_attention"]
+
+
+def causal_mask(length: int, source_length: int | None = None, *,
+                device: DeviceLike = None) -> Tensor:
+    """A bool mask, True where position ``i`` may *not* attend to ``j > i``."""
+    s = length if source_length is None else source_length
+    i = cr.arange(length, device=device).unsqueeze(1)
+    j = cr.arange(s, device=device).unsqueeze(0)
+    return j > i
+
+
+def _additive(mask: Tensor, dtype: object) -> Tensor:
+    """A float mask to add to scores: bool masks become 0 / -inf (True = masked out)."""
+    if mask.dtype.is_bool:
+        return cr.zeros(mask.shape, device=mask.device, dtype=dtype).masked_fill(  # type: ignore[arg-type]
+            mask, float("-inf"))
+    return mask
+
+
+def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor,
+                                 attn_mask: Tensor | None = None, dropout_p: float = 0.0,
+                                 is_causal: bool = False, scale: float | None = None,
+                                 training: bool = True,
+                                 generator: Generator | None = None) -> tuple[Tensor, Tensor]:
+    """``softmax(q k^T * scale + mask) v`` over ``[..., L, D]`` / ``[..., S, D]`` tensors.
+
+    Returns the output and the attention weights.  A bool ``attn_mask`` is True where
+    attention is *not* allowed (PyTorch's ``nn.MultiheadAttention`` convention); a float mask
+    is added to the scores.
+    """
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scores = (q * scale) @ k.transpose(-1, -2)
+    if is_causal:
+        scores = scores + _additive(causal_mask(q.shape[-2], k.shape[-2], device=q.device),
+                                    scores.dtype)
+    if attn_mask is not None:
+        scores = scores + _additive(attn_mask, scores.dtype).to(dtype=scores.dtype)
+    weights = scores.softmax(-1)
+    if dropout_p > 0.0 and training:
+        weights = F.dropout(weights, dropout_p, True, generator)
+    return weights @ v, weights
+
+
+class MultiheadAttention(Module):
+    """Multi-head attention, parameter for parameter as PyTorch's ``nn.MultiheadAttention``.
+
+    ``in_proj_weight[3 E, E]`` stacks the query, key and value projections, ``in_proj_bias[3 E]``
+    their biases, ``out_proj`` is a `Linear`.  Inputs are ``[L, N, E]``, or ``[N, L, E]`` with
+    ``batch_first=True``.
+
+    ``attn_mask`` is ``[L, S]`` or ``[N * num_heads, L, S]``; ``key_padding_mask`` is ``[N, S]``;
+    bool masks are True where attention is not allowed, float masks are added to the scores.
+    # Note: ``is_causal=True`` builds the causal mask itself; PyTorch treats it only as a hint
+    # about a mask you also pass.
+
+    Examples
+    --------
+    >>> import ember
+    >>> from ember import nn
+    >>> mha = nn.MultiheadAttention(8, 2, batch_first=True)
+    >>> out, weights = mha(ember.ones(3, 5, 8), ember.ones(3, 5, 8), ember.ones(3, 5, 8))
+    >>> out.shape, weights.shape
+    ((3, 5, 8), (3, 5, 5))
+    """
+
+    def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
+                 batch_first: bool = False, *, device: DeviceLike = None,
+                 dtype: DTypeLike = None, generator: Generator | None = None) -> None:
+        super().__init__()
+        if embed_dim % num_heads:
+            raise ValueError(f"embed_dim ({embed_dim}) must be divisible by num_heads "
+                             f"({num_heads})")
+        self.embed_dim, self.num_heads = embed_dim, num_heads
+        self.head_dim = embed_dim // num_heads
+        self.dropout = dropout
+        self.batch_first = batch_first
+        self.generator = generator
+        self.in_proj_weight = Parameter(cr.empty(3 * embed_dim, embed_dim, device=device,
+                                                 dtype=dtype))
+        if bias:
+            self.in_proj_bias = Parameter(cr.zeros(3 * embed_dim, device=device, dtype=dtype))
+        else:
+            self.register_parameter("in_proj_bias", None)
+        self.out_proj = Linear(embed_dim, embed_dim, bias=bias, device=device, dtype=dtype,
+                               generator=generator)
+        init.xavier_uniform_(self.in_proj_weight, generator=generator)
+        if self.out_proj.bias is not None:
+            init.zeros_(self.out_proj.bias)
+
+    def forward(self, query: Tensor, key: Tensor, value: Tensor,
+                key_padding_mask: Tensor | None = None, need_weights: bool = True,
+                attn_mask: Tensor | None = None, average_attn_weights: bool = True,
+                is_causal: bool = False) -> tuple[Tensor, Tensor | None]:
+        unbatched = query.ndim == 2
+        if unbatched:
+            query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
+            if key_padding_mask is not None:
+                key_padding_mask = key_padding_mask.unsqueeze(0)
+        elif self.batch_first:
+            query, key, value = (t.transpose(0, 1) for t in (query, key, value))
+        # [L, N, E] from here on
+        length, n, e = query.shape
+        s = key.shape[0]
+        h, d = self.num_heads, self.head_dim
+        w = self.in_proj_weight
+        b = self.in_proj_bias
+        q = F.linear(query, w[:e], None if b is None else b[:e])
+        k = F.linear(key, w[e:2 * e], None if b is None else b[e:2 * e])
+        v = F.linear(value, w[2 * e:], None if b is None else b[2 * e:])
+        # [L, N, E] -> [N, H, L, D]
+        q = q.reshape(length, n, h, d).permute(1, 2, 0, 3)
+        k = k.reshape(s, n, h, d).permute(1, 2, 0, 3)
+        v = v.reshape(s, n, h, d).permute(1, 2, 0, 3)
+        mask = None
+        if attn_mask is not None:
+            mask = _additive(attn_mask, q.dtype)
+            if mask.ndim == 3:
+                mask = mask.reshape(n, h, length, s)
+        if key_padding_mask is not None:
+            pad = _additive(key_padding_mask, q.dtype).reshape(n, 1, 1, s)
+            mask = pad if mask is None else mask + pad
+        out, weights = scaled_dot_product_attention(
+            q, k, v, mask, self.dropout, is_causal, training=self.training,
+            generator=self.generator)
+        out = out.permute(2, 0, 1, 3).reshape(length, n, e)
+        out = self.out_proj(out)
+        if unbatched:
+            out = out.squeeze(1)
+        elif self.batch_first:
+            out = out.transpose(0, 1)
+        if not need_weights:
+            return out, None
+        if average_attn_weights:
+            weights = weights.mean(dim=1)
+        if unbatched:
+            weights = weights.squeeze(0)
+        return out, weights
+
+    def extra_repr(self) -> str:
+        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}"
+
+
+MultiHeadAttention = MultiheadAttention

@@ -1,0 +1,188 @@
+"""Recurrent layers `LSTM` and `GRU`, with PyTorch's gate order and parameter names
+(``weight_ih_l0``, ``weight_hh_l0``, ``bias_ih_l0``, ``bias_hh_l0``, ``..._reverse``)."""
+
+from __future__ import annotations
+
+import math
+
+from .. import _creation as cr, functional as F
+from .._manipulation import cat, stack
+from .._random import Generator
+from .._tensor import Tensor
+from . import init
+from .linear import DeviceLike, DTypeLike
+from .module import Module, Parameter
+
+__all__ = ["GRU", "LSTM"]
+
+
+class _RNNBase(Module):
+    _gates = 4
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
+                 bias: bool = True, batch_first: bool = False, dropout: float = 0.0,
+                 bidirectional: bool = False, *, device: DeviceLike = None,
+                 dtype: DTypeLike = None, generator: Generator | None = None) -> None:
+        super().__init__()
+        self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
+        self.bias, self.batch_first, self.dropout = bias, batch_first, dropout
+        self.bidirectional = bidirectional
+        self.generator = generator
+        dirs = 2 if bidirectional else 1
+        g = self._gates * hidden_size
+        for layer in range(num_layers):
+            width = input_size if layer == 0 else hidden_size * dirs
+            for suffix in ("", "_reverse")[:dirs]:
+                name = f"l{layer}{suffix}"
+                setattr(self, f"weight_ih_{name}",
+                        Parameter(cr.empty(g, width, device=device, dtype=dtype)))
+                setattr(self, f"weight_hh_{name}",
+                        Parameter(cr.empty(g, hidden_size, device=device, dtype=dtype)))
+                if bias:
+                    setattr(self, f"bias_ih_{name}",
+                            Parameter(cr.empty(g, device=device, dtype=dtype)))
+                    setattr(self, f"bias_hh_{name}",
+                            Parameter(cr.empty(g, device=device, dtype=dtype)))
+        self.reset_parameters(generator)
+
+    def reset_parameters(self, generator: Generator | None = None) -> None:
+        """Every weight and bias uniform in ``±1/sqrt(hidden_size)``, as PyTorch."""
+        bound = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0.0
+        for p in self.parameters():
+            init.uniform_(p, -bound, bound, generator)
+
+    def _weights(self, layer: int, reverse: bool) -> tuple[Tensor, Tensor, Tensor | None,
+                                                           Tensor | None]:
+        name = f"l{layer}{'_reverse' if reverse else ''}"
+        w_ih, w_hh = getattr(self, f"weight_ih_{name}"), getattr(self, f"weight_hh_{name}")
+        b_ih = getattr(self, f"bias_ih_{name}") if self.bias else None
+        b_hh = getattr(self, f"bias_hh_{name}") if self.bias else None
+        return w_ih, w_hh, b_ih, b_hh
+
+    def _cell(self, x_proj: Tensor, h: Tensor, c: Tensor | None, w_hh: Tensor,
+              b_hh: Tensor | None) -> tuple[Tensor, Tensor | None]:
+        raise NotImplementedError
+
+    def _run(self, x: Tensor, h0: Tensor, c0: Tensor | None) -> tuple[Tensor, Tensor,
+                                                                      Tensor | None]:
+        """``x[T, N, in]`` through every layer; returns output and final states."""
+        dirs = 2 if self.bidirectional else 1
+        h_out: list[Tensor] = []
+        c_out: list[Tensor] = []
+        for layer in range(self.num_layers):
+            outs = []
+            for d in range(dirs):
+                w_ih, w_hh, b_ih, b_hh = self._weights(layer, d == 1)
+                k = layer * dirs + d
+                h, c = h0[k], None if c0 is None else c0[k]
+                # the input projection of every step at once
+                proj = F.linear(x, w_ih, b_ih)
+                steps = range(x.shape[0] - 1, -1, -1) if d == 1 else range(x.shape[0])
+                ys: list[Tensor] = []
+                for t in steps:
+                    h, c = self._cell(proj[t], h, c, w_hh, b_hh)
+                    ys.append(h)
+                if d == 1:
+                    ys.reverse()
+                outs.append(stack(ys, 0))
+                h_out.append(h)
+                if c is not None:
+                    c_out.append(c)
+            x = outs[0] if dirs == 1 else cat(outs, -1)
+            if self.dropout and self.training and layer < self.num_layers - 1:
+                x = F.dropout(x, self.dropout, True, self.generator)
+        return x, stack(h_out, 0), stack(c_out, 0) if c_out else None
+
+    def _prepare(self, x: Tensor) -> tuple[Tensor, bool]:
+        unbatched = x.ndim == 2
+        if unbatched:
+            x = x.unsqueeze(1)
+        elif self.batch_first:
+            x = x.transpose(0, 1)
+        if x.shape[-1] != self.input_size:
+            raise ValueError(f"{type(self).__name__}: input has {x.shape[-1]} features, "
+                             f"expected input_size={self.input_size}")
+        return x, unbatched
+
+    def _zeros(self, x: Tensor) -> Tensor:
+        dirs = 2 if self.bidirectional else 1
+        return cr.zeros(self.num_layers * dirs, x.shape[1], self.hidden_size, device=x.device,
+                        dtype=x.dtype)
+
+    def _finish(self, out: Tensor, unbatched: bool) -> Tensor:
+        if unbatched:
+            return out.squeeze(1)
+        return out.transpose(0, 1) if self.batch_first else out
+
+    def extra_repr(self) -> str:
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.num_layers != 1:
+            s += f", num_layers={self.num_layers}"
+        if self.batch_first:
+            s += ", batch_first=True"
+        if self.bidirectional:
+            s += ", bidirectional=True"
+        return s
+
+
+class LSTM(_RNNBase):
+    """Long short-term memory; gates in PyTorch's order ``i, f, g, o``.
+
+    ``forward(x, (h0, c0))`` returns ``output, (h_n, c_n)``; states default to zeros.
+
+    Examples
+    --------
+    >>> import ember
+    >>> from ember import nn
+    >>> lstm = nn.LSTM(3, 5, batch_first=True)
+    >>> out, (h, c) = lstm(ember.zeros(2, 7, 3))
+    >>> out.shape, h.shape
+    ((2, 7, 5), (1, 2, 5))
+    """
+
+    _gates = 4
+
+    def _cell(self, x_proj: Tensor, h: Tensor, c: Tensor | None, w_hh: Tensor,
+              b_hh: Tensor | None) -> tuple[Tensor, Tensor | None]:
+        assert c is not None
+        gates = x_proj + F.linear(h, w_hh, b_hh)
+        i, f, g, o = gates.chunk(4, -1)
+        c = f.sigmoid() * c + i.sigmoid() * g.tanh()
+        return o.sigmoid() * c.tanh(), c
+
+    def forward(self, x: Tensor, hx: tuple[Tensor, Tensor] | None = None
+                ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        x, unbatched = self._prepare(x)
+        if hx is None:
+            h0 = c0 = self._zeros(x)
+        else:
+            h0, c0 = hx
+            if unbatched:
+                h0, c0 = h0.unsqueeze(1), c0.unsqueeze(1)
+        out, h, c = self._run(x, h0, c0)
+        assert c is not None
+        if unbatched:
+            h, c = h.squeeze(1), c.squeeze(1)
+        return self._finish(out, unbatched), (h, c)
+
+
+class GRU(_RNNBase):
+    """Gated recurrent unit; gates in PyTorch's order ``r, z, n`` with
+    ``n = tanh(W_in x + b_in + r * (W_hn h + b_hn))`` and ``h' = (1 - z) n + z h``."""
+
+    _gates = 3
+
+    def _cell(self, x_proj: Tensor, h: Tensor, c: Tensor | None, w_hh: Tensor,
+              b_hh: Tensor | None) -> tuple[Tensor, Tensor | None]:
+        xr, xz, xn = x_proj.chunk(3, -1)
+        hr, hz, hn = F.linear(h, w_hh, b_hh).chunk(3, -1)
+        r = (xr + hr).sigmoid()
+        z = (xz + hz).sigmoid()
+        n = (xn + r * hn).tanh()
+        return (1.0 - z) * n + z * h, None
+
+    def forward(self, x: Tensor, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        x, unbatched = self._prepare(x)
+        h0 = self._zeros(x) if hx is None else (hx.unsqueeze(1) if unbatched else hx)
+        out, h, _ = self._run(x, h0, None)
+        return self._finish(out, unbatched), h.squeeze(1) if unbatched else h

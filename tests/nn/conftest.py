@@ -1,0 +1,6 @@
+import pytest
+
+
+@pytest.fixture
+def torch():
+    return pytest.importorskip("torch")
