@@ -53,6 +53,14 @@ class AutodiffTensor(Tensor):
         return self
 
     @property
+    def inner(self) -> Tensor:
+        """The value as a tensor of the inner device (no copy): what `Gradients` hold.
+
+        ``device.backend.wrap(t)`` goes the other way, giving a leaf of this device.
+        """
+        return self._data.value
+
+    @property
     def is_leaf(self) -> bool:
         """True for tensors no recorded op produced (inputs, parameters, detached values)."""
         return self._data.node is None
