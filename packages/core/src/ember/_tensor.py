@@ -219,25 +219,25 @@ class Tensor:
     # -- operators ------------------------------------------------------------------------------
 
     def __add__(self, o: Any) -> Tensor:
-        return _ew._binary(_ew.ew.add, self, o, "number")
+        return _ew._binary(_ewops.add, self, o, "number")
 
     def __radd__(self, o: Any) -> Tensor:
         return _ew.add(o, self)
 
     def __sub__(self, o: Any) -> Tensor:
-        return _ew._binary(_ew.ew.sub, self, o, "number")
+        return _ew._binary(_ewops.sub, self, o, "number")
 
     def __rsub__(self, o: Any) -> Tensor:
         return _ew.sub(o, self)
 
     def __mul__(self, o: Any) -> Tensor:
-        return _ew._binary(_ew.ew.mul, self, o, "number")
+        return _ew._binary(_ewops.mul, self, o, "number")
 
     def __rmul__(self, o: Any) -> Tensor:
         return _ew.mul(o, self)
 
     def __truediv__(self, o: Any) -> Tensor:
-        return _ew._binary(_ew.ew.div, self, o, "float")
+        return _ew._binary(_ewops.div, self, o, "float")
 
     def __rtruediv__(self, o: Any) -> Tensor:
         return _ew.div(o, self)
@@ -646,9 +646,12 @@ class Tensor:
 
 
 # Imported last: these modules use Tensor at call time only.
-from . import _elementwise as _ew  # noqa: E402
-from . import _indexing as _ix  # noqa: E402
-from . import _linalg as _la  # noqa: E402
-from . import _manipulation as _mv  # noqa: E402
-from . import _reduction as _red  # noqa: E402
-from . import functional as _fn  # noqa: E402
+from . import (  # noqa: E402  # last: these modules need Tensor defined
+    _elementwise as _ew,
+    _indexing as _ix,
+    _linalg as _la,
+    _manipulation as _mv,
+    _reduction as _red,
+    functional as _fn,
+)
+from .ops import elementwise as _ewops  # noqa: E402
