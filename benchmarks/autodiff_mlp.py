@@ -9,6 +9,7 @@ the same number of cores.  torch is used here only as the peer being compared wi
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import statistics
 import time
@@ -25,7 +26,7 @@ BATCH = 128
 
 def _params(rng: np.random.Generator) -> list[np.ndarray]:
     out = []
-    for fan_in, fan_out in zip(SIZES[:-1], SIZES[1:], strict=True):
+    for fan_in, fan_out in itertools.pairwise(SIZES):
         bound = 1 / np.sqrt(fan_in)
         out.append(rng.uniform(-bound, bound, (fan_out, fan_in)).astype(np.float32))
         out.append(rng.uniform(-bound, bound, fan_out).astype(np.float32))

@@ -7,10 +7,10 @@ import sys
 import threading
 from pathlib import Path
 
+import ember
 import numpy as np
 import pytest
 
-import ember
 from ember_autodiff import AutodiffBackend, AutodiffTensor, Gradients
 
 AD = "autodiff<cpu>"

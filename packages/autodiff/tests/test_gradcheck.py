@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-import pytest
-
 import ember
 import ember.functional as F
+import numpy as np
+import pytest
 from ember import ops
+
 from ember_autodiff import RULES
 from ember_autodiff.testing import check_grads
 

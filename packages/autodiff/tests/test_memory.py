@@ -7,10 +7,9 @@ import os
 import tracemalloc
 import weakref
 
-import numpy as np
-
 import ember
 import ember.functional as F
+import numpy as np
 
 AD = "autodiff<cpu>"
 

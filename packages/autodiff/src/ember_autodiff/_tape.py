@@ -43,14 +43,15 @@ class Node:
     not require grad.  ``args`` and ``out`` are the inner-device inputs and output(s) the rule
     reads; under checkpointing they are None where they can be recomputed.  ``ref`` is a weak
     reference to the output cell: the gradient of an intermediate is kept only while its
-    tensor is alive.  ``depth`` counts unsaved (checkpointed) producers in a row; it is -1 for nodes that
-    saved everything.
+    tensor is alive.  ``depth`` counts unsaved (checkpointed) producers in a row; it is -1 for
+    nodes that saved everything.
     """
 
     __slots__ = ("args", "depth", "op", "out", "params", "parents", "ref", "shape")
 
-    def __init__(self, op: Op, params: dict[str, Any], parents: tuple[Node | Cell | None, ...],
-                 args: tuple[Tensor | None, ...], out: Any, cell: Cell, depth: int) -> None:
+    def __init__(self, op: Op, params: dict[str, Any],
+                 parents: tuple[Node | Cell | None, ...], args: tuple[Tensor | None, ...],
+                 out: Any, cell: Cell, depth: int) -> None:
         self.op = op
         self.params = params
         self.parents: tuple[Node | Cell | None, ...] | None = parents

@@ -98,7 +98,7 @@ RULES[elementwise.abs] = lambda g, out, x: (g * x.sign(),)
 
 
 @rule(elementwise.clamp)
-def _clamp(g: Tensor, out: Tensor, x: Tensor, min: Any = None, max: Any = None) -> Grads:  # noqa: A002
+def _clamp(g: Tensor, out: Tensor, x: Tensor, min: Any = None, max: Any = None) -> Grads:
     # the gradient passes where min <= x <= max (PyTorch's rule)
     inside = None
     if min is not None:
@@ -281,8 +281,8 @@ def _fit_to(g: Tensor, shape: Sequence[int]) -> Tensor:
     """``g`` (index-shaped) padded with zeros to ``shape`` (a larger src of scatter)."""
     if tuple(g.shape) == tuple(shape):
         return g
-    return apply(movement.pad, g, pad=tuple((0, n - m) for m, n in zip(g.shape, shape,
-                                                                       strict=True)), value=0.0)
+    widths = tuple((0, n - m) for m, n in zip(g.shape, shape, strict=True))
+    return apply(movement.pad, g, pad=widths, value=0.0)  # type: ignore[no-any-return]
 
 
 @rule(movement.scatter_add)

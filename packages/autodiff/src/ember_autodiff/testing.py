@@ -12,9 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
-
 import ember
+import numpy as np
 from ember._tensor import Tensor
 
 __all__ = ["check_grads", "numerical_grads"]

@@ -35,7 +35,7 @@ def is_grad_enabled() -> bool:
     return STATE.enabled
 
 
-class set_grad_enabled:  # noqa: N801  # PyTorch's name; a class so it works as a decorator too
+class set_grad_enabled:  # PyTorch's name; a class so it works as a decorator too
     """Turn recording on or off inside a ``with`` block (or for a decorated function)."""
 
     def __init__(self, mode: bool) -> None:
@@ -60,7 +60,7 @@ class set_grad_enabled:  # noqa: N801  # PyTorch's name; a class so it works as 
         return run  # type: ignore[return-value]  # same signature as fn
 
 
-class no_grad(set_grad_enabled):  # noqa: N801  # PyTorch's name
+class no_grad(set_grad_enabled):  # PyTorch's name
     """Do not record ops on autodiff devices: results do not require grad.
 
     Examples
@@ -74,7 +74,7 @@ class no_grad(set_grad_enabled):  # noqa: N801  # PyTorch's name
         super().__init__(False)
 
 
-class enable_grad(set_grad_enabled):  # noqa: N801  # PyTorch's name
+class enable_grad(set_grad_enabled):  # PyTorch's name
     """Record ops again inside a ``no_grad`` block."""
 
     def __init__(self) -> None:
