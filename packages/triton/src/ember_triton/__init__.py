@@ -1,11 +1,23 @@
 """ember's Triton kernel library and the device-independent `TritonBackend`.
 
 ``ember_cuda`` and ``ember_rocm`` run these kernels on GPUs; the ``triton-interpret`` device
-(registered here) runs the same kernels under Triton's interpreter on host memory.
+(registered here) runs the same kernels under Triton's interpreter on host memory.  Names are
+imported on first access so that plugin discovery (which imports this package) never loads
+triton.
 """
 
-from ._array import DeviceArray
-from ._memory import HostMemory, HostPointer, Memory
-from .backend import TritonBackend
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __all__ = ["DeviceArray", "HostMemory", "HostPointer", "Memory", "TritonBackend"]
+
+_WHERE = {"DeviceArray": "._array", "HostMemory": "._memory", "HostPointer": "._memory",
+          "Memory": "._memory", "TritonBackend": ".backend"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(importlib.import_module(_WHERE[name], __name__), name)
+    raise AttributeError(f"module 'ember_triton' has no attribute {name!r}")

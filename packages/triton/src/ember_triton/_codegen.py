@@ -75,7 +75,7 @@ def _source(name: str, nin: int, nsc: int, rank: int, body: str, in_dtypes: Sequ
                 lines.append("    c0 = rem")
 
     def offset(prefix: str) -> str:
-        return " + ".join(f"c{d} * {prefix}{d}" for d in range(rank)) if rank else "0"
+        return " + ".join(f"c{d} * {prefix}{d}" for d in range(rank)) if rank else "offs * 0"
 
     for i in range(nin):
         lines.append(f"    x{i} = {load_expr(f'in{i}', offset(f'A{i}_'), in_dtypes[i], widen)}")

@@ -39,6 +39,9 @@ class Memory:
     def synchronize(self) -> None:
         pass
 
+    def activate(self) -> None:
+        """Make this memory's device current before a launch (GPU layers)."""
+
     def stats(self) -> dict[str, int]:
         return {}
 
@@ -51,7 +54,9 @@ class Memory:
         return DeviceArray(self, self.allocate(max(n, 1) * np.dtype(dtype).itemsize), shape, dtype)
 
     def from_numpy(self, array: np.ndarray) -> DeviceArray:
-        flat = np.ascontiguousarray(array)
+        flat = np.asarray(array)  # Note: not ascontiguousarray, which makes 0-d arrays 1-d
+        if not flat.flags.c_contiguous:
+            flat = flat.copy()
         data = flat.reshape(-1).view(np.uint8) if flat.size else np.zeros(flat.itemsize, np.uint8)
         return DeviceArray(self, self.upload(data), flat.shape, flat.dtype)
 
@@ -111,14 +116,12 @@ class HostMemory(Memory):
 
     def __init__(self) -> None:
         self.allocated = 0
-        self.peak = 0
 
     def allocate(self, nbytes: int) -> np.ndarray:
         # 16-byte aligned like device allocations: Triton assumes aligned pointers
         buf = np.empty(nbytes + 16, np.uint8)
         start = (-buf.ctypes.data) % 16
         self.allocated += nbytes
-        self.peak = max(self.peak, self.allocated)
         return buf[start:start + nbytes]
 
     def upload(self, array: np.ndarray) -> np.ndarray:
@@ -133,4 +136,4 @@ class HostMemory(Memory):
         return HostPointer(storage.ctypes.data + byte_offset, dtype_name)
 
     def stats(self) -> dict[str, int]:
-        return {"allocated_bytes_total": self.allocated, "peak_bytes": self.peak}
+        return {"allocated_bytes_total": self.allocated}

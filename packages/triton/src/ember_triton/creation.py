@@ -6,6 +6,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from ember._dtype import DType
 from ember._host import numpy_dtype
 from ember.ops import creation as cr
 
@@ -18,9 +19,14 @@ if TYPE_CHECKING:
 __all__ = ["KERNELS"]
 
 
+def _np_dtype(dtype: Any) -> np.dtype[Any]:
+    """An ember dtype or a numpy one (kernels call each other with numpy dtypes)."""
+    return numpy_dtype(dtype) if isinstance(dtype, DType) else np.dtype(dtype)
+
+
 def full(be: TritonBackend, shape: tuple[int, ...] = (), value: Any = 0,
          dtype: Any = None) -> DeviceArray:
-    nd = numpy_dtype(dtype) if dtype is not None else np.dtype(np.float32)
+    nd = _np_dtype(dtype)
     return elementwise(be, "r = s0", [], nd, scalars=[be.scalar(value, nd)], shape=tuple(shape),
                        widen=False)
 
@@ -81,7 +87,7 @@ def _randint(be: TritonBackend, low: int = 0, high: int = 1, shape: tuple[int, .
 
 
 def cast(be: TritonBackend, x: DeviceArray, dtype: Any = None) -> DeviceArray:
-    nd = numpy_dtype(dtype) if not isinstance(dtype, np.dtype) else dtype
+    nd = _np_dtype(dtype)
     if nd == x.dtype:
         return x
     if nd.kind == "b":

@@ -1,0 +1,9 @@
+"""ember's CUDA backend: ember's Triton kernels on NVIDIA GPUs over CuPy memory pools.
+
+PyTorch is never imported: ember installs its own Triton driver (:mod:`ember_cuda.driver`)
+that takes the current device, stream and compute capability from CuPy.
+"""
+
+from .probe import probe
+
+__all__ = ["probe"]

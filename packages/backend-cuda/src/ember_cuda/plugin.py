@@ -1,0 +1,43 @@
+"""The ``cuda:N`` devices.  Registers everywhere; unavailable (with the reason) without a GPU."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from ember._device import DeviceSpec
+from ember.hookspecs import hookimpl
+
+from .probe import device_count, probe
+
+if TYPE_CHECKING:
+    from ember_triton import TritonBackend
+
+
+def _factory(index: int) -> TritonBackend:
+    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        raise RuntimeError("cuda devices need compiled Triton kernels, but TRITON_INTERPRET is "
+                           "set in this process (the triton-interpret device sets it)")
+    ok, reason = probe()
+    if not ok:
+        from ember._errors import DeviceUnavailableError
+
+        raise DeviceUnavailableError(f"device 'cuda:{index}' is unavailable: {reason}")
+    from ember_triton import TritonBackend
+
+    from .driver import install
+    from .memory import CudaMemory
+
+    memory = CudaMemory(index)
+    memory.activate()
+    install()
+    precision = os.environ.get("EMBER_MATMUL_PRECISION", "ieee")
+    return TritonBackend(memory, "cuda", matmul_precision=precision)
+
+
+@hookimpl
+def ember_devices_register() -> list[DeviceSpec]:
+    """NVIDIA GPUs through Triton and CuPy."""
+    return [DeviceSpec(name="cuda", factory=_factory, probe=probe, count=device_count,
+                       priority=20, plugin="cuda",
+                       description="NVIDIA GPU: ember's Triton kernels on CuPy memory")]
