@@ -63,7 +63,7 @@ class OpenCLBackend(Backend):
         return str(self.runtime.device.name).strip()
 
     def from_numpy(self, array: np.ndarray, dtype: _dtype.DType) -> CLArray:
-        host = np.ascontiguousarray(array, dtype=numpy_dtype(dtype))
+        host = np.require(np.asarray(array, dtype=numpy_dtype(dtype)), requirements="C")
         if host.dtype == np.bool_:
             host = host.view(np.uint8)
         out = self.runtime.upload(host)

@@ -33,7 +33,7 @@ uint4 philox(uint4 c, uint2 k) {
 }
 """
 
-_RANDOM = PHILOX + """
+_RANDOM = """
 __kernel void rng(__global {t}* out, ulong n, uint s0, uint s1, uint f0, uint f1,
                   long lo, ulong span)
 {{
@@ -67,7 +67,7 @@ def _random(rt: Runtime, which: str, shape: tuple[int, ...], dtype: Any, seed: i
     else:
         t = compute_type(nd)
         expr = _EXPR[which, "double" if t == "double" else "float"]
-    src = _RANDOM.format(t=ctype(nd), expr=expr)
+    src = PHILOX + _RANDOM.format(t=ctype(nd), expr=expr)
     k = rt.kernel(src, "rng")
     seed &= (1 << 64) - 1
     offset &= (1 << 64) - 1

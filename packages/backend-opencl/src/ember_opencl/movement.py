@@ -196,7 +196,7 @@ int before({t} x, long ix, {t} y, long iy, long n) {{
     return ix < iy;
 }}
 
-__kernel void step(__global {t}* keys, __global long* idx, long P, long n, long j, long k)
+__kernel void bitonic(__global {t}* keys, __global long* idx, long P, long n, long j, long k)
 {{
     long g = get_global_id(0);
     long row = g / P, i = g % P, l = i ^ j;
@@ -229,7 +229,7 @@ def sort(rt: Runtime, x: CLArray, dim: int, descending: bool) -> tuple[CLArray, 
     else:
         nan = "int xn = isnan(x), yn = isnan(y); if (xn || yn) return xn && yn ? ix < iy : yn;"
     src = _BITONIC.format(t=ctype(x.dtype), nan=nan if fl else "", lt=">" if descending else "<")
-    k = rt.kernel(src, "step")
+    k = rt.kernel(src, "bitonic")
     size = 2
     while size <= P:
         j = size // 2

@@ -121,7 +121,8 @@ class Runtime:
         return CLArray(self.pool.allocate(nbytes), shape, dtype)
 
     def upload(self, array: np.ndarray) -> CLArray:
-        host = np.ascontiguousarray(array)
+        # Note: not np.ascontiguousarray, which turns 0-d arrays into 1-d ones
+        host = np.require(array, requirements='C')
         out = self.empty(host.shape, host.dtype)
         if host.size:
             cl.enqueue_copy(self.queue, out.buffer, host, is_blocking=True)
@@ -155,7 +156,7 @@ class Runtime:
                     warnings.simplefilter("ignore")
                     prog = cl.Program(self.context, head + source).build()
                 self._programs[source] = prog
-            k = self._kernels[key] = getattr(prog, name)
+            k = self._kernels[key] = cl.Kernel(prog, name)
         return k
 
     def launch(self, kernel: cl.Kernel, gsize: tuple[int, ...], lsize: tuple[int, ...] | None,
