@@ -236,34 +236,56 @@ def test_nested_autodiff_gives_first_derivatives_too() -> None:
     assert grads[x].tolist() == [3.0, 12.0]
 
 
-def test_hessian_vector_product_of_an_mlp_matches_finite_differences() -> None:
+def _hvp_setup() -> tuple[list[np.ndarray], list[np.ndarray], np.ndarray, list[np.ndarray]]:
+    """Parameters, a direction, inputs, and the HVP by finite differences of the gradient."""
     rng = np.random.default_rng(0)
     shapes = [(3, 4), (4,), (4, 2)]
     values = [rng.normal(size=s) for s in shapes]
     vs = [rng.normal(size=s) for s in shapes]
     xs = rng.normal(size=(5, 3))
-    nested = "autodiff<autodiff<cpu>>"
 
     def gradient(vals: list[np.ndarray]) -> list[np.ndarray]:
         ps = [leaf(v) for v in vals]
         grads = _mlp_loss(ps, ember.tensor(xs, device=AD)).backward()
         return [grads[p].numpy() for p in ps]
 
-    ps = [leaf(v, nested) for v in values]
-    grads = _mlp_loss(ps, ember.tensor(xs, device=nested)).backward()
-    # grads[p] lives on autodiff<cpu>, recorded there: differentiate <grad, v> once more
-    gv = sum(((grads[p] * ember.tensor(v, device=AD)).sum() for p, v in zip(ps, vs,
-                                                                           strict=True)),
-             start=ember.zeros((), dtype=ember.float64, device=AD))
-    hvp = gv.backward()
     eps = 1e-5
     plus = gradient([a + eps * v for a, v in zip(values, vs, strict=True)])
     minus = gradient([a - eps * v for a, v in zip(values, vs, strict=True)])
-    for p, hi, lo in zip(ps, plus, minus, strict=True):
-        np.testing.assert_allclose(hvp[p].numpy(), (hi - lo) / (2 * eps), rtol=1e-6, atol=1e-8)
+    return values, vs, xs, [(hi - lo) / (2 * eps) for hi, lo in zip(plus, minus, strict=True)]
 
 
-def test_create_graph_points_to_nesting() -> None:
-    x = leaf([1.0])
-    with pytest.raises(NotImplementedError, match="autodiff<autodiff"):
-        (x * x).sum().backward(create_graph=True)
+def _dot(grads: Gradients, ps: list[ember.Tensor], vs: list[np.ndarray],
+         device: str) -> ember.Tensor:
+    total = ember.zeros((), dtype=ember.float64, device=device)
+    for p, v in zip(ps, vs, strict=True):
+        total = total + (grads[p] * ember.tensor(v, device=device)).sum()
+    return total
+
+
+def test_hessian_vector_product_by_nesting_matches_finite_differences() -> None:
+    values, vs, xs, expected = _hvp_setup()
+    nested = "autodiff<autodiff<cpu>>"
+    ps = [leaf(v, nested) for v in values]
+    grads = _mlp_loss(ps, ember.tensor(xs, device=nested)).backward()
+    # grads[p] lives on autodiff<cpu>, recorded there: differentiate <grad, v> once more
+    hvp = _dot(grads, ps, vs, AD).backward()
+    for p, want in zip(ps, expected, strict=True):
+        np.testing.assert_allclose(hvp[p].numpy(), want, rtol=1e-6, atol=1e-8)
+
+
+def test_hessian_vector_product_by_create_graph_matches_finite_differences() -> None:
+    values, vs, xs, expected = _hvp_setup()
+    ps = [leaf(v) for v in values]
+    grads = _mlp_loss(ps, ember.tensor(xs, device=AD)).backward(create_graph=True)
+    assert grads[ps[0]].device is ember.device(AD) and grads[ps[0]].requires_grad
+    hvp = _dot(grads, ps, vs, AD).backward()
+    for p, want in zip(ps, expected, strict=True):
+        np.testing.assert_allclose(hvp[p].numpy(), want, rtol=1e-6, atol=1e-8)
+
+
+def test_second_derivative_of_a_cube_by_create_graph() -> None:
+    x = leaf([1.0, -2.0])
+    g = (x * x * x).sum().backward(create_graph=True)[x]
+    assert g.tolist() == [3.0, 12.0]
+    assert g.sum().backward()[x].tolist() == [6.0, -12.0]

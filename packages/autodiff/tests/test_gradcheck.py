@@ -269,6 +269,42 @@ case("mse_loss", F.mse_loss, n(2, 3), n(2, 3))
 case("mlp", lambda x, w1, w2: (x @ w1).tanh() @ w2, n(3, 4), n(4, 5), n(5, 2))
 
 
+# -- second order: the gradient (create_graph=True) differentiated again ---------------------
+
+
+def grad_of(f: Callable[..., Any]) -> Callable[..., Any]:
+    """``x -> d sum(f(x)) / dx``, recorded so that it can be differentiated again."""
+
+    def g(x: Any, *rest: Any) -> Any:
+        with ember.enable_grad():  # check_grads evaluates under no_grad for its differences
+            return f(x, *rest).sum().backward(create_graph=True)[x]
+
+    return g
+
+
+SECOND: dict[str, tuple[Callable[..., Any], list[Any]]] = {
+    "exp": (ember.exp, [n(3)]), "log": (ember.log, [pos(3)]), "sin": (ember.sin, [n(3)]),
+    "tanh": (ember.tanh, [n(2, 2)]), "sigmoid": (ember.sigmoid, [n(3)]),
+    "sqrt": (ember.sqrt, [pos(3)]), "rsqrt": (ember.rsqrt, [pos(3)]),
+    "erf": (ember.erf, [n(3)]), "atan": (ember.atan, [n(3)]),
+    "mul-self": (lambda x: x * x * x, [n(3)]), "div": (lambda x, y: x / y, [n(3), away(3)]),
+    "pow": (lambda x, y: x ** y, [pos(3), n(3)]), "atan2": (ember.atan2, [away(3), away(3)]),
+    "matmul": (lambda a, b: (a @ b).tanh(), [n(2, 3), n(3, 2)]),
+    "softmax": (lambda x: x.softmax(-1) * ember.tensor([1.0, 2.0, 3.0], dtype=ember.float64,
+                                                       device=x.device), [n(2, 3)]),
+    "log_softmax": (lambda x: x.log_softmax(-1) ** 2, [n(2, 3)]),
+    "prod": (lambda x: x.prod(1), [pos(2, 3)]),
+    "cumprod": (lambda x: x.cumprod(0), [pos(4)]),
+    "var": (lambda x: x.var(0), [n(4, 2)]),
+    "conv2d": (lambda x, w: F.conv2d(x, w, stride=2, padding=1).tanh(),
+               [n(1, 1, 4, 4), n(2, 1, 3, 3)]),
+    "layer_norm": (lambda x: F.layer_norm(x, 3) ** 2, [n(2, 3)]),
+    "gather": (lambda x: (x.gather(1, ember.tensor([[2, 0]], device=x.device)) ** 3), [n(1, 3)]),
+}
+for name, (f, args) in SECOND.items():
+    case(f"second-order-{name}", grad_of(f), *args, atol=1e-4, rtol=1e-3)
+
+
 @pytest.mark.parametrize(("name", "fn", "args", "tol"), CASES, ids=[c[0] for c in CASES])
 def test_gradient_matches_finite_differences(name: str, fn: Callable[..., Any], args: list[Any],
                                              tol: dict[str, float]) -> None:

@@ -142,8 +142,32 @@ class _Recompute:
                      for a, p in zip(node.args, node.parents, strict=True))
 
 
-def run_backward(root: AutodiffTensor, grad_output: Tensor | None,
-                 retain_graph: bool) -> Gradients:
+def _lift(value: Tensor, p: Node | Cell | None, device: Any) -> Tensor:
+    """An inner value as a tensor of the autodiff device, linked to the node behind it."""
+    from .tensor import AutodiffTensor
+
+    if p is None:
+        cell = Cell(value, None, False)
+    elif type(p) is Cell:
+        cell = p  # the leaf itself
+    else:
+        assert type(p) is Node
+        cell = Cell(value, p, True)
+    return AutodiffTensor._make(cell, device, value._dtype)
+
+
+def _on_graph(n: Node, args: Sequence[Tensor], out: Any, device: Any) -> tuple[Any, Any]:
+    """``create_graph``: a node's inputs and output as autodiff tensors, so that the rule's
+    own ops are recorded and the gradients can be differentiated again."""
+    assert n.parents is not None
+    lifted = tuple(_lift(a, p, device) for a, p in zip(args, n.parents, strict=True))
+    if n.op.outputs == 1:
+        return lifted, _lift(out, n, device)
+    return lifted, (_lift(out[0], n, device), *(_lift(o, None, device) for o in out[1:]))
+
+
+def run_backward(root: AutodiffTensor, grad_output: Tensor | None, retain_graph: bool,
+                 create_graph: bool = False) -> Gradients:
     cell = root._data
     device = root._device
     if not cell.requires_grad:
@@ -161,6 +185,12 @@ def run_backward(root: AutodiffTensor, grad_output: Tensor | None,
             grad = grad._data.value
         if tuple(grad.shape) != tuple(root.shape):
             raise RuntimeError(f"grad_output has shape {grad.shape}, the tensor {root.shape}")
+    if create_graph:
+        retain_graph = True  # the new graph runs through the old one
+        if grad_output is not None and grad_output._device is device:
+            grad = grad_output
+        else:
+            grad = _lift(grad, None, device)
     node = cell.node
     if node is None:  # a leaf: its gradient is grad_output
         return Gradients({cell: grad}, device)
@@ -183,6 +213,8 @@ def run_backward(root: AutodiffTensor, grad_output: Tensor | None,
             out = recompute.value(n)
         else:
             args, out = n.args, n.out  # type: ignore[assignment]
+        if create_graph:
+            args, out = _on_graph(n, args, out, device)
         rule = RULES[n.op]
         grads: Sequence[Tensor | None]
         if isinstance(rule, tuple):  # one function per input: run only those that are needed

@@ -86,18 +86,16 @@ class AutodiffTensor(Tensor):
         grad_output : the gradient flowing into this tensor (same shape); needed unless this
             tensor has one element.  A tensor of this device or of its inner device.
         retain_graph : keep the graph so that ``backward`` can run through it again.
-        create_graph : not supported: for higher derivatives nest the decorator,
-            ``autodiff<autodiff<cpu>>`` (see ``docs/autodiff.md``).
+        create_graph : record the backward pass itself, so that gradients can be
+            differentiated again (Hessian-vector products); the gradients are then tensors of
+            this device, and the graph is kept.  Nesting the decorator,
+            ``autodiff<autodiff<cpu>>``, is the other way to higher derivatives.
 
         Returns
         -------
-        Gradients : ``grads[t]`` is the gradient of ``t``, a tensor of the inner device.
+        Gradients : ``grads[t]`` is the gradient of ``t``, a tensor of the inner device (of this
+            device with ``create_graph``).
         """
         from .gradients import run_backward
 
-        if create_graph:
-            raise NotImplementedError(
-                "backward(create_graph=True) is not supported: ember differentiates gradients "
-                "by nesting the decorator, e.g. device 'autodiff<autodiff<cpu>>' (the inner "
-                "autodiff records the outer backward pass); see docs/autodiff.md")
-        return run_backward(self, grad_output, retain_graph)
+        return run_backward(self, grad_output, retain_graph, create_graph)
