@@ -73,6 +73,7 @@ class Plan:
     groups: tuple[str, ...]
     kernels: int
     views: int
+    written: int  # values the steps write to memory (held ones, and those between steps)
 
 
 class _Group:
@@ -203,7 +204,9 @@ def analyse(nodes: Sequence[Node], refs: Sequence[tuple[int, ...]],
         plan_steps.append(ks)
         names.append(ks.group.describe())
     keep = tuple(i for i in range(count) if held[i])
-    return Plan(plan_steps, keep, tuple(names), len(names), len(plan_steps) - len(names))
+    written = sum(len(st.outs) if isinstance(st, KernelStep) else 1 for st in plan_steps)
+    return Plan(plan_steps, keep, tuple(names), len(names), len(plan_steps) - len(names),
+                written)
 
 
 def _group_step(g: _Group, p: _Partitioner, needed: list[bool], users: list[list[int]],

@@ -44,6 +44,7 @@ class FusionStats:
     plan_misses: int = 0
     kernels_launched: int = 0
     views_run: int = 0
+    values_written: int = 0
     kernels_compiled: int = 0
     kernel_cache_hits: int = 0
     analysis_s: float = 0.0
@@ -139,6 +140,7 @@ class Stream:
             stats.ops_recorded += len(nodes)
             stats.kernels_launched += plan.kernels
             stats.views_run += plan.views
+            stats.values_written += plan.written
             stats.analysis_s += t1 - t0
             stats.execute_s += t2 - t1
             stats.last_groups = plan.groups

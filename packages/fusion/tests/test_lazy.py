@@ -1,0 +1,151 @@
+"""Laziness, liveness, sync points, caches, logging and threads of fusion<cpu>."""
+
+from __future__ import annotations
+
+import gc
+import logging
+import threading
+
+import ember
+import ember_fusion
+import numpy as np
+import pytest
+
+
+def test_ops_are_recorded_until_a_sync_point(fused: ember.Device) -> None:
+    x = ember.arange(6.0, device=fused)
+    y = (x + 1) * 2
+    assert y.shape == (6,)  # known without running anything
+    assert ember_fusion.stats(fused).flushes == 0
+    assert y.tolist() == [2.0, 4.0, 6.0, 8.0, 10.0, 12.0]
+    assert ember_fusion.stats(fused).flushes == 1
+
+
+def test_unheld_intermediates_are_never_written(fused: ember.Device) -> None:
+    x = ember.ones((8, 8), device=fused)
+    y = ((x * 2 + 1).exp() - 3).abs()
+    y.numpy()
+    s = ember_fusion.stats(fused)
+    assert s.values_written == 1  # only y: the four intermediates lived in registers/blocks
+
+
+def test_held_intermediates_are_materialised(fused: ember.Device) -> None:
+    x = ember.ones((8, 8), device=fused)
+    a = x * 2 + 1
+    y = (a.exp() - 3).abs()
+    y.numpy()
+    assert ember_fusion.stats(fused).values_written == 2  # a and y
+    # a was computed by the same kernel: reading it runs nothing more
+    assert a.numpy()[0, 0] == 3.0
+    assert ember_fusion.stats(fused).flushes == 1
+
+
+def test_a_rebound_payload_keeps_its_value(fused: ember.Device) -> None:
+    x = ember.ones(4, device=fused)
+    y = ember.zeros(4, device=fused)
+    y._data = (x * 5)._data  # what optimizers do to parameters (nn._values.rebind)
+    gc.collect()
+    assert y.tolist() == [5.0] * 4
+
+
+def test_setitem_on_a_lazy_tensor(fused: ember.Device) -> None:
+    x = ember.arange(5.0, device=fused) * 2
+    x[1:3] = -1.0
+    assert x.tolist() == [0.0, -1.0, -1.0, 6.0, 8.0]
+
+
+def test_non_fusible_op_runs_eagerly_on_pending_inputs(fused: ember.Device) -> None:
+    x = ember.tensor([3.0, 1.0, 2.0], device=fused) * 2
+    values, indices = x.sort()
+    assert values.tolist() == [2.0, 4.0, 6.0]
+    assert indices.tolist() == [1, 2, 0]
+    assert ember_fusion.stats(fused).eager_ops >= 1
+
+
+def test_printing_and_item_are_sync_points(fused: ember.Device) -> None:
+    x = ember.tensor([1.5, 2.5], device=fused) * 2
+    assert "5." in repr(x) and "fusion<cpu>" in repr(x)
+    assert (x.sum() * 1).item() == 8.0
+
+
+def test_device_move_materialises(fused: ember.Device) -> None:
+    x = ember.tensor([1.0, 2.0], device=fused).exp()
+    y = x.to("cpu")
+    assert y.device == ember.device("cpu")
+    np.testing.assert_allclose(y.numpy(), np.exp([1.0, 2.0]), rtol=1e-6)
+
+
+def test_recurring_stream_hits_the_plan_cache(fused: ember.Device) -> None:
+    w = ember.ones((16, 4), device=fused)
+    for _ in range(5):
+        w = ((w * 0.5).tanh() + 1) / 2
+        w.numpy()
+    s = ember_fusion.stats(fused)
+    assert s.flushes == 5
+    assert s.plan_misses <= 2  # the first step's inputs differ (a creation value)
+    assert s.plan_hits >= 3
+    assert s.kernels_compiled <= 2
+
+
+def test_same_group_in_another_stream_reuses_its_kernel(fused: ember.Device) -> None:
+    a = ember.ones((3, 3), device=fused)
+    (a * 3 + 1).numpy()
+    b = ember.ones((3, 3), device=fused) * 2
+    _ = b.numpy()
+    ember_fusion.reset_stats(fused)
+    c = (b * 3 + 1).reshape(9)  # a new stream (a view follows), holding the same group
+    c.numpy()
+    s = ember_fusion.stats(fused)
+    assert s.plan_misses == 1
+    assert s.kernels_compiled == 0 and s.kernel_cache_hits == 1
+    assert c.tolist() == [7.0] * 9
+
+
+def test_fusion_log_reports_groups(fused: ember.Device, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.DEBUG, logger="ember_fusion"):
+        (ember.ones(4, device=fused) * 2 + 1).numpy()
+    assert any("1 kernel(s)" in r.getMessage() and "mul+add" in r.getMessage()
+               for r in caplog.records)
+
+
+def test_a_tensor_pending_on_another_thread_is_computed(fused: ember.Device) -> None:
+    made: list[ember.Tensor] = []
+
+    def produce() -> None:
+        made.append(ember.arange(4.0, device=fused) * 3)
+
+    t = threading.Thread(target=produce)
+    t.start()
+    t.join()
+    y = made[0] + 1  # recorded on this thread, input pending on the other one's stream
+    assert y.tolist() == [1.0, 4.0, 7.0, 10.0]
+
+
+def test_fusion_of_a_decorated_device_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"autodiff<fusion<cpu>>"):
+        ember.device("fusion<autodiff<cpu>>")
+
+
+def test_unknown_compiler_option_is_an_error() -> None:
+    with pytest.raises(TypeError):
+        ember.device("fusion<cpu,colour=3>")
+
+
+def test_int_and_bool_programs_match_cpu(blocked: ember.Device) -> None:
+    a = np.arange(-40, 40, dtype=np.int64).reshape(20, 4)
+    out = []
+    for dev in ("cpu", blocked):
+        x = ember.tensor(a, device=dev)
+        y = ((x * 3) // 7 + (x % 5)).maximum(x > 2)
+        out.append((y.numpy(), ember.logical_and(x > 0, x < 9).sum(dim=0).numpy()))
+    np.testing.assert_array_equal(out[0][0], out[1][0])
+    np.testing.assert_array_equal(out[0][1], out[1][1])
+
+
+def test_low_precision_blocks_match_cpu(blocked: ember.Device, rng: np.random.Generator) -> None:
+    a = rng.standard_normal((20, 6)).astype(np.float16)
+    res = []
+    for dev in ("cpu", blocked):
+        x = ember.tensor(a, device=dev)
+        res.append(((x * 2).sigmoid() + x.sum(dim=0, keepdim=True)).numpy())
+    np.testing.assert_array_equal(res[0], res[1])
