@@ -11,7 +11,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-import pytest
 
 import ember
 
@@ -79,6 +78,7 @@ def compare_module(module: ember.nn.Module, tmodule: Any, inputs: Sequence[np.nd
 
 
 def randn(*shape: int, seed: int = 0, scale: float = 1.0) -> np.ndarray:
-    return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(np.float32)
+    return np.asarray(np.random.default_rng(seed).standard_normal(shape) * scale,
+                      dtype=np.float32)
 
 

@@ -152,7 +152,7 @@ def test_flipped_data_byte_is_caught_by_the_checksum(tmp_path: Path) -> None:
     data = bytearray(path.read_bytes())
     data[-5] ^= 0xFF
     path.write_bytes(bytes(data))
-    with pytest.raises(RecordError, match="checksum mismatch .* the file is corrupted"):
+    with pytest.raises(RecordError, match=r"checksum mismatch .* the file is corrupted"):
         record.load(_model(1), path)
 
 
@@ -166,7 +166,7 @@ def test_flipped_data_byte_is_caught_by_the_checksum(tmp_path: Path) -> None:
 def test_corrupted_header_is_a_clear_record_error(tmp_path: Path, header: bytes) -> None:
     path = tmp_path / "h.safetensors"
     path.write_bytes(struct.pack("<Q", len(header)) + header + b"\x00" * 8)
-    with pytest.raises(RecordError, match="h.safetensors"):
+    with pytest.raises(RecordError, match=r"h\.safetensors"):
         record.load_tensors(path)
 
 
@@ -229,7 +229,7 @@ def test_remapping_renames_and_drops_keys(tmp_path: Path) -> None:
 
 
 def test_remapping_two_keys_onto_one_is_an_error() -> None:
-    with pytest.raises(RecordError, match="sends both 'a.x' and 'b.x' to 'x'"):
+    with pytest.raises(RecordError, match=r"sends both 'a\.x' and 'b\.x' to 'x'"):
         record.remap_keys({"a.x": 1, "b.x": 2}, [(r"^\w\.", "")])
 
 

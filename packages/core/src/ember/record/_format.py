@@ -56,7 +56,7 @@ def write_file(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray],
     specs = {}
     sums = {}
     for key, arr in arrays.items():
-        a = np.ascontiguousarray(arr)
+        a = np.require(arr, requirements="C")
         if a.dtype.byteorder == ">":
             a = a.astype(a.dtype.newbyteorder("<"))
         name = "bfloat16" if a.dtype.name == "bfloat16" else a.dtype.name
@@ -65,7 +65,7 @@ def write_file(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray],
         keep.append(a)
         specs[key] = safetensors.TensorSpec(dtype=name, shape=list(a.shape),
                                             data_ptr=a.ctypes.data, data_len=a.nbytes)
-        sums[key] = f"{zlib.crc32(a.view(np.uint8).reshape(-1)) & 0xFFFFFFFF:08x}"
+        sums[key] = f"{zlib.crc32(a.reshape(-1).view(np.uint8)) & 0xFFFFFFFF:08x}"
     meta[CHECKSUMS] = json.dumps(sums, sort_keys=True)
     data = bytes(safetensors.serialize(specs, metadata=meta))
     del keep

@@ -56,7 +56,8 @@ def load_tensors(path: PathLike, *, device: str | Device | None = None
 
     arrays, meta = read_file(path)
     dev = _device(device)
-    return {k: tensor(np.ascontiguousarray(a), device=dev) for k, a in arrays.items()}, meta
+    tensors = {k: tensor(np.require(a, requirements="C"), device=dev) for k, a in arrays.items()}
+    return tensors, meta
 
 
 def read_metadata(path: PathLike) -> dict[str, str]:
