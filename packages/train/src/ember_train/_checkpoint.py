@@ -112,6 +112,14 @@ class Checkpointer:
                 if p.name.startswith((".tmp-", ".trash-")):
                     shutil.rmtree(p, ignore_errors=True)
 
+    def clear(self) -> int:
+        """Remove every checkpoint and ``best.json``; how many checkpoints there were."""
+        found = self.list()
+        for c in found:
+            self._remove(c.path)
+        (self.directory / "best.json").unlink(missing_ok=True)
+        return len(found)
+
     def save(self, name: str, parts: dict[str, Any], learner_state: dict[str, Any]) -> Path:
         """Write ``parts`` (name -> nested state, one safetensors file each) and
         ``learner.json`` as the complete checkpoint ``name``; return its path."""

@@ -386,6 +386,11 @@ class Learner:
             if found is not None:
                 resumed, states, resume_state = found
                 self._restore(resumed, states, resume_state, streams)
+        stale = 0
+        if resumed is None and self.checkpointer is not None:
+            # a fresh run in a used folder: the old run's checkpoints would mix with the new
+            # ones (pruning, "latest", "best"), so they go
+            stale = self.checkpointer.clear()
         self._write_config(epochs, train, valid)
         if self.artifacts is not None:
             self.artifacts.rewrite_metrics(self.history)
@@ -395,6 +400,9 @@ class Learner:
         v.formats = {m.name: m for m in self.metrics}
         self._renderer = self._make_renderer()
         self._renderer.start()
+        if stale:
+            self._renderer.message(f"starting afresh: removed {stale} checkpoint(s) of an "
+                                   f"earlier run from {self.checkpointer.directory}")
         if resumed is not None:
             self._renderer.message(f"resumed from {resumed.path} (epoch {self.epochs_done}"
                                    + (f", step {resumed.step}" if resumed.step else "") + ")")

@@ -1,0 +1,55 @@
+"""The guide end to end: train, then run inference from the saved artifacts in a new process.
+
+    python examples/guide/run.py                                  # digits on autodiff<cpu>
+    python examples/guide/run.py --device "autodiff<fusion<cpu>>"
+    python examples/guide/run.py --data ~/mnist --epochs 5         # MNIST IDX files
+
+Arguments other than ``--min-accuracy`` go to ``train.py``; ``--artifacts`` and ``--data``
+also to ``infer.py``.  Exits non-zero when training fails or the test accuracy is below
+``--min-accuracy`` (default 0.97).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--artifacts", default="artifacts/guide")
+    p.add_argument("--data", default=None)
+    p.add_argument("--min-accuracy", type=float, default=0.97)
+    known, _ = p.parse_known_args(argv)
+    train_args = [a for a in argv if not a.startswith("--min-accuracy")]
+    if "--min-accuracy" in argv:  # drop its value too
+        i = argv.index("--min-accuracy")
+        train_args = argv[:i] + argv[i + 2:]
+
+    t0 = time.perf_counter()
+    print("== train ==", flush=True)
+    rc = subprocess.call([sys.executable, os.path.join(HERE, "train.py"), *train_args])
+    if rc != 0:
+        return rc
+    if "--resume" not in train_args and not os.path.exists(
+            os.path.join(known.artifacts, "model.safetensors")):
+        return 0  # interrupted: train.py said how to resume
+    t1 = time.perf_counter()
+    print(f"\n== inference, in a new process (training took {t1 - t0:.1f} s) ==", flush=True)
+    infer = [sys.executable, os.path.join(HERE, "infer.py"), "--artifacts", known.artifacts,
+             "--min-accuracy", str(known.min_accuracy)]
+    if known.data is not None:
+        infer += ["--data", known.data]
+    rc = subprocess.call(infer)
+    print(f"\ntotal {time.perf_counter() - t0:.1f} s", flush=True)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
