@@ -1,9 +1,10 @@
 from __future__ import annotations
 
 import ember
-import ember_fusion
 import numpy as np
 import pytest
+
+import ember_fusion
 
 FUSED = "fusion<cpu>"
 #: tiny blocks and two threads, so that small test tensors take the blocked, threaded path

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import ember
-import ember_fusion
 import numpy as np
 import pytest
+
+import ember_fusion
 
 
 def chain(x: ember.Tensor) -> ember.Tensor:

@@ -7,9 +7,10 @@ import logging
 import threading
 
 import ember
-import ember_fusion
 import numpy as np
 import pytest
+
+import ember_fusion
 
 
 def test_ops_are_recorded_until_a_sync_point(fused: ember.Device) -> None:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from ._stream import Stream
 
-__all__ = ["Handle", "Node", "SHAPE_RULES", "Shape"]
+__all__ = ["SHAPE_RULES", "Handle", "Node", "Shape"]
 
 Shape = tuple[int, ...]
 

@@ -189,7 +189,7 @@ def analyse(nodes: Sequence[Node], refs: Sequence[tuple[int, ...]],
             steps.append(ViewStep(inner_kernels[node.op], node.params, refs[i][0], i))
             continue
         how = p.joins(cur, i) if cur is not None else None
-        if how is None:
+        if cur is None or how is None:
             cur, how = p.start(i, len(steps))
             steps.append(cur)
         cur.add(i, how)
@@ -228,6 +228,7 @@ def _group_step(g: _Group, p: _Partitioner, needed: list[bool], users: list[list
                 k = in_ix[r] = len(ins)
                 ins.append(r)
             args.append(-1 - k)
+        assert node.op is not None  # recorded nodes have ops; values never enter groups
         gnodes.append(GroupNode(node.op, node.params, _params_key(node.params), node.dtype,
                                 node.shape, tuple(args)))
     outs = tuple(i for i in g.members

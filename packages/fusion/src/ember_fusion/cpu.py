@@ -147,8 +147,8 @@ class _Codegen:
     def _flat_ok(self) -> bool:
         nodes = self.g.nodes
         shape = nodes[0].shape
-        if any(n.shape != shape or SHAPE_RULES.get(n.op) is not SHAPE_RULES[EW.add]
-               and n.op is not ops.creation.cast for n in nodes):
+        if any(n.shape != shape or (SHAPE_RULES.get(n.op) is not SHAPE_RULES[EW.add]
+               and n.op is not ops.creation.cast) for n in nodes):
             return False
         size = math.prod(shape)
         return all(s == shape or math.prod(s) == 1 for s, _ in self.g.inputs) and size > 0
@@ -253,7 +253,7 @@ class _Codegen:
         if op in _UFUNC:
             fn, dtypes = _UFUNC[op]
             if in_dt in dtypes and dt in _PLAIN:
-                args = ", ".join("{%d}" % i for i in range(len(n.args)))
+                args = ", ".join(f"{{{i}}}" for i in range(len(n.args)))
                 return [f"np.{fn}({args}, out={{out}})"], True
             return None
         if in_dt not in _FLOATS and op not in (EW.where, EW.clamp, ops.creation.cast):
@@ -291,14 +291,14 @@ class _Codegen:
 
     def build(self) -> FusedKernel:
         whole_src = self.whole_source()
-        exec(compile(whole_src, "<ember-fusion whole>", "exec"), self.ns)  # noqa: S102  # generated code
+        exec(compile(whole_src, "<ember-fusion whole>", "exec"), self.ns)  # generated code
         whole: Callable[..., list[Any]] = self.ns["whole"]
         g = self.g
         if g.mode != "rows":
             return _quiet_whole(whole)
         block_src, bufs = self.block_source()
         self.source = whole_src + "\n\n" + block_src
-        exec(compile(block_src, "<ember-fusion block>", "exec"), self.ns)  # noqa: S102  # generated code
+        exec(compile(block_src, "<ember-fusion block>", "exec"), self.ns)  # generated code
         block: Callable[..., None] = self.ns["block"]
         return _BlockedKernel(self, whole, block, bufs)
 
@@ -415,5 +415,5 @@ def _combine(node: Any, parts: list[Any], count: int) -> Any:
         if node.op is RD.mean:
             total = total / count
         return np.asarray(total, dtype=npdt)
-    fn = {"prod": np.prod, "max": np.max, "min": np.min, "any": np.any, "all": np.all}[how]
+    fn = getattr(np, how)  # prod, max, min, any, all
     return np.asarray(fn(stacked, axis=0), dtype=npdt)
