@@ -23,12 +23,11 @@ def _factory(index: int) -> TritonBackend:
         from ember._errors import DeviceUnavailableError
 
         raise DeviceUnavailableError(f"device 'cuda:{index}' is unavailable: {reason}")
-    from ember_triton import TritonBackend
+    from ember_triton import CupyMemory, TritonBackend
 
     from .driver import install
-    from .memory import CudaMemory
 
-    memory = CudaMemory(index)
+    memory = CupyMemory(index)
     memory.activate()
     install()
     precision = os.environ.get("EMBER_MATMUL_PRECISION", "ieee")

@@ -11,7 +11,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["DeviceArray", "HostMemory", "HostPointer", "Memory", "TritonBackend"]
+__all__ = ["CupyMemory", "CupyPointer", "DeviceArray", "HostMemory", "HostPointer", "Memory",
+           "TritonBackend"]
 
 _WHERE = {"DeviceArray": "._array", "HostMemory": "._memory", "HostPointer": "._memory",
           "Memory": "._memory", "TritonBackend": ".backend"}

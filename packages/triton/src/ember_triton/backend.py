@@ -54,6 +54,9 @@ class TritonBackend(Backend):
         self.name = name
         self.matmul_precision = matmul_precision
         self.library = KernelLibrary.get(memory.interpret)
+        #: long rows with few of them are reduced in two passes of ``reduce_chunk`` pieces
+        self.split_reductions = not memory.interpret
+        self.reduce_chunk = 1 << 14
         self.kernels = {}
         for family in _FAMILIES:
             for op, fn in family.KERNELS.items():

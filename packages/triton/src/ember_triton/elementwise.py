@@ -24,11 +24,11 @@ __all__ = ["KERNELS", "unary", "binary"]
 # float functions: x0 is float32 or float64
 _FLOAT_UNARY = {
     "exp": "tl.exp(x0)", "expm1": "expm1_(x0)", "log": "tl.log(x0)", "log1p": "log1p_(x0)",
-    "sqrt": "tl.sqrt_rn(x0)", "rsqrt": "1.0 / tl.sqrt_rn(x0)", "sin": "tl.sin(x0)",
+    "sqrt": "sqrt_(x0)", "rsqrt": "1.0 / sqrt_(x0)", "sin": "tl.sin(x0)",
     "cos": "tl.cos(x0)", "tan": "tl.sin(x0) / tl.cos(x0)", "tanh": "tanh_(x0)",
     "asin": "asin_(x0)", "acos": "acos_(x0)", "atan": "atan_(x0)", "sinh": "sinh_(x0)",
     "cosh": "cosh_(x0)", "erf": "tl.erf(x0)", "sigmoid": "1.0 / (1.0 + tl.exp(-x0))",
-    "reciprocal": "tl.div_rn(tl.zeros_like(x0) + 1.0, x0)",
+    "reciprocal": "div_(tl.zeros_like(x0) + 1.0, x0)",
 }
 _FLOAT_NUMERIC = {
     "neg": "-x0", "abs": "tl.abs(x0)", "sign": "fsign_(x0)", "floor": "tl.floor(x0)",
@@ -41,7 +41,7 @@ _INT_NUMERIC = {
 _UINT_NUMERIC = {**_INT_NUMERIC, "abs": "x0", "neg": "0 - x0"}
 
 _FLOAT_BINARY = {
-    "add": "x0 + x1", "sub": "x0 - x1", "mul": "x0 * x1", "div": "tl.div_rn(x0, x1)",
+    "add": "x0 + x1", "sub": "x0 - x1", "mul": "x0 * x1", "div": "div_(x0, x1)",
     "floordiv": "ffloordiv_(x0, x1)", "remainder": "fremainder_(x0, x1)",
     "pow": "fpow_(x0.to(tl.float64), x1.to(tl.float64))",
     "maximum": "fmax_(x0, x1)", "minimum": "fmin_(x0, x1)", "atan2": "atan2_(x0, x1)",

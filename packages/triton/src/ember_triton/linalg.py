@@ -67,7 +67,8 @@ def matmul(be: TritonBackend, a: DeviceArray, b: DeviceArray) -> DeviceArray:
     grid = (-(-m // bm) * -(-n // bn), b1 * b2)
     be.launch(be.module("linalg").matmul, grid, out, a, b, m, n, k, b2, sa1, sa2,
               a.strides[-2], a.strides[-1], sb1, sb2, b.strides[-2], b.strides[-1],
-              DOT=dot, PRECISION=precision, ACC=acc, BM=bm, BN=bn, BK=bk)
+              DOT=dot, PRECISION=precision, ACC=acc,
+              UPCAST=be.memory.interpret and dt.name == "bfloat16", BM=bm, BN=bn, BK=bk)
     return out
 
 

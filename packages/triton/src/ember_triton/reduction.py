@@ -68,12 +68,12 @@ def _reduce_rows(be: TritonBackend, rows: DeviceArray, m: int, k: int, op: str,
     ident = be.scalar(_identity(op, acc), acc)
     kern = be.module("reduction").reduce_rows
     flt = rows.dtype.kind == "f" and op in ("max", "min")
-    chunk = 1 << 14
-    if not be.memory.interpret and m < 256 and k > 4 * chunk:
+    chunk = be.reduce_chunk
+    if be.split_reductions and m < 256 and k > 4 * chunk:
         parts = -(-k // chunk)
         partial = be.empty((m, parts), acc)
-        be.launch(kern, (-(-m // 1), parts), partial, rows, ident, m, k, chunk, OP=_OPS[op],
-                  FLOAT=flt, BLOCK_M=1, BLOCK_K=1024)
+        be.launch(kern, (m, parts), partial, rows, ident, m, k, chunk, OP=_OPS[op],
+                  FLOAT=flt, BLOCK_M=1, BLOCK_K=min(1024, be.block_size(chunk)))
         second = "sum" if op == "sum" else ("max" if op == "any" else
                                             ("min" if op == "all" else op))
         return _reduce_rows(be, partial, m, parts, second, out_dtype)

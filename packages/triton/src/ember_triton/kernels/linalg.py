@@ -8,7 +8,7 @@ import triton.language as tl
 
 @triton.jit
 def matmul(c, a, b, M, N, K, B2, sa1, sa2, sam, sak, sb1, sb2, sbk, sbn,
-           DOT: tl.constexpr, PRECISION: tl.constexpr, ACC: tl.constexpr,
+           DOT: tl.constexpr, PRECISION: tl.constexpr, ACC: tl.constexpr, UPCAST: tl.constexpr,
            BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
     pid = tl.program_id(0)
     bid = tl.program_id(1).to(tl.int64)
@@ -28,6 +28,9 @@ def matmul(c, a, b, M, N, K, B2, sa1, sa2, sam, sak, sb1, sb2, sbk, sbn,
                      mask=(rm < M)[:, None] & (rk < K)[None, :], other=0)
         bv = tl.load(b_base + rk[:, None] * sbk + rn[None, :] * sbn,
                      mask=(rk < K)[:, None] & (rn < N)[None, :], other=0)
+        if UPCAST:  # the interpreter holds bfloat16 as raw bits: multiply in float32
+            av = av.to(tl.float32)
+            bv = bv.to(tl.float32)
         if DOT:
             acc = tl.dot(av, bv, acc, input_precision=PRECISION)
         else:

@@ -229,3 +229,22 @@ def ffloordiv_(a, b):
     q = tl.where(d - q > 0.5, q + 1.0, q)
     q = tl.where(d == 0, 0.0 * (a / b), q)
     return tl.where(b == 0, a / b, q)
+
+
+@triton.jit
+def div_(a, b):
+    # correctly rounded in float32 (plain `/` is approximate there); float64 `/` already is
+    if a.dtype == tl.float32:
+        r = tl.div_rn(a, b)
+    else:
+        r = a / b
+    return r
+
+
+@triton.jit
+def sqrt_(x):
+    if x.dtype == tl.float32:
+        r = tl.sqrt_rn(x)
+    else:
+        r = tl.sqrt(x)
+    return r

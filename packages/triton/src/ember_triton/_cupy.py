@@ -1,0 +1,78 @@
+"""CuPy memory for `TritonBackend` (CUDA and ROCm builds of CuPy alike): allocations from
+CuPy's memory pool on one device.  cupy is imported when a `CupyMemory` is created."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+from ._memory import Memory
+
+__all__ = ["CupyMemory", "CupyPointer"]
+
+_DTYPES: dict[str, np.dtype[Any]] = {}
+
+
+class CupyPointer:
+    """What Triton launches with: a device address and a dtype name."""
+
+    __slots__ = ("_ptr", "dtype")
+
+    def __init__(self, ptr: int, dtype: Any) -> None:
+        self._ptr = ptr
+        self.dtype = dtype
+
+    def data_ptr(self) -> int:
+        return self._ptr
+
+
+class CupyMemory(Memory):
+    """Byte buffers from CuPy's default memory pool on device ``index``.
+
+    ``pool`` defaults to ``cupy.get_default_memory_pool()``; freed blocks return to it and are
+    reused, so a steady training loop stops allocating from the driver.
+    """
+
+    interpret = False
+
+    def __init__(self, index: int, pool: Any = None) -> None:
+        import cupy
+
+        self.cupy = cupy
+        self.index = index
+        self.device = cupy.cuda.Device(index)
+        self.pool = pool if pool is not None else cupy.get_default_memory_pool()
+
+    def activate(self) -> None:
+        if self.cupy.cuda.runtime.getDevice() != self.index:
+            self.device.use()
+
+    def allocate(self, nbytes: int) -> Any:
+        self.activate()
+        return self.cupy.empty(max(nbytes, 1), self.cupy.uint8)
+
+    def upload(self, array: np.ndarray) -> Any:
+        self.activate()
+        return self.cupy.asarray(array)
+
+    def download(self, storage: Any, byte_offset: int, nbytes: int) -> np.ndarray:
+        self.activate()
+        out: np.ndarray = self.cupy.asnumpy(storage[byte_offset:byte_offset + nbytes])
+        return out
+
+    def pointer(self, storage: Any, byte_offset: int, dtype_name: str) -> CupyPointer:
+        # numpy dtypes, as CuPy arrays carry them: what Triton's specialiser was verified with
+        dt = _DTYPES.get(dtype_name)
+        if dt is None:
+            dt = _DTYPES[dtype_name] = np.dtype(ml_dtypes.bfloat16 if dtype_name == "bfloat16"
+                                                else dtype_name)
+        return CupyPointer(storage.data.ptr + byte_offset, dt)
+
+    def synchronize(self) -> None:
+        self.device.synchronize()
+
+    def stats(self) -> dict[str, int]:
+        return {"used_bytes": int(self.pool.used_bytes()),
+                "pool_bytes": int(self.pool.total_bytes()),
+                "free_blocks": int(self.pool.n_free_blocks())}

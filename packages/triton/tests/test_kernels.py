@@ -1,0 +1,96 @@
+"""Kernel paths the conformance suite does not reach on its own, against numpy float64."""
+
+from __future__ import annotations
+
+import ember
+import numpy as np
+import pytest
+from ember import ops
+
+
+def _rng() -> np.random.Generator:
+    return np.random.default_rng(0)
+
+
+def test_broadcast_of_strided_views_matches_numpy(dev: ember.Device) -> None:
+    a = _rng().standard_normal((4, 6, 5))
+    b = _rng().standard_normal((5,))
+    x = ember.tensor(a, device=dev)[::2, ::-1].permute(2, 0, 1)  # negative and swapped strides
+    y = ember.tensor(b, device=dev).reshape(5, 1, 1)
+    want = a[::2, ::-1].transpose(2, 0, 1) * b.reshape(5, 1, 1) + 1.0
+    np.testing.assert_allclose((x * y + 1.0).numpy(), want, rtol=1e-12)
+
+
+def test_long_rows_reduce_in_two_passes(dev: ember.Device) -> None:
+    be = dev.backend
+    a = _rng().standard_normal((3, 1000))
+    x = be.from_numpy(a, ember.float64)
+    old = be.split_reductions, be.reduce_chunk
+    be.split_reductions, be.reduce_chunk = True, 64
+    try:
+        got = be.to_numpy(be.kernels[ops.sum](x, dims=(1,)), None)
+        top = be.to_numpy(be.kernels[ops.max](x, dims=(1,)), None)
+    finally:
+        be.split_reductions, be.reduce_chunk = old
+    np.testing.assert_allclose(got, a.sum(axis=1), rtol=1e-12)
+    np.testing.assert_array_equal(top, a.max(axis=1))
+
+
+def test_batched_matmul_broadcasts_without_copies(dev: ember.Device) -> None:
+    a = _rng().standard_normal((2, 1, 5, 7))
+    b = _rng().standard_normal((3, 7, 4))
+    got = (ember.tensor(a, device=dev) @ ember.tensor(b, device=dev)).numpy()
+    np.testing.assert_allclose(got, a @ b, rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [ember.float16, ember.bfloat16, ember.float32])
+def test_matmul_accumulates_low_precision_in_float32(dev: ember.Device, dtype: ember.DType) -> None:
+    a = _rng().uniform(-1, 1, (16, 64))
+    b = _rng().uniform(-1, 1, (64, 16))
+    xa = ember.tensor(a, dtype=dtype, device=dev)
+    xb = ember.tensor(b, dtype=dtype, device=dev)
+    ra = xa.to("cpu").numpy().astype(np.float64)
+    rb = xb.to("cpu").numpy().astype(np.float64)
+    got = (xa @ xb).numpy().astype(np.float64)
+    tol = {ember.float16: 2e-3, ember.bfloat16: 2e-2, ember.float32: 1e-5}[dtype]
+    np.testing.assert_allclose(got, ra @ rb, rtol=tol, atol=tol * 8)
+
+
+def test_sort_is_stable_and_puts_nan_last(dev: ember.Device) -> None:
+    a = np.array([[3.0, np.nan, 1.0, 3.0, -0.5, 1.0]])
+    vals, idx = ember.tensor(a, device=dev).sort(dim=1)
+    np.testing.assert_array_equal(idx.numpy(), np.argsort(a, axis=1, kind="stable"))
+    np.testing.assert_array_equal(vals.numpy(), np.sort(a, axis=1))
+    dvals, didx = ember.tensor(a, device=dev).sort(dim=1, descending=True)
+    np.testing.assert_array_equal(didx.numpy(), [[1, 0, 3, 2, 5, 4]])
+
+
+def test_random_numbers_depend_only_on_seed_and_offset(dev: ember.Device) -> None:
+    u1 = ember.rand(4096, generator=ember.Generator(7), device=dev).numpy()
+    u2 = ember.rand(4096, generator=ember.Generator(7), device=dev).numpy()
+    u3 = ember.rand(4096, generator=ember.Generator(8), device=dev).numpy()
+    np.testing.assert_array_equal(u1, u2)
+    assert not np.array_equal(u1, u3)
+    assert 0.0 <= u1.min() and u1.max() < 1.0
+    assert abs(u1.mean() - 0.5) < 0.02
+    z = ember.randn(8192, generator=ember.Generator(1), dtype=ember.float64, device=dev).numpy()
+    assert abs(z.mean()) < 0.05 and abs(z.std() - 1.0) < 0.05
+
+
+def test_grouped_strided_conv2d_matches_naive_loops(dev: ember.Device) -> None:
+    x = _rng().standard_normal((2, 4, 7, 6))
+    w = _rng().standard_normal((6, 2, 3, 2))
+    got = ember.nn.functional.conv2d(ember.tensor(x, device=dev), ember.tensor(w, device=dev),
+                                     stride=(2, 1), padding=(1, 1), dilation=(1, 2),
+                                     groups=2).numpy()
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    oh, ow = (7 + 2 - 3) // 2 + 1, (6 + 2 - 3) // 1 + 1
+    want = np.zeros((2, 6, oh, ow))
+    for n in range(2):
+        for o in range(6):
+            g = o // 3
+            for i in range(oh):
+                for j in range(ow):
+                    patch = xp[n, 2 * g:2 * g + 2, 2 * i:2 * i + 3, j:j + 3:2]
+                    want[n, o, i, j] = (patch * w[o]).sum()
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
