@@ -17,6 +17,7 @@ from __future__ import annotations
 from . import lr_scheduler as lr_scheduler
 from .adam import Adam as Adam, AdamW as AdamW
 from .clip import (
+    GradientMap as GradientMap,
     clip_grad_norm as clip_grad_norm,
     clip_grad_value as clip_grad_value,
     grad_norm as grad_norm,

@@ -7,13 +7,51 @@ then ``optimizer.step(grads)``.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from .._manipulation import stack
 from .._tensor import Tensor
 
-__all__ = ["clip_grad_norm", "clip_grad_value", "grad_norm"]
+__all__ = ["GradientMap", "clip_grad_norm", "clip_grad_value", "grad_norm"]
+
+
+class GradientMap:
+    """Gradients by tensor, looked up through the tensor's payload as `Gradients` does.
+
+    (Iterating a `Gradients` yields new tensor objects for the same payloads, so a plain dict
+    keyed by those objects would not find the parameters.)
+    """
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: Iterable[tuple[Tensor, Tensor]] = ()) -> None:
+        self._items: dict[int, tuple[Tensor, Tensor]] = {id(t._data): (t, g) for t, g in items}
+
+    def get(self, t: Tensor, default: Tensor | None = None) -> Tensor | None:
+        entry = self._items.get(id(t._data))
+        return default if entry is None else entry[1]
+
+    def __getitem__(self, t: Tensor) -> Tensor:
+        g = self.get(t)
+        if g is None:
+            raise KeyError("no gradient for this tensor")
+        return g
+
+    def __contains__(self, t: object) -> bool:
+        return isinstance(t, Tensor) and id(t._data) in self._items
+
+    def items(self) -> list[tuple[Tensor, Tensor]]:
+        return list(self._items.values())
+
+    def __iter__(self) -> Iterator[tuple[Tensor, Tensor]]:
+        return iter(self.items())
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __repr__(self) -> str:
+        return f"GradientMap({len(self)} tensors)"
 
 
 def _items(grads: Mapping[Tensor, Tensor] | Any,
@@ -27,7 +65,9 @@ def _items(grads: Mapping[Tensor, Tensor] | Any,
             if g is not None:
                 out.append((p, g))
         return out
-    return list(grads.items())
+    # leaves only: a `Gradients` also holds the gradients of live intermediates (and of the
+    # value backward() started from), which are not parameters
+    return [(t, g) for t, g in grads.items() if getattr(t, "is_leaf", True)]
 
 
 def grad_norm(grads: Mapping[Tensor, Tensor] | Any, norm_type: float = 2.0, *,
@@ -45,11 +85,12 @@ def grad_norm(grads: Mapping[Tensor, Tensor] | Any, norm_type: float = 2.0, *,
 
 def clip_grad_norm(grads: Mapping[Tensor, Tensor] | Any, max_norm: float,
                    norm_type: float = 2.0, *, parameters: Iterable[Tensor] | None = None,
-                   error_if_nonfinite: bool = False) -> tuple[dict[Tensor, Tensor], Tensor]:
+                   error_if_nonfinite: bool = False) -> tuple[GradientMap, Tensor]:
     """Scale all gradients together so that their total norm is at most ``max_norm``.
 
     Returns the clipped gradients and the total norm before clipping.  The scale is
-    ``min(1, max_norm / (norm + 1e-6))``, as PyTorch's ``clip_grad_norm_``.
+    ``min(1, max_norm / (norm + 1e-6))``, as PyTorch's ``clip_grad_norm_``.  Without
+    ``parameters``, every leaf tensor of ``grads`` counts (intermediates do not).
 
     Examples
     --------
@@ -60,14 +101,14 @@ def clip_grad_norm(grads: Mapping[Tensor, Tensor] | Any, max_norm: float,
     (5.0, [0.6, 0.8])
     """
     items = _items(grads, parameters)
-    total = grad_norm(dict(items), norm_type)
+    total = grad_norm(GradientMap(items), norm_type)
     if error_if_nonfinite and not math.isfinite(total.item()):
         raise RuntimeError(f"the total gradient norm is {total.item()}")
     scale = (max_norm / (total + 1e-6)).clamp(max=1.0)
-    return {p: g * scale.to(g.device).to(dtype=g.dtype) for p, g in items}, total
+    return GradientMap((p, g * scale.to(g.device).to(dtype=g.dtype)) for p, g in items), total
 
 
 def clip_grad_value(grads: Mapping[Tensor, Tensor] | Any, clip_value: float, *,
-                    parameters: Iterable[Tensor] | None = None) -> dict[Tensor, Tensor]:
+                    parameters: Iterable[Tensor] | None = None) -> GradientMap:
     """Clamp every gradient element to ``[-clip_value, clip_value]``."""
-    return {p: g.clamp(-clip_value, clip_value) for p, g in _items(grads, parameters)}
+    return GradientMap((p, g.clamp(-clip_value, clip_value)) for p, g in _items(grads, parameters))
