@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+import ember
 from ember._creation import ones_like
 from ember._tensor import Tensor
 
@@ -63,6 +65,8 @@ class Gradients:
         if not cell.requires_grad:
             raise KeyError("no gradient: the tensor does not require grad (create it with "
                            "requires_grad=True or call requires_grad_())")
+        if math.prod(cell.shape) == 0:  # core drops empty operands (cat): nothing flowed
+            return ember.zeros(cell.shape, dtype=cell.value.dtype, device=cell.value.device)
         raise KeyError("no gradient: the tensor is not an input of the value backward() was "
                        "called on")
 

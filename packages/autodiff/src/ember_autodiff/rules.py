@@ -210,6 +210,8 @@ def _prod(g: Tensor, out: Tensor, x: Tensor, dims: Sequence[int], keepdim: bool)
 
 @rule(reduction.cumsum)
 def _cumsum(g: Tensor, out: Tensor, x: Tensor, dim: int) -> Grads:
+    if g.ndim == 0:  # the running sum of a 0-d tensor is itself
+        return (g,)
     return (g.flip(dim).cumsum(dim).flip(dim),)
 
 
@@ -217,6 +219,8 @@ def _cumsum(g: Tensor, out: Tensor, x: Tensor, dim: int) -> Grads:
 def _cumprod(g: Tensor, out: Tensor, x: Tensor, dim: int) -> Grads:
     # d out_j / d x_k = prod_{i <= j, i != k} x_i for j >= k: build that [n(k), n(j)] table per
     # row by replacing x_k with 1, so zeros need no special case
+    if g.ndim == 0:
+        return (g,)
     xl = x.transpose(dim, -1)
     gl = g.transpose(dim, -1)
     n = xl.shape[-1]
@@ -251,7 +255,7 @@ def _expand(g: Tensor, out: Tensor, x: Tensor, shape: Sequence[int]) -> Grads:
 def _slice(g: Tensor, out: Tensor, x: Tensor, starts: Sequence[int], stops: Sequence[int],
            steps: Sequence[int]) -> Grads:
     if all(s == 1 for s in steps):  # a contiguous window: pad back
-        widths = tuple((a, n - b) for a, b, n in zip(starts, stops, x.shape, strict=True))
+        widths = tuple((a, n - a - m) for a, m, n in zip(starts, g.shape, x.shape, strict=True))
         return (apply(movement.pad, g, pad=widths, value=0.0),)
     key = tuple(slice(a, None if (b < 0 and c < 0) else b, c)
                 for a, b, c in zip(starts, stops, steps, strict=True))
