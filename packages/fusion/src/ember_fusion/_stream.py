@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 __all__ = ["FusionStats", "Stream"]
 
 LOG = logging.getLogger("ember_fusion")
+#: a stream this long is flushed at once, bounding what dead pending ops keep alive
+MAX_PENDING = 16384
 
 
 @dataclass
@@ -98,6 +100,8 @@ class Stream:
             rt = tuple(refs)
             self.refs.append(rt)
             self.sig.append((op, _params_key(params), dtype, shape, rt))
+            if len(self.nodes) >= MAX_PENDING:
+                self.flush()
         return node
 
     def flush(self) -> None:
