@@ -34,13 +34,14 @@ def workspace_env(tmp: Path) -> dict[str, str]:
         meta = tomllib.loads(pyproject.read_text())["project"]
         name = meta["name"].replace("-", "_")
         paths.append(str(pyproject.parent / "src"))
-        eps = meta.get("entry-points", {}).get("ember.plugins", {})
         info = site / f"{name}-{meta['version']}.dist-info"
         info.mkdir(parents=True, exist_ok=True)
         (info / "METADATA").write_text(
             f"Metadata-Version: 2.1\nName: {meta['name']}\nVersion: {meta['version']}\n")
-        lines = ["[ember.plugins]"] + [f"{k} = {v}" for k, v in eps.items()]
-        (info / "entry_points.txt").write_text("\n".join(lines) + "\n")
+        lines = []
+        for group, eps in meta.get("entry-points", {}).items():  # ember.plugins, pytest11
+            lines += [f"[{group}]"] + [f"{k} = {v}" for k, v in eps.items()] + [""]
+        (info / "entry_points.txt").write_text("\n".join(lines))
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(paths + [env.get("PYTHONPATH", "")])
     env.pop("TRITON_INTERPRET", None)

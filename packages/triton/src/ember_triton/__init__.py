@@ -14,8 +14,9 @@ from typing import Any
 __all__ = ["CupyMemory", "CupyPointer", "DeviceArray", "HostMemory", "HostPointer", "Memory",
            "TritonBackend"]
 
-_WHERE = {"DeviceArray": "._array", "HostMemory": "._memory", "HostPointer": "._memory",
-          "Memory": "._memory", "TritonBackend": ".backend"}
+_WHERE = {"CupyMemory": "._cupy", "CupyPointer": "._cupy", "DeviceArray": "._array",
+          "HostMemory": "._memory", "HostPointer": "._memory", "Memory": "._memory",
+          "TritonBackend": ".backend"}
 
 
 def __getattr__(name: str) -> Any:
