@@ -68,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         name="guide",
         config={"model": model.config(), "data": args.data, "seed": args.seed,
                 "batch_size": args.batch_size, "lr": args.lr, "device": str(device)})
+    done = Path(args.artifacts, "test_metrics.json")
+    done.unlink(missing_ok=True)  # written again only when this run completes
     result = learner.fit(data["train"], data["valid"], epochs=args.epochs, resume=args.resume)
     if result.interrupted:
         return 0  # the Learner printed how to resume
@@ -75,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     # the test split, with the weights inference will use (the best checkpoint's)
     ember.record.load(model, Path(args.artifacts) / "model.safetensors")
     test = learner.validate(data["test"], split="test")
-    Path(args.artifacts, "test_metrics.json").write_text(json.dumps(test, indent=1) + "\n")
+    done.write_text(json.dumps(test, indent=1) + "\n")
     print(f"test accuracy {test['accuracy']:.4f} (best checkpoint, "
           f"{len(datasets['test'])} images)", flush=True)
     return 0

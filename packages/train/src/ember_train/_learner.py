@@ -103,6 +103,8 @@ class Learner:
     renderer
         ``"auto"`` (progress bars on a terminal, plain lines elsewhere), ``"dashboard"``,
         ``"plain"``, ``"progress"``, ``"none"``, or a `Renderer`.
+    plots
+        Write ``plots/<metric>.png`` (matplotlib, Agg) at the end of ``fit``.
     callbacks
         Objects with any of ``on_step_end(learner, split, step)``,
         ``on_epoch_end(learner, epoch, results)``, ``on_checkpoint(learner, path)``.
@@ -127,7 +129,7 @@ class Learner:
                  accumulate: int = 1, generators: dict[str, Any] | Sequence[Any] | None = None,
                  config: dict[str, Any] | None = None, renderer: str | Renderer = "auto",
                  name: str | None = None, callbacks: Iterable[Any] = (),
-                 resume_command: str | None = None) -> None:
+                 resume_command: str | None = None, plots: bool = True) -> None:
         if scheduler_interval not in ("epoch", "step"):
             raise ValueError(f"scheduler_interval must be 'epoch' or 'step', got "
                              f"{scheduler_interval!r}")
@@ -159,6 +161,7 @@ class Learner:
         self.name = name or (Path(artifacts).name if artifacts is not None else "run")
         self.callbacks = list(callbacks)
         self.resume_command = resume_command
+        self.plots = plots
         self.history: dict[str, list[dict[str, Any]]] = {}
         self.epochs_done = 0
         self.global_step = 0  # optimizer steps taken
@@ -391,6 +394,8 @@ class Learner:
             # a fresh run in a used folder: the old run's checkpoints would mix with the new
             # ones (pruning, "latest", "best"), so they go
             stale = self.checkpointer.clear()
+            if self.artifacts is not None:
+                self.artifacts.model_path.unlink(missing_ok=True)
         self._write_config(epochs, train, valid)
         if self.artifacts is not None:
             self.artifacts.rewrite_metrics(self.history)
@@ -569,7 +574,9 @@ class Learner:
             with open(tmp, "rb+") as f:
                 os.fsync(f.fileno())
             os.replace(tmp, self.artifacts.model_path)
-        return self.artifacts.write_plots(self.history) if self.history else []
+        if not (self.plots and self.history):
+            return []
+        return self.artifacts.write_plots(self.history)
 
     def _summary(self, result: FitResult) -> None:
         lines = [("stopped", result.stop_reason),
