@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from .. import _creation as cr, functional as F
 from .._tensor import Tensor
-from .module import Module, Parameter
+from .linear import DeviceLike, DTypeLike
+from .module import Module
 
 __all__ = [
     "ELU", "GELU", "LeakyReLU", "LogSoftmax", "Mish", "PReLU", "ReLU", "SiLU", "Sigmoid",
@@ -106,12 +107,14 @@ class PReLU(Module):
     """``max(x, 0) + weight * min(x, 0)``; ``weight`` has ``num_parameters`` entries (channels
     along axis 1), initialised to ``init``."""
 
-    def __init__(self, num_parameters: int = 1, init: float = 0.25, *, device: object = None,
-                 dtype: object = None) -> None:
+    weight: Tensor
+
+    def __init__(self, num_parameters: int = 1, init: float = 0.25, *,
+                 device: DeviceLike = None, dtype: DTypeLike = None) -> None:
         super().__init__()
         self.num_parameters = num_parameters
-        self.weight = Parameter(cr.full((num_parameters,), init, device=device,  # type: ignore[arg-type]
-                                        dtype=dtype or "float32"))  # type: ignore[arg-type]
+        self.register_parameter("weight", cr.full((num_parameters,), init, device=device,
+                                                  dtype=dtype or "float32"))
 
     def forward(self, x: Tensor) -> Tensor:
         w = self.weight

@@ -10,7 +10,7 @@ from .._random import Generator
 from .._tensor import Tensor
 from . import init
 from .linear import DeviceLike, DTypeLike, Linear
-from .module import Module, Parameter
+from .module import Module
 
 __all__ = ["MultiHeadAttention", "MultiheadAttention", "causal_mask",
            "scaled_dot_product_attention"]
@@ -79,6 +79,9 @@ class MultiheadAttention(Module):
     ((3, 5, 8), (3, 5, 5))
     """
 
+    in_proj_weight: Tensor
+    in_proj_bias: Tensor | None
+
     def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
                  batch_first: bool = False, *, device: DeviceLike = None,
                  dtype: DTypeLike = None, generator: Generator | None = None) -> None:
@@ -91,10 +94,11 @@ class MultiheadAttention(Module):
         self.dropout = dropout
         self.batch_first = batch_first
         self.generator = generator
-        self.in_proj_weight = Parameter(cr.empty(3 * embed_dim, embed_dim, device=device,
-                                                 dtype=dtype))
+        self.register_parameter("in_proj_weight",
+                                cr.empty(3 * embed_dim, embed_dim, device=device, dtype=dtype))
         if bias:
-            self.in_proj_bias = Parameter(cr.zeros(3 * embed_dim, device=device, dtype=dtype))
+            self.register_parameter("in_proj_bias",
+                                    cr.zeros(3 * embed_dim, device=device, dtype=dtype))
         else:
             self.register_parameter("in_proj_bias", None)
         self.out_proj = Linear(embed_dim, embed_dim, bias=bias, device=device, dtype=dtype,

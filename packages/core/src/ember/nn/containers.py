@@ -30,11 +30,11 @@ class Sequential(Module):
             for name, m in modules[0].items():
                 self.add_module(name, m)
         else:
-            for i, m in enumerate(modules):
-                if not isinstance(m, Module):
-                    raise TypeError(f"Sequential: argument {i} is a {type(m).__name__}, "
+            for i, mod in enumerate(modules):
+                if not isinstance(mod, Module):
+                    raise TypeError(f"Sequential: argument {i} is a {type(mod).__name__}, "
                                     "not a Module")
-                self.add_module(str(i), m)
+                self.add_module(str(i), mod)
 
     def forward(self, x: Any) -> Any:
         for m in self._modules.values():
@@ -60,7 +60,7 @@ class Sequential(Module):
     def __getitem__(self, idx: int | slice) -> Module:
         items = list(self._modules.items())
         if isinstance(idx, slice):
-            return Sequential(dict(items[idx]))
+            return Sequential({k: m for k, m in items[idx] if m is not None})
         m = items[idx][1]
         assert m is not None
         return m

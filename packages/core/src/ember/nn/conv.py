@@ -10,7 +10,7 @@ from .._random import Generator
 from .._tensor import Tensor
 from . import init
 from .linear import DeviceLike, DTypeLike
-from .module import Module, Parameter
+from .module import Module
 
 __all__ = ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d"]
 
@@ -24,6 +24,9 @@ def _ntuple(v: Size, n: int) -> tuple[int, ...]:
 class _ConvNd(Module):
     _n: int = 2
     _transposed: bool = False
+
+    weight: Tensor
+    bias: Tensor | None
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: Size, stride: Size,
                  padding: Size | str, dilation: Size, groups: int, bias: bool,
@@ -55,9 +58,9 @@ class _ConvNd(Module):
             shape = (in_channels, out_channels // groups, *self.kernel_size)
         else:
             shape = (out_channels, in_channels // groups, *self.kernel_size)
-        self.weight = Parameter(cr.empty(shape, device=device, dtype=dtype))
+        self.register_parameter("weight", cr.empty(shape, device=device, dtype=dtype))
         if bias:
-            self.bias = Parameter(cr.empty(out_channels, device=device, dtype=dtype))
+            self.register_parameter("bias", cr.empty(out_channels, device=device, dtype=dtype))
         else:
             self.register_parameter("bias", None)
         self.reset_parameters(generator)

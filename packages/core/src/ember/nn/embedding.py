@@ -10,7 +10,7 @@ from .._tensor import Tensor
 from . import init
 from ._values import lower, rebind
 from .linear import DeviceLike, DTypeLike
-from .module import Module, Parameter
+from .module import Module
 
 __all__ = ["Embedding", "RotaryEmbedding", "SinusoidalPositionalEncoding"]
 
@@ -29,6 +29,8 @@ class Embedding(Module):
     ((1, 2, 4), [0.0, 0.0, 0.0, 0.0])
     """
 
+    weight: Tensor
+
     def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
                  *, device: DeviceLike = None, dtype: DTypeLike = None,
                  generator: Generator | None = None) -> None:
@@ -37,7 +39,7 @@ class Embedding(Module):
         if padding_idx is not None and padding_idx < 0:
             padding_idx += num_embeddings
         self.padding_idx = padding_idx
-        self.weight = Parameter(cr.empty(num_embeddings, embedding_dim, device=device,
+        self.register_parameter("weight", cr.empty(num_embeddings, embedding_dim, device=device,
                                          dtype=dtype))
         self.reset_parameters(generator)
 

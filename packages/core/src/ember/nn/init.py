@@ -103,16 +103,16 @@ def _erfinv(y: Tensor) -> Tensor:
     from .._elementwise import where
 
     ws = w - 2.5
-    p1 = 2.81022636e-08
+    p1 = ws * 0.0 + 2.81022636e-08
     for c in (3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503,
               -0.00417768164, 0.246640727, 1.50140941):
         p1 = ws * p1 + c
     wl = w.sqrt() - 3.0
-    p2 = -0.000200214257
+    p2 = wl * 0.0 - 0.000200214257
     for c in (0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613,
               0.00943887047, 1.00167406, 2.83297682):
         p2 = wl * p2 + c
-    x = where(w < 5.0, p1, p2) * y  # type: ignore[arg-type]  # p1, p2 are tensors here
+    x = where(w < 5.0, p1, p2) * y
     two_over_sqrt_pi = 2.0 / math.sqrt(math.pi)
     for _ in range(2):
         x = x - (x.erf() - y) / ((-(x * x)).exp() * two_over_sqrt_pi)

@@ -12,7 +12,7 @@ from .._dtype import DType
 from .._random import Generator
 from .._tensor import Tensor
 from . import init
-from .module import Module, Parameter
+from .module import Module
 
 __all__ = ["Flatten", "Identity", "Linear", "Unflatten"]
 
@@ -35,15 +35,19 @@ class Linear(Module):
     ((3, 4), (2, 3))
     """
 
+    weight: Tensor
+    bias: Tensor | None
+
     def __init__(self, in_features: int, out_features: int, bias: bool = True, *,
                  device: DeviceLike = None, dtype: DTypeLike = None,
                  generator: Generator | None = None) -> None:
         super().__init__()
         self.in_features = in_features
         self.out_features = out_features
-        self.weight = Parameter(cr.empty(out_features, in_features, device=device, dtype=dtype))
+        self.register_parameter("weight", cr.empty(out_features, in_features, device=device,
+                                                   dtype=dtype))
         if bias:
-            self.bias = Parameter(cr.empty(out_features, device=device, dtype=dtype))
+            self.register_parameter("bias", cr.empty(out_features, device=device, dtype=dtype))
         else:
             self.register_parameter("bias", None)
         self.reset_parameters(generator)

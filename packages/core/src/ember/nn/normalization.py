@@ -9,13 +9,19 @@ from .. import _creation as cr, functional as F
 from .._tensor import Tensor
 from ._norms import batch_norm, group_norm
 from .linear import DeviceLike, DTypeLike
-from .module import Module, Parameter
+from .module import Module
 
 __all__ = ["BatchNorm1d", "BatchNorm2d", "GroupNorm", "LayerNorm", "RMSNorm"]
 
 
 class _BatchNorm(Module):
     _dims: tuple[int, ...] = (2, 3)
+
+    weight: Tensor | None
+    bias: Tensor | None
+    running_mean: Tensor | None
+    running_var: Tensor | None
+    num_batches_tracked: Tensor | None
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
                  affine: bool = True, track_running_stats: bool = True, *,
@@ -27,8 +33,8 @@ class _BatchNorm(Module):
         self.affine = affine
         self.track_running_stats = track_running_stats
         if affine:
-            self.weight = Parameter(cr.ones(num_features, device=device, dtype=dtype))
-            self.bias = Parameter(cr.zeros(num_features, device=device, dtype=dtype))
+            self.register_parameter("weight", cr.ones(num_features, device=device, dtype=dtype))
+            self.register_parameter("bias", cr.zeros(num_features, device=device, dtype=dtype))
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
@@ -52,7 +58,7 @@ class _BatchNorm(Module):
             raise ValueError(f"{type(self).__name__}({self.num_features}) got input with "
                              f"{x.shape[1]} channels: {x.shape}")
         factor = 0.0 if self.momentum is None else self.momentum
-        if self.training and self.track_running_stats:
+        if self.training and self.num_batches_tracked is not None:
             self.num_batches_tracked = self.num_batches_tracked + 1
             if self.momentum is None:  # a cumulative moving average
                 factor = 1.0 / int(self.num_batches_tracked.item())
@@ -100,6 +106,9 @@ def _shape(s: int | Sequence[int]) -> tuple[int, ...]:
 class LayerNorm(Module):
     """Normalise over the last axes ``normalized_shape``; ``weight`` ones and ``bias`` zeros."""
 
+    weight: Tensor | None
+    bias: Tensor | None
+
     def __init__(self, normalized_shape: int | Sequence[int], eps: float = 1e-5,
                  elementwise_affine: bool = True, bias: bool = True, *,
                  device: DeviceLike = None, dtype: DTypeLike = None) -> None:
@@ -108,9 +117,10 @@ class LayerNorm(Module):
         self.eps = eps
         self.elementwise_affine = elementwise_affine
         if elementwise_affine:
-            self.weight = Parameter(cr.ones(self.normalized_shape, device=device, dtype=dtype))
+            self.register_parameter("weight", cr.ones(self.normalized_shape, device=device,
+                                                      dtype=dtype))
             if bias:
-                self.bias = Parameter(cr.zeros(self.normalized_shape, device=device,
+                self.register_parameter("bias", cr.zeros(self.normalized_shape, device=device,
                                                dtype=dtype))
             else:
                 self.register_parameter("bias", None)
@@ -129,6 +139,9 @@ class LayerNorm(Module):
 class GroupNorm(Module):
     """Normalise groups of channels; per-channel ``weight`` and ``bias``."""
 
+    weight: Tensor | None
+    bias: Tensor | None
+
     def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5,
                  affine: bool = True, *, device: DeviceLike = None,
                  dtype: DTypeLike = None) -> None:
@@ -139,8 +152,8 @@ class GroupNorm(Module):
         self.num_groups, self.num_channels, self.eps, self.affine = (num_groups, num_channels,
                                                                      eps, affine)
         if affine:
-            self.weight = Parameter(cr.ones(num_channels, device=device, dtype=dtype))
-            self.bias = Parameter(cr.zeros(num_channels, device=device, dtype=dtype))
+            self.register_parameter("weight", cr.ones(num_channels, device=device, dtype=dtype))
+            self.register_parameter("bias", cr.zeros(num_channels, device=device, dtype=dtype))
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
@@ -155,6 +168,8 @@ class GroupNorm(Module):
 class RMSNorm(Module):
     """Scale by the root mean square over the last axes (``eps=None``: the dtype's epsilon)."""
 
+    weight: Tensor | None
+
     def __init__(self, normalized_shape: int | Sequence[int], eps: float | None = None,
                  elementwise_affine: bool = True, *, device: DeviceLike = None,
                  dtype: DTypeLike = None) -> None:
@@ -163,7 +178,8 @@ class RMSNorm(Module):
         self.eps = eps
         self.elementwise_affine = elementwise_affine
         if elementwise_affine:
-            self.weight = Parameter(cr.ones(self.normalized_shape, device=device, dtype=dtype))
+            self.register_parameter("weight", cr.ones(self.normalized_shape, device=device,
+                                                      dtype=dtype))
         else:
             self.register_parameter("weight", None)
 

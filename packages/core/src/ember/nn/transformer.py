@@ -78,10 +78,12 @@ class TransformerEncoderLayer(Module):
                   is_causal: bool) -> Tensor:
         out, _ = self.self_attn(x, x, x, attn_mask=mask, key_padding_mask=padding,
                                 need_weights=False, is_causal=is_causal and mask is None)
-        return self.dropout1(out)
+        dropped: Tensor = self.dropout1(out)
+        return dropped
 
     def _ff_block(self, x: Tensor) -> Tensor:
-        return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+        out: Tensor = self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+        return out
 
 
 def clone_module(module: Module) -> Module:
@@ -121,4 +123,5 @@ class TransformerEncoder(Module):
             x = layer(x, src_mask=mask, src_key_padding_mask=src_key_padding_mask)
         if self.norm is not None:
             x = self.norm(x)
-        return x
+        out: Tensor = x
+        return out

@@ -55,16 +55,16 @@ class Adam(Optimizer):
                 state["max_exp_avg_sq"] = cr.zeros_like(p)
         state["step"] += 1
         t = state["step"]
-        m = state["exp_avg"]
+        m: Tensor = state["exp_avg"]
         m = m + (g - m) * (1 - b1)  # lerp, as PyTorch
-        v = state["exp_avg_sq"] * b2 + g * g * (1 - b2)
+        v: Tensor = state["exp_avg_sq"] * b2 + g * g * (1 - b2)
         state["exp_avg"], state["exp_avg_sq"] = m, v
-        step_size = lr / (1 - b1 ** t)
+        step_size: float = lr / (1 - b1 ** t)
         bc2_sqrt = math.sqrt(1 - b2 ** t)
         if group["amsgrad"]:
             v = state["max_exp_avg_sq"].maximum(v)
             state["max_exp_avg_sq"] = v
-        denom = v.sqrt() / bc2_sqrt + eps
+        denom = v.sqrt() / bc2_sqrt + float(eps)
         return p - (m / denom) * step_size
 
 

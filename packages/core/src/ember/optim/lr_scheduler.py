@@ -173,8 +173,9 @@ class NoamLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def lr_at(self, step: int, base_lr: float) -> float:
-        s = step + 1
-        return base_lr * self.d_model ** -0.5 * min(s ** -0.5, s * self.warmup_steps ** -1.5)
+        s = float(step + 1)
+        scale = min(s ** -0.5, s * self.warmup_steps ** -1.5) / math.sqrt(self.d_model)
+        return float(base_lr * scale)
 
 
 class OneCycleLR(LRScheduler):

@@ -23,7 +23,10 @@ class RMSprop(Optimizer):
 
     def update(self, p: Tensor, g: Tensor, state: dict[str, Any],
                group: dict[str, Any]) -> Tensor:
-        alpha, eps, momentum = group["alpha"], group["eps"], group["momentum"]
+        alpha: float = group["alpha"]
+        eps: float = group["eps"]
+        momentum: float = group["momentum"]
+        lr: float = group["lr"]
         if group["maximize"]:
             g = -g
         if group["weight_decay"]:
@@ -36,20 +39,20 @@ class RMSprop(Optimizer):
             if group["centered"]:
                 state["grad_avg"] = cr.zeros_like(p)
         state["step"] += 1
-        sq = state["square_avg"] * alpha + g * g * (1 - alpha)
+        sq: Tensor = state["square_avg"] * alpha + g * g * (1 - alpha)
         state["square_avg"] = sq
         if group["centered"]:
-            ga = state["grad_avg"]
+            ga: Tensor = state["grad_avg"]
             ga = ga + (g - ga) * (1 - alpha)
             state["grad_avg"] = ga
             avg = (sq - ga * ga).sqrt() + eps
         else:
             avg = sq.sqrt() + eps
         if momentum > 0:
-            buf = state["momentum_buffer"] * momentum + g / avg
+            buf: Tensor = state["momentum_buffer"] * momentum + g / avg
             state["momentum_buffer"] = buf
-            return p - buf * group["lr"]
-        return p - (g / avg) * group["lr"]
+            return p - buf * lr
+        return p - (g / avg) * lr
 
 
 RMSProp = RMSprop
@@ -75,8 +78,9 @@ class Adagrad(Optimizer):
         state["step"] += 1
         if group["weight_decay"]:
             g = g + p * group["weight_decay"]
-        clr = group["lr"] / (1 + (state["step"] - 1) * group["lr_decay"])
-        s = state["sum"] + g * g
+        clr: float = group["lr"] / (1 + (state["step"] - 1) * group["lr_decay"])
+        s: Tensor = state["sum"] + g * g
         state["sum"] = s
-        return p - (g / (s.sqrt() + group["eps"])) * clr
+        eps: float = group["eps"]
+        return p - (g / (s.sqrt() + eps)) * clr
 AdaGrad = Adagrad

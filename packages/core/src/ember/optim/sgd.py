@@ -47,8 +47,9 @@ class SGD(Optimizer):
             g = g + p * group["weight_decay"]
         momentum = group["momentum"]
         if momentum:
-            buf = state.get("momentum_buffer")
+            buf: Tensor | None = state.get("momentum_buffer")
             buf = g if buf is None else buf * momentum + g * (1 - group["dampening"])
             state["momentum_buffer"] = buf
             g = g + buf * momentum if group["nesterov"] else buf
-        return p - g * group["lr"]
+        lr: float = group["lr"]
+        return p - g * lr

@@ -37,7 +37,8 @@ def _np_dtype(name: str) -> np.dtype[Any]:
     if name == "bfloat16":
         import ml_dtypes
 
-        return np.dtype(ml_dtypes.bfloat16)
+        bf16: np.dtype[Any] = np.dtype(ml_dtypes.bfloat16)
+        return bf16
     return np.dtype(name)
 
 
@@ -65,7 +66,8 @@ def write_file(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray],
         keep.append(a)
         specs[key] = safetensors.TensorSpec(dtype=name, shape=list(a.shape),
                                             data_ptr=a.ctypes.data, data_len=a.nbytes)
-        sums[key] = f"{zlib.crc32(a.reshape(-1).view(np.uint8)) & 0xFFFFFFFF:08x}"
+        crc = zlib.crc32(a.reshape(-1).view(np.uint8))  # type: ignore[arg-type]  # a buffer
+        sums[key] = f"{crc & 0xFFFFFFFF:08x}"
     meta[CHECKSUMS] = json.dumps(sums, sort_keys=True)
     data = bytes(safetensors.serialize(specs, metadata=meta))
     del keep
