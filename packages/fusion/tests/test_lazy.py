@@ -150,3 +150,15 @@ def test_low_precision_blocks_match_cpu(blocked: ember.Device, rng: np.random.Ge
         x = ember.tensor(a, device=dev)
         res.append(((x * 2).sigmoid() + x.sum(dim=0, keepdim=True)).numpy())
     np.testing.assert_array_equal(res[0], res[1])
+
+
+def test_a_long_stream_flushes_itself_and_keeps_held_values(
+        fused: ember.Device, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ember_fusion import _stream
+
+    monkeypatch.setattr(_stream, "MAX_PENDING", 5)
+    x = ember.ones(3, device=fused)
+    for _ in range(12):
+        x = x * 2
+    assert ember_fusion.stats(fused).flushes == 2  # at 5 and 10 pending ops
+    assert x.tolist() == [4096.0] * 3

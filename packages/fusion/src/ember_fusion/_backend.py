@@ -104,8 +104,8 @@ class FusionBackend(Decorator):
             dtype = args[0]._dtype
         nodes = [a._data.node for a in args]
         shape = rule([n.shape for n in nodes], params)
-        node = self.stream().record(op, params, nodes, shape, dtype)
-        return self.tensor_type._make(Handle(node), self.device, dtype)
+        handle = self.stream().record(op, params, nodes, shape, dtype)
+        return self.tensor_type._make(handle, self.device, dtype)
 
     def _eager(self, op: Op, args: Sequence[Tensor], params: dict[str, Any]) -> Any:
         """An op the compiler cannot fuse: a sync point for its inputs, run on the inner

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from ._graph import Node, Shape
+from ._graph import Handle, Node, Shape
 from ._partition import Plan, _params_key, analyse
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ class Stream:
         self.ext_index: dict[int, int] = {}
 
     def record(self, op: Op, params: dict[str, Any], inputs: Sequence[Node], shape: Shape,
-               dtype: DType) -> Node:
+               dtype: DType) -> Handle:
         for x in inputs:
             if x.value is None and x.stream is not self and x.stream is not None:
                 x.stream.flush()  # pending on another thread: its value is needed here
@@ -100,9 +100,10 @@ class Stream:
             rt = tuple(refs)
             self.refs.append(rt)
             self.sig.append((op, _params_key(params), dtype, shape, rt))
+            handle = Handle(node)  # before any flush: a node without a handle is dead
             if len(self.nodes) >= MAX_PENDING:
                 self.flush()
-        return node
+        return handle
 
     def flush(self) -> None:
         """Compute every pending node that is still held; drop the others unwritten."""

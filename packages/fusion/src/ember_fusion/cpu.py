@@ -11,8 +11,9 @@ A group becomes two Python functions generated from its nodes:
   0 (``cross``) keep one partial per block, combined pairwise at the end.  The blocks are split
   between threads (numpy releases the GIL inside ufunc loops).
 
-Measured on the 2-core development machine (docs/performance.md): blocks of 16 Ki elements and
-2 threads; numexpr was slower than eager numpy there (its ``exp`` is scalar).
+Defaults measured on the 2-core development machine (docs/performance.md): blocks of 64 Ki
+elements (256 KiB of float32, so the few live blocks fit L2) and 2 threads.  numexpr was
+slower than eager numpy there (its ``exp`` is scalar), so it is not used.
 """
 
 from __future__ import annotations
@@ -99,7 +100,7 @@ class CpuFusionCompiler:
     (4,)
     """
 
-    def __init__(self, kernels: dict[Op, Callable[..., Any]] | None = None, chunk: int = 16384,
+    def __init__(self, kernels: dict[Op, Callable[..., Any]] | None = None, chunk: int = 65536,
                  threads: int = 2) -> None:
         if chunk < 1 or threads < 1:
             raise ValueError(f"fusion<cpu>: chunk and threads must be >= 1, got {chunk}, "
