@@ -35,9 +35,10 @@ uint4 philox(uint4 c, uint2 k) {
 
 _RANDOM = """
 __kernel void rng(__global {t}* out, ulong n, uint s0, uint s1, uint f0, uint f1,
-                  long lo, ulong span)
+                  long lo, ulong span, long total)
 {{
     ulong i = get_global_id(0);
+    if (i >= (ulong)total) return;
     uint4 u = philox((uint4)((uint)i, (uint)(i >> 32), f0, f1), (uint2)(s0, s1));
     out[i] = ({t})({expr});
 }}
@@ -71,7 +72,7 @@ def _random(rt: Runtime, which: str, shape: tuple[int, ...], dtype: Any, seed: i
     k = rt.kernel(src, "rng")
     seed &= (1 << 64) - 1
     offset &= (1 << 64) - 1
-    rt.launch(k, (n,), None, out.buffer, np.uint64(n), np.uint32(seed & 0xFFFFFFFF),
+    rt.launch1d(k, n, out.buffer, np.uint64(n), np.uint32(seed & 0xFFFFFFFF),
               np.uint32(seed >> 32), np.uint32(offset & 0xFFFFFFFF), np.uint32(offset >> 32),
               np.int64(low), np.uint64(max(high - low, 1)))
     return out

@@ -93,9 +93,10 @@ def cat(rt: Runtime, xs: tuple[CLArray, ...], dim: int) -> CLArray:
 
 _GATHER = """
 __kernel void gather(__global {t}* out, __global const {t}* x, long xo, {xs},
-                     __global const long* ix, long io, {is_}, {ns} long dimsize)
+                     __global const long* ix, long io, {is_}, {ns} long dimsize, long total)
 {{
     long i = get_global_id(0);
+    if (i >= total) return;
     long r = i;
     {decomp}
     long id = ix[io + {iaddr}];
@@ -120,7 +121,7 @@ def gather(rt: Runtime, x: CLArray, index: CLArray, dim: int) -> CLArray:
         ns="".join(f"long n{d}, " for d in range(1, nd)), decomp="\n    ".join(decomp),
         iaddr=" + ".join(f"k{d} * is{d}" for d in range(nd)), xaddr=xaddr)
     k = rt.kernel(src, "gather")
-    rt.launch(k, (out.size,), None, out.buffer, x.buffer, np.int64(x.offset),
+    rt.launch1d(k, out.size, out.buffer, x.buffer, np.int64(x.offset),
               *map(np.int64, x.strides), index.buffer, np.int64(index.offset),
               *map(np.int64, index.strides), *map(np.int64, shape[1:]),
               np.int64(x.shape[dim]))
@@ -137,9 +138,10 @@ def index_select(rt: Runtime, x: CLArray, index: CLArray, dim: int) -> CLArray:
 
 _SCATTER = """
 __kernel void scatter(__global {t}* out, __global const long* ix, long io, {is_},
-                      __global const {t}* src, long so, {ss}, {os}, {ns} long m, long dimsize)
+                      __global const {t}* src, long so, {ss}, {os}, {ns} long m, long dimsize, long total)
 {{
     long r = get_global_id(0);
+    if (r >= total) return;
     {decomp}
     long ib = io + {ibase}, sb = so + {sbase}, ob = {obase};
     for (long t = 0; t < m; t++) {{
@@ -177,7 +179,7 @@ def scatter(rt: Runtime, x: CLArray, index: CLArray, src: CLArray, dim: int,
     ncols = math.prod(index.shape[d] for d in cols)
     if index.size == 0:
         return out
-    rt.launch(k, (ncols,), None, out.buffer, index.buffer, np.int64(index.offset),
+    rt.launch1d(k, ncols, out.buffer, index.buffer, np.int64(index.offset),
               *map(np.int64, index.strides), src.buffer, np.int64(src.offset),
               *map(np.int64, src.strides), *map(np.int64, ostr),
               *(np.int64(index.shape[d]) for d in cols), np.int64(index.shape[dim]),
@@ -196,9 +198,11 @@ int before({t} x, long ix, {t} y, long iy, long n) {{
     return ix < iy;
 }}
 
-__kernel void bitonic(__global {t}* keys, __global long* idx, long P, long n, long j, long k)
+__kernel void bitonic(__global {t}* keys, __global long* idx, long P, long n, long j, long k,
+                      long total)
 {{
     long g = get_global_id(0);
+    if (g >= total) return;
     long row = g / P, i = g % P, l = i ^ j;
     if (l <= i) return;
     long a = row * P + i, b = row * P + l;
@@ -234,7 +238,7 @@ def sort(rt: Runtime, x: CLArray, dim: int, descending: bool) -> tuple[CLArray, 
     while size <= P:
         j = size // 2
         while j >= 1:
-            rt.launch(k, (rows * P,), None, keys.buffer, idx.buffer, np.int64(P), np.int64(n),
+            rt.launch1d(k, rows * P, keys.buffer, idx.buffer, np.int64(P), np.int64(n),
                       np.int64(j), np.int64(size))
             j //= 2
         size *= 2
@@ -248,9 +252,10 @@ def sort(rt: Runtime, x: CLArray, dim: int, descending: bool) -> tuple[CLArray, 
 
 _NONZERO = """
 __kernel void nz(__global long* out, __global const long* cum, __global const uchar* flag,
-                 {ns} long nd)
+                 {ns} long nd, long total)
 {{
     long i = get_global_id(0);
+    if (i >= total) return;
     if (!flag[i]) return;
     long pos = (cum[i] - 1) * nd;
     long r = i;
@@ -276,7 +281,7 @@ def nonzero(rt: Runtime, x: CLArray) -> CLArray:
     src = _NONZERO.format(ns="".join(f"long n{d}, " for d in range(nd)),
                           decomp="\n    ".join(decomp))
     k = rt.kernel(src, "nz")
-    rt.launch(k, (x.size,), None, out.buffer, cum.buffer, flag.buffer,
+    rt.launch1d(k, x.size, out.buffer, cum.buffer, flag.buffer,
               *map(np.int64, x.shape), np.int64(nd))
     return out
 

@@ -27,9 +27,10 @@ I64 = np.dtype(np.int64)
 _IM2COL = """
 __kernel void im2col(__global {t}* cols, __global const {t}* x, long xo, long xs0, long xs1,
                      long xs2, long xs3, long C, long H, long W, long kh, long kw, long sh,
-                     long sw, long ph, long pw, long dh, long dw, long OH, long OW)
+                     long sw, long ph, long pw, long dh, long dw, long OH, long OW, long total)
 {{
     long i = get_global_id(0);
+    if (i >= total) return;
     long ow = i % OW, r = i / OW;
     long oh = r % OH; r /= OH;
     long j = r % kw; r /= kw;
@@ -52,7 +53,7 @@ def conv2d(rt: Runtime, x: CLArray, w: CLArray, stride: Pair = (1, 1), padding: 
     cols = rt.empty((n, groups, kk, oh * ow), x.dtype)
     if cols.size:
         k = rt.kernel(_IM2COL.format(t=ctype(x.dtype)), "im2col")
-        rt.launch(k, (cols.size,), None, cols.buffer, x.buffer, np.int64(x.offset),
+        rt.launch1d(k, cols.size, cols.buffer, x.buffer, np.int64(x.offset),
                   *map(np.int64, x.strides), np.int64(c), np.int64(h), np.int64(wd),
                   np.int64(kh), np.int64(kw), np.int64(stride[0]), np.int64(stride[1]),
                   np.int64(padding[0]), np.int64(padding[1]), np.int64(dilation[0]),
@@ -123,9 +124,10 @@ _POOL_HEAD = """
 __kernel void pool(__global {t}* out, __global long* outi, __global const {t}* x, long xo,
                    long xs0, long xs1, long xs2, long xs3, long C, long H, long W, long OH,
                    long OW, long kh, long kw, long sh, long sw, long ph, long pw, long dh,
-                   long dw, int include_pad)
+                   long dw, int include_pad, long total)
 {{
     long i = get_global_id(0);
+    if (i >= total) return;
     long ow = i % OW, r = i / OW;
     long oh = r % OH; r /= OH;
     long c = r % C, n = r / C;
@@ -173,7 +175,7 @@ def _pool(rt: Runtime, body: str, x: CLArray, oh: int, ow: int, k: Pair, s: Pair
         nan_keep="!isnan(best) &&" if fl else "", nan_take="|| (isnan(v) && !isnan(best))"
         if fl else ""))
     kern = rt.kernel(src, "pool")
-    rt.launch(kern, (out.size,), None, out.buffer, outi.buffer, x.buffer, np.int64(x.offset),
+    rt.launch1d(kern, out.size, out.buffer, outi.buffer, x.buffer, np.int64(x.offset),
               *map(np.int64, x.strides), *map(np.int64, (c, h, w, oh, ow, *k, *s, *p, *d)),
               np.int32(include_pad))
     return out, outi if want_index else None
@@ -181,9 +183,10 @@ def _pool(rt: Runtime, body: str, x: CLArray, oh: int, ow: int, k: Pair, s: Pair
 
 _ADAPTIVE = """
 __kernel void apool(__global {t}* out, __global const {t}* x, long xo, long xs0, long xs1,
-                    long xs2, long xs3, long C, long H, long W, long OH, long OW)
+                    long xs2, long xs3, long C, long H, long W, long OH, long OW, long total)
 {{
     long i = get_global_id(0);
+    if (i >= total) return;
     long ow = i % OW, r = i / OW;
     long oh = r % OH; r /= OH;
     long c = r % C, n = r / C;
@@ -267,7 +270,7 @@ def kernels(rt: Runtime) -> dict[Any, Any]:
         oh, ow = output_size
         out = rt.empty((n, c, oh, ow), x.dtype)
         src = _ADAPTIVE.format(t=ctype(x.dtype), c=compute_type(x.dtype))
-        rt.launch(rt.kernel(src, "apool"), (out.size,), None, out.buffer, x.buffer,
+        rt.launch1d(rt.kernel(src, "apool"), out.size, out.buffer, x.buffer,
                   np.int64(x.offset), *map(np.int64, x.strides),
                   *map(np.int64, (c, h, w, oh, ow)))
         return out

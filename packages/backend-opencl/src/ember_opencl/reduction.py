@@ -220,9 +220,10 @@ def reduce(rt: Runtime, kind: str, x: CLArray, dims: Sequence[int], keepdim: boo
 
 _SCAN = """
 __kernel void scan(__global {t}* out, __global const {t}* x, long xo, long n, long xs, long os,
-                   {params})
+                   {params}, long total)
 {{
     long g = get_global_id(0);
+    if (g >= total) return;
     long r = g, xa = xo, oa = 0;
     {decomp}
     {t} acc = {init};
@@ -255,7 +256,7 @@ def scan(rt: Runtime, x: CLArray, dim: int, op: str) -> CLArray:
     if not others:
         args.append(np.int64(0))
     rows = math.prod(x.shape[d] for d in others)
-    rt.launch(k, (rows,), None, *args)
+    rt.launch1d(k, rows, *args)
     return out
 
 

@@ -15,7 +15,9 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.tools as cl_tools
 
-__all__ = ["CLArray", "Runtime", "ctype", "list_devices", "select_devices"]
+GROUP = 64
+
+__all__ = ["GROUP", "CLArray", "Runtime", "ctype", "list_devices", "select_devices"]
 
 _CTYPES = {
     "float16": "half", "float32": "float", "float64": "double", "int8": "char",
@@ -164,6 +166,16 @@ class Runtime:
         if math.prod(gsize) == 0:
             return
         kernel(self.queue, gsize, lsize, *args)
+
+    def launch1d(self, kernel: cl.Kernel, n: int, *args: Any) -> None:
+        """Run ``n`` work-items in groups of `GROUP`; the kernel's last argument is ``n``.
+
+        A fixed local size matters on PoCL: it compiles a work-group function per local size,
+        and letting the runtime choose one makes every new tensor size a new compilation.
+        """
+        if n == 0:
+            return
+        kernel(self.queue, (-(-n // GROUP) * GROUP,), (GROUP,), *args, np.int64(n))
 
     def synchronize(self) -> None:
         self.queue.finish()

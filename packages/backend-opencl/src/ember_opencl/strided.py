@@ -55,7 +55,7 @@ _CACHE: dict[tuple[Any, ...], Any] = {}
 def _source(expr: str, out_t: str, in_types: Sequence[np.dtype[Any]], nd: int,
             scalar_types: Sequence[str], helpers: str) -> str:
     params = [f"__global {out_t}* out", "long oo", *[f"long os{d}" for d in range(nd)]]
-    body = ["long i = get_global_id(0);", "long r = i;"]
+    body = ["long i = get_global_id(0);", "if (i >= total) return;", "long r = i;"]
     for d in range(nd - 1, 0, -1):
         params.append(f"long n{d}")
         body.append(f"long k{d} = r % n{d}; r /= n{d};")
@@ -67,6 +67,7 @@ def _source(expr: str, out_t: str, in_types: Sequence[np.dtype[Any]], nd: int,
         addr = " + ".join([f"o{j}", *[f"k{d} * s{j}_{d}" for d in range(nd)]])
         body.append(f"{compute_type(t)} {_NAMES[j]} = ({compute_type(t)})p{j}[{addr}];")
     params += [f"{t} s{j}" for j, t in enumerate(scalar_types)]
+    params.append("long total")
     addr = " + ".join(["oo", *[f"k{d} * os{d}" for d in range(nd)]])
     body.append(f"out[{addr}] = ({out_t})({expr});")
     lines = "\n    ".join(body)
@@ -100,7 +101,7 @@ def run_map(rt: Runtime, expr: str, inputs: Sequence[CLArray], *,
     for v, s in zip(views, sts[1:], strict=True):
         args += [v.buffer, np.int64(v.offset), *map(np.int64, s)]
     args += [_scalar(t, v) for t, v in scalars]
-    rt.launch(kern, (total,), None, *args)
+    rt.launch1d(kern, total, *args)
     return out
 
 
