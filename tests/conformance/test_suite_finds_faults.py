@@ -89,3 +89,15 @@ def test_every_primitive_and_composite_has_cases() -> None:
                      if not any(i.startswith(alias.get(n, n) + "-") for i in ids))
     assert not missing, f"no conformance cases for: {missing}"
     assert len(ids) == len(set(ids))
+
+
+def test_check_grads_catches_a_wrong_backward_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    rules = pytest.importorskip("ember_autodiff.rules")
+    from ember.testing import check_grads
+
+    case = next(c for c in all_cases() if c.id == "exp-basic-float64")
+    device = ember.device("autodiff<cpu>")
+    check_grads(case, device)
+    monkeypatch.setitem(rules.RULES, ember.ops.exp, lambda g, out, x: (g * out * 1.001,))
+    with pytest.raises(AssertionError, match="gradient of input 0"):
+        check_grads(case, device)

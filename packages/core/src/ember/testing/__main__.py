@@ -14,8 +14,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="device string (repeatable; default $EMBER_TEST_DEVICE or cpu)")
     args, rest = parser.parse_known_args(argv)
     opts = [f"--ember-device={d}" for d in args.device]
+    # warnings are errors, as in ember's own test runs (a later -W in ``rest`` overrides)
     return int(pytest.main(["--pyargs", "ember.testing.suite", "-q", "-p", "no:cacheprovider",
-                            *opts, *rest]))
+                            "-W", "error", *opts, *rest]))
 
 
 if __name__ == "__main__":
