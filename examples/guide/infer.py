@@ -19,10 +19,11 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # see train.py
 
-import ember  # noqa: E402  # after the path set-up above
-from data import splits  # noqa: E402
-from ember.data import DataLoader  # noqa: E402
-from model import GuideCNN  # noqa: E402
+from data import splits
+from model import GuideCNN
+
+import ember  # after the path set-up above
+from ember.data import DataLoader
 
 SHADES = " .:-=+*#%@"
 

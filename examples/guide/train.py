@@ -20,12 +20,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # is imported; an explicit setting wins.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import ember  # noqa: E402  # after the path set-up above
-import ember_train  # noqa: E402
-from data import image_size, loaders, splits  # noqa: E402
-from ember import optim  # noqa: E402
-from ember.nn import functional as F  # noqa: E402
-from model import GuideCNN  # noqa: E402
+from data import image_size, loaders, splits
+from model import GuideCNN
+
+import ember  # after the path set-up above
+import ember_train
+from ember import optim
+from ember.nn import functional as F
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -61,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
 
     learner = ember_train.Learner(
         model, optimizer, loss_fn=F.cross_entropy, scheduler=scheduler, device=device,
-        metrics=ember_train.default_metrics(num_classes=10) + [ember_train.TopKAccuracy(3)],
+        metrics=[*ember_train.default_metrics(num_classes=10), ember_train.TopKAccuracy(3)],
         artifacts=args.artifacts, keep_last=args.keep_last, best_metric="valid/accuracy",
         early_stopping=ember_train.EarlyStopping("valid/loss", patience=args.patience),
         renderer="dashboard" if args.dashboard else "plain" if args.plain else "auto",

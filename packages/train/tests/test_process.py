@@ -145,7 +145,7 @@ def test_kill_9_during_a_checkpoint_write_keeps_the_previous_one(tmp_path, refer
     assert latest is not None and latest.name == "epoch-0002"
     found = ckpt.read_latest(("model", "optimizer", "scheduler"))
     assert found is not None
-    info, states, learner_state = found
+    _info, states, learner_state = found
     assert learner_state["epochs_done"] == 2 and set(states) == {"model", "optimizer",
                                                                   "scheduler"}
     out = run(art, "--resume", "--weights-out", str(tmp_path / "w.safetensors"))
