@@ -1,8 +1,8 @@
 """The guide end to end: train, then run inference from the saved artifacts in a new process.
 
-    python examples/guide/run.py                                  # digits on autodiff<cpu>
-    python examples/guide/run.py --device "autodiff<fusion<cpu>>"
-    python examples/guide/run.py --data ~/mnist --epochs 5         # MNIST IDX files
+    python examples/guide/main.py                                  # digits on autodiff<cpu>
+    python examples/guide/main.py --device "autodiff<fusion<cpu>>"
+    python examples/guide/main.py --data ~/mnist --epochs 5         # MNIST IDX files
 
 Arguments other than ``--min-accuracy`` go to ``train.py``; ``--artifacts`` and ``--data``
 also to ``infer.py``.  Exits non-zero when training fails or the test accuracy is below
