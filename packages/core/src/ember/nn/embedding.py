@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from .. import _creation as cr, functional as F
+from .._elementwise import where
 from .._random import Generator
 from .._tensor import Tensor
 from . import init
@@ -48,7 +49,7 @@ class Embedding(Module):
         if self.padding_idx is not None:
             w = lower(self.weight)
             keep = cr.arange(self.num_embeddings, device=w.device) != self.padding_idx
-            rebind(self.weight, w * keep.unsqueeze(1).to(dtype=w.dtype))
+            rebind(self.weight, where(keep.unsqueeze(1), w, 0.0))
 
     def forward(self, indices: Tensor) -> Tensor:
         out = F.embedding(indices, self.weight)
