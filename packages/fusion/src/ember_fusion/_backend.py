@@ -72,14 +72,18 @@ class FusionBackend(Decorator):
 
     def stream(self) -> Stream:
         """This thread's stream."""
-        s: Stream | None = getattr(self._local, "stream", None)
-        if s is None:
+        try:
+            s: Stream = self._local.stream
+        except AttributeError:
             s = self._local.stream = Stream(self)
+        return s
+
+    def trim_caches(self) -> None:
+        """Start the caches afresh when streams never recur (called at each plan miss)."""
         if len(self.plans) > CACHE_LIMIT:
             self.plans.clear()
         if len(self.kernel_cache) > CACHE_LIMIT:
             self.kernel_cache.clear()
-        return s
 
     def synchronize(self) -> None:
         self.stream().flush()
@@ -104,7 +108,11 @@ class FusionBackend(Decorator):
             dtype = args[0]._dtype
         nodes = [a._data.node for a in args]
         shape = rule([n.shape for n in nodes], params)
-        handle = self.stream().record(op, params, nodes, shape, dtype)
+        try:
+            stream: Stream = self._local.stream
+        except AttributeError:
+            stream = self.stream()
+        handle = stream.record(op, params, nodes, shape, dtype)
         return self.tensor_type._make(handle, self.device, dtype)
 
     def _eager(self, op: Op, args: Sequence[Tensor], params: dict[str, Any]) -> Any:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ._graph import Handle, Node, Shape
-from ._partition import Plan, _params_key, analyse
+from ._partition import Plan, analyse
 
 if TYPE_CHECKING:
     from ember import DType
@@ -80,8 +80,9 @@ class Stream:
     def record(self, op: Op, params: dict[str, Any], inputs: Sequence[Node], shape: Shape,
                dtype: DType) -> Handle:
         for x in inputs:
-            if x.value is None and x.stream is not self and x.stream is not None:
-                x.stream.flush()  # pending on another thread: its value is needed here
+            xs = x.stream
+            if xs is not self and xs is not None:
+                xs.flush()  # pending on another thread: its value is needed here
         with self.lock:
             refs: list[int] = []
             for x in inputs:
@@ -99,7 +100,7 @@ class Stream:
             self.nodes.append(node)
             rt = tuple(refs)
             self.refs.append(rt)
-            self.sig.append((op, _params_key(params), dtype, shape, rt))
+            self.sig.append((op, tuple(params.items()), dtype, shape, rt))
             handle = Handle(node)  # before any flush: a node without a handle is dead
             if len(self.nodes) >= MAX_PENDING:
                 self.flush()
@@ -116,10 +117,15 @@ class Stream:
             t0 = time.perf_counter()
             refs, ext, ext_sig = self.refs, self.externals, self.ext_sig
             held = tuple(n.handle is not None and n.handle() is not None for n in nodes)
-            key = (tuple(self.sig), tuple(ext_sig), held)
+            key: Any = (tuple(self.sig), tuple(ext_sig), held)
+            try:
+                hash(key)
+            except TypeError:  # a param value that is not hashable: key it by its text
+                key = repr(key)
             self._clear()
             plan: Plan | None = backend.plans.get(key)
             if plan is None:
+                backend.trim_caches()
                 plan = analyse(nodes, refs, ext_sig, held, backend.compiler,
                                backend.inner_kernels, backend.kernel_cache, stats.counters)
                 backend.plans[key] = plan
