@@ -83,10 +83,42 @@ def torch_step() -> Callable[[], object]:
     return step
 
 
+def _rss_mib() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def memory(steps: int) -> None:
+    """RSS over ``steps`` training steps (forward, backward, an SGD update of every leaf)."""
+    device = "autodiff<cpu>"
+    wrap = ember.device(device).backend.wrap
+    rng = np.random.default_rng(0)
+    params = [ember.tensor(p, device=device, requires_grad=True) for p in _params(rng)]
+    x = ember.tensor(rng.normal(size=(BATCH, SIZES[0])).astype(np.float32), device=device)
+    y = ember.tensor(rng.integers(0, SIZES[-1], BATCH), device=device)
+    for i in range(steps + 1):
+        if i in (0, 10, 100, steps // 2, steps):
+            print(f"  step {i:5d}: RSS {_rss_mib():8.2f} MiB")
+        h = x
+        for j in range(0, len(params), 2):
+            h = F.linear(h, params[j], params[j + 1])
+            if j + 2 < len(params):
+                h = F.relu(h)
+        grads = F.cross_entropy(h, y).backward()
+        params = [wrap(p.inner - grads[p] * 0.01).requires_grad_()  # type: ignore[attr-defined]
+                  for p in params]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=200)
+    parser.add_argument("--memory", type=int, metavar="STEPS", default=0,
+                        help="instead of timing, print RSS over STEPS training steps")
     args = parser.parse_args()
+    if args.memory:
+        print(f"MLP 784-256-256-10, batch {BATCH}: process memory over {args.memory} steps")
+        memory(args.memory)
+        return
     results = {}
     # interleave the two, twice, so that neither profits from a quieter moment of the machine
     for _ in range(3):

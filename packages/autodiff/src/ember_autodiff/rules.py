@@ -41,24 +41,49 @@ def rule(op: Op) -> Callable[[Rule], Rule]:
 # -- helpers ----------------------------------------------------------------------------------
 
 
+# The helpers below call primitives through `apply` directly: their arguments are valid by
+# construction, so core's argument checks (a few microseconds an op) are skipped on the hot path.
+
+
 def sum_to(g: Tensor, shape: tuple[int, ...]) -> Tensor:
     """Sum a broadcast gradient back to ``shape``."""
-    lead = g.ndim - len(shape)
-    dims = [*range(lead), *(lead + i for i, n in enumerate(shape) if n == 1 and
-                            g.shape[lead + i] != 1)]
+    gshape = g._data.shape
+    lead = len(gshape) - len(shape)
+    dims = (*range(lead), *(lead + i for i, n in enumerate(shape) if n == 1 and
+                            gshape[lead + i] != 1))
     if dims:
-        g = g.sum(dim=dims, keepdim=True)
-    return g.reshape(shape) if tuple(g.shape) != tuple(shape) else g
+        g = apply(reduction.sum, g, dims=dims, keepdim=True)
+    if tuple(g._data.shape) != tuple(shape):
+        g = apply(movement.reshape, g, shape=tuple(shape))
+    return g
 
 
 def _keep(g: Tensor, dims: Sequence[int], keepdim: bool) -> Tensor:
     """``g`` of a reduction with its reduced axes back (size 1)."""
     if keepdim:
         return g
-    shape = list(g.shape)
+    shape = list(g._data.shape)
     for d in dims:
         shape.insert(d, 1)
-    return g.reshape(shape)
+    return apply(movement.reshape, g, shape=tuple(shape))  # type: ignore[no-any-return]
+
+
+def _broadcast(g: Tensor, shape: Sequence[int]) -> Tensor:
+    """``g`` (same number of axes) broadcast to ``shape``."""
+    if tuple(g._data.shape) == tuple(shape):
+        return g
+    return apply(movement.expand, g, shape=tuple(shape))  # type: ignore[no-any-return]
+
+
+def _mT(t: Tensor) -> Tensor:  # PyTorch's name
+    n = t.ndim
+    return apply(movement.permute, t,  # type: ignore[no-any-return]
+                 dims=(*range(n - 2), n - 1, n - 2))
+
+
+def _mm(a: Tensor, b: Tensor) -> Tensor:
+    """``a @ b`` for operands of one batch shape (what the matmul primitive receives)."""
+    return apply(linalg.matmul, a, b)  # type: ignore[no-any-return]
 
 
 def _zeros(x: Tensor) -> Tensor:
@@ -70,7 +95,8 @@ def _mask(cond: Tensor, g: Tensor) -> Tensor:
     # Note: a product with the 0/1 mask, not ``where``: numpy's ``where`` is ~10x slower than a
     # multiply here, and relu's backward is on every MLP's path.  An inf or nan gradient thus
     # leaks into masked-out positions as nan, where PyTorch would give 0.
-    return g * cond.to(dtype=g.dtype)
+    return apply(elementwise.mul, g, apply(creation.cast, cond,  # type: ignore[no-any-return]
+                                           dtype=g._dtype))
 
 
 # -- elementwise: unary -----------------------------------------------------------------------
@@ -150,13 +176,13 @@ RULES[creation.cast] = lambda g, out, x, dtype: (g.to(dtype=x.dtype),)
 
 @rule(reduction.sum)
 def _sum(g: Tensor, out: Tensor, x: Tensor, dims: Sequence[int], keepdim: bool) -> Grads:
-    return (_keep(g, dims, keepdim).expand(x.shape),)
+    return (_broadcast(_keep(g, dims, keepdim), x.shape),)
 
 
 @rule(reduction.mean)
 def _mean(g: Tensor, out: Tensor, x: Tensor, dims: Sequence[int], keepdim: bool) -> Grads:
     n = math.prod(x.shape[d] for d in dims)
-    return ((_keep(g, dims, keepdim) * (1.0 / n)).expand(x.shape),)
+    return (_broadcast(_keep(g, dims, keepdim) * (1.0 / n), x.shape),)
 
 
 def _extreme(g: Tensor, out: Tensor, x: Tensor, dims: Sequence[int], keepdim: bool) -> Grads:
@@ -233,7 +259,8 @@ def _cumprod(g: Tensor, out: Tensor, x: Tensor, dim: int) -> Grads:
 
 # -- movement ---------------------------------------------------------------------------------
 
-RULES[movement.reshape] = lambda g, out, x, shape: (g.reshape(x.shape),)
+RULES[movement.reshape] = lambda g, out, x, shape: (apply(movement.reshape, g,
+                                                          shape=tuple(x._data.shape)),)
 RULES[movement.contiguous] = lambda g, out, x: (g,)
 RULES[movement.flip] = lambda g, out, x, dims: (g.flip(dims),)
 RULES[movement.tril] = lambda g, out, x, k: (g.tril(k),)
@@ -243,7 +270,8 @@ RULES[movement.masked_fill] = lambda g, out, x, mask, value: (g.masked_fill(mask
 
 @rule(movement.permute)
 def _permute(g: Tensor, out: Tensor, x: Tensor, dims: Sequence[int]) -> Grads:
-    return (g.permute(sorted(range(len(dims)), key=list(dims).__getitem__)),)
+    inverse = tuple(sorted(range(len(dims)), key=list(dims).__getitem__))
+    return (apply(movement.permute, g, dims=inverse),)
 
 
 @rule(movement.expand)
@@ -323,7 +351,7 @@ RULES[movement.topk] = lambda g, out, x, k, dim, largest: _scatter_back(g, out, 
 
 # -- linear algebra ---------------------------------------------------------------------------
 
-RULES[linalg.matmul] = (lambda g, out, a, b: g @ b.mT, lambda g, out, a, b: a.mT @ g)
+RULES[linalg.matmul] = (lambda g, out, a, b: _mm(g, _mT(b)), lambda g, out, a, b: _mm(_mT(a), g))
 
 
 # -- nn ---------------------------------------------------------------------------------------
