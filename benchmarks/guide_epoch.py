@@ -176,7 +176,7 @@ One training epoch of the guide CNN (`examples/guide`: conv 16, conv 32, max-poo
 linear 64, linear 10) on the digits training split: {steps} steps of batch 32, AdamW, the same
 weights and batches on both sides, {args.threads} BLAS / intra-op thread(s), median of
 {args.rounds} interleaved rounds (`.venv/bin/python benchmarks/guide_epoch.py --write`;
-{platform.machine()}, {os.cpu_count()} cores, measured {time.strftime('%Y-%m-%d')}).
+{platform.machine()}, {len(os.sched_getaffinity(0))} cores, measured {time.strftime('%Y-%m-%d')}).
 
 | run | epoch (ms) | vs PyTorch |
 |---|---:|---:|
