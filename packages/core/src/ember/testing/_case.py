@@ -167,9 +167,10 @@ def sample(shape: Sequence[int], dtype: dt.DType, rng: np.random.Generator,
 
     shape = tuple(shape)
     npd = numpy_dtype(dtype)
+    vals: Any
     n = int(np.prod(shape)) if shape else 1
     if dtype is dt.bool_:
-        return (rng.random(shape) < 0.5) if shape else np.bool_(rng.random() < 0.5)
+        return np.asarray(rng.random(shape) < 0.5)
     if domain == "distinct":
         vals = rng.permutation(n) - (n // 2 if dtype.kind != "u" else 0)
         return np.asarray(vals.reshape(shape)).astype(npd)
@@ -184,18 +185,16 @@ def sample(shape: Sequence[int], dtype: dt.DType, rng: np.random.Generator,
     if domain == "grid-nonzero":
         domain = "nonzero"
     if dtype.kind in "iu":
-        lo, hi = {"positive": (1, 4), "nonzero": (1, 5), "small": (0, 4), "unit": (0, 1),
-                  "near1": (-2, 3)}.get(
-            domain, (-5, 6))
+        ilo, ihi = {"positive": (1, 4), "nonzero": (1, 5), "small": (0, 4), "unit": (0, 1),
+                    "near1": (-2, 3)}.get(domain, (-5, 6))
         if dtype.kind == "u":
-            lo = max(lo, 0)
-        vals = rng.integers(lo, hi, size=shape)
+            ilo = max(ilo, 0)
+        vals = rng.integers(ilo, ihi, size=shape)
         if domain == "nonzero" and dtype.kind == "i":
             vals = vals * rng.choice([-1, 1], size=shape)
         return np.asarray(vals).astype(npd)
     lo, hi = {"positive": (0.25, 3.0), "unit": (-0.9, 0.9), "small": (0.0, 3.0),
-              "near1": (0.6, 1.4)}.get(
-        domain, (-2.0, 2.0))
+              "near1": (0.6, 1.4)}.get(domain, (-2.0, 2.0))
     if domain == "nonzero":
         vals = rng.uniform(0.5, 2.0, size=shape) * rng.choice([-1.0, 1.0], size=shape)
     else:

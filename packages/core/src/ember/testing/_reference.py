@@ -4,6 +4,7 @@ for clarity rather than speed (the suite's shapes are tiny).  PyTorch's layouts 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -115,7 +116,7 @@ def adaptive_avg_pool2d(x: np.ndarray, output_size: Pair) -> np.ndarray:
     return out
 
 
-def _linear_axis(x: np.ndarray, axis: int, size: int, align_corners: bool) -> np.ndarray:
+def _linear_axis(x: np.ndarray, axis: int, size: int, align_corners: bool) -> Any:
     n_in = x.shape[axis]
     dst = np.arange(size, dtype=np.float64)
     if align_corners:

@@ -121,5 +121,5 @@ def binary(name: str, fn: Callable[..., Any], oracle: Callable[..., Any],
             def o1(x: np.ndarray, s: Any = scalar, so: dt.DType = so) -> Any:
                 return wrap_to(oracle(x, np.asarray(s)), so)
 
-            g = (0,) if differentiable and d.kind == "f" else ()
-            case(cid, group, f1, o1, [a], so, grad=g, **kw)
+            case(cid, group, f1, o1, [a], so,
+                 grad=(0,) if differentiable and d.kind == "f" else (), **kw)

@@ -1,3 +1,5 @@
+# Lambdas with default arguments bind loop variables; mypy cannot infer their types.
+# mypy: disable-error-code="misc"
 """Creation functions (full, zeros, ones, arange, linspace, eye, *_like), casts, and random
 numbers: shape, dtype, range, reproducibility by seed, and loose statistics."""
 

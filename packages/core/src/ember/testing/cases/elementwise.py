@@ -1,3 +1,5 @@
+# Lambdas with default arguments bind loop variables; mypy cannot infer their types.
+# mypy: disable-error-code="misc"
 """Elementwise primitives: every unary and binary op, where and clamp, over every dtype."""
 
 from __future__ import annotations
@@ -104,18 +106,21 @@ binary("div", ember.div, lambda a, b: a.astype(np.float64) / b, ALL, float_out,
 binary("atan2", ember.atan2, lambda a, b: np.arctan2(a.astype(np.float64), b), ALL, float_out,
        ("real", "nonzero"))
 
-for _name, _f in {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
-                  "gt": np.greater, "ge": np.greater_equal}.items():
+_COMPARE: dict[str, Any] = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+            "gt": np.greater, "ge": np.greater_equal}
+for _name, _f in _COMPARE.items():
     # "grid" values make ties likely, so equality is exercised
     binary(_name, getattr(ember, _name), _f, ALL, _bool, ("grid", "grid"), differentiable=False)
 
-for _name, _f in {"logical_and": np.logical_and, "logical_or": np.logical_or,
-                  "logical_xor": np.logical_xor}.items():
+_LOGICAL: dict[str, Any] = {"logical_and": np.logical_and, "logical_or": np.logical_or,
+                            "logical_xor": np.logical_xor}
+for _name, _f in _LOGICAL.items():
     binary(_name, getattr(ember, _name), _f, ALL, _bool, ("small", "small"),
            differentiable=False)
 
-for _name, _f in {"bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or,
-                  "bitwise_xor": np.bitwise_xor}.items():
+_BITWISE: dict[str, Any] = {"bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or,
+                            "bitwise_xor": np.bitwise_xor}
+for _name, _f in _BITWISE.items():
     binary(_name, getattr(ember, _name), _f, (*INTS, dt.bool_), _same, edges=False,
            differentiable=False, scalar=None)
 binary("left_shift", ember.left_shift, lambda a, b: np.left_shift(a, b), INTS, _same,

@@ -1,3 +1,5 @@
+# Lambdas with default arguments bind loop variables; mypy cannot infer their types.
+# mypy: disable-error-code="misc"
 """Indexing with numpy semantics: basic slices (negative steps), None/..., integer tensors,
 boolean masks, and ``x[idx] = v`` as a functional update."""
 

@@ -1,3 +1,5 @@
+# Lambdas with default arguments bind loop variables; mypy cannot infer their types.
+# mypy: disable-error-code="misc"
 """Movement primitives and their composites: reshape to topk, over every dtype and layout."""
 
 from __future__ import annotations
@@ -83,7 +85,7 @@ for _d in ALL:
     rng = rng_for(f"cat-{_d.name}")
     a, b, c = (Arg(np.asarray(sample(s, _d, rng)), v, (), _d)
                for s, v in (((2, 3), ""), ((4, 3), "permuted"), ((0, 3), "")))
-    g = (0, 1, 2) if _d.kind == "f" else ()
+    g: tuple[int, ...] = (0, 1, 2) if _d.kind == "f" else ()
     case(f"cat-dim0-{_d.name}", "movement", lambda *xs: ember.cat(xs, 0),
          lambda *vs: np.concatenate(vs, 0), [a, b, c], _d, grad=g)
     a2, b2 = (Arg(np.asarray(sample(s, _d, rng)), v, (), _d)
