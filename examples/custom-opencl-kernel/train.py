@@ -18,10 +18,11 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import ember  # noqa: E402  # after the path set-up
-from ember import nn, optim  # noqa: E402
-from ember.nn import functional as F  # noqa: E402
-from swish import install, swish  # noqa: E402
+from swish import install, swish
+
+import ember  # after the path set-up
+from ember import nn, optim
+from ember.nn import functional as F
 
 
 class SwishMLP(nn.Module):

@@ -3,11 +3,10 @@ not reach (strided views, multi-pass reductions, bitonic padding, tiled matmul e
 
 from __future__ import annotations
 
+import ember
 import numpy as np
 import pytest
 from conftest import check
-
-import ember
 
 RNG = np.random.default_rng(0)
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from ember.ops import reduction as rd
 
-from .runtime import CLArray, Runtime, compute_type, ctype, contiguous_strides
+from .runtime import CLArray, Runtime, compute_type, contiguous_strides, ctype
 from .strided import collapse, run_map
 
 __all__ = ["kernels", "reduce"]

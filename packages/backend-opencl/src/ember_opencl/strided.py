@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import pyopencl.cltypes as cltypes
 
 from .runtime import CLArray, Runtime, compute_type, ctype
 
@@ -52,26 +53,58 @@ def collapse(shape: Sequence[int], strides: Sequence[Sequence[int]]
 _CACHE: dict[tuple[Any, ...], Any] = {}
 
 
-def _source(expr: str, out_t: str, in_types: Sequence[np.dtype[Any]], nd: int,
+MAXD = 8
+
+
+def _source(expr: str, out_t: str, in_types: Sequence[np.dtype[Any]],
             scalar_types: Sequence[str], helpers: str) -> str:
-    params = [f"__global {out_t}* out", "long oo", *[f"long os{d}" for d in range(nd)]]
-    body = ["long i = get_global_id(0);", "if (i >= total) return;", "long r = i;"]
-    for d in range(nd - 1, 0, -1):
-        params.append(f"long n{d}")
-        body.append(f"long k{d} = r % n{d}; r /= n{d};")
-    if nd:
-        body.append("long k0 = r;")
+    """Two kernels in one program (one build): ``dense`` for merged 1-d iteration spaces and
+    ``general`` for up to `MAXD` axes, walked with run-time sizes and strides."""
+    tail = [f"{t} s{j}" for j, t in enumerate(scalar_types)] + ["long total"]
+    loads_d, loads_g = [], []
+    dparams = [f"__global {out_t}* out", "long oo", "long os"]
+    gparams = [f"__global {out_t}* out", "long oo", "long8 os", "long8 shape", "int nd"]
+    gwalk = []
     for j, t in enumerate(in_types):
-        params += [f"__global const {ctype(t)}* p{j}", f"long o{j}",
-                   *[f"long s{j}_{d}" for d in range(nd)]]
-        addr = " + ".join([f"o{j}", *[f"k{d} * s{j}_{d}" for d in range(nd)]])
-        body.append(f"{compute_type(t)} {_NAMES[j]} = ({compute_type(t)})p{j}[{addr}];")
-    params += [f"{t} s{j}" for j, t in enumerate(scalar_types)]
-    params.append("long total")
-    addr = " + ".join(["oo", *[f"k{d} * os{d}" for d in range(nd)]])
-    body.append(f"out[{addr}] = ({out_t})({expr});")
-    lines = "\n    ".join(body)
-    return f"{helpers}\n__kernel void k({', '.join(params)})\n{{\n    {lines}\n}}\n"
+        c, name = compute_type(t), _NAMES[j]
+        dparams += [f"__global const {ctype(t)}* p{j}", f"long o{j}", f"long s{j}"]
+        gparams += [f"__global const {ctype(t)}* p{j}", f"long o{j}", f"long8 s{j}"]
+        loads_d.append(f"{c} {name} = ({c})p{j}[o{j} + i * s{j}];")
+        loads_g.append(f"{c} {name} = ({c})p{j}[o{j}];")
+        gwalk.append(f"const long st{j}[{MAXD}] = {{{', '.join(f's{j}.s{d}' for d in range(MAXD))}}};")
+    steps = "".join(f" o{j} += k * st{j}[d];" for j in range(len(in_types)))
+    ld, lg = "\n    ".join(loads_d), "\n    ".join(loads_g)
+    walk = "\n    ".join(gwalk)
+    vec = ", ".join(f"{{v}}.s{d}" for d in range(MAXD))
+    return f"""{helpers}
+__kernel void dense({', '.join(dparams + tail)})
+{{
+    long i = get_global_id(0);
+    if (i >= total) return;
+    {ld}
+    out[oo + i * os] = ({out_t})({expr});
+}}
+
+__kernel void general({', '.join(gparams + tail)})
+{{
+    long i = get_global_id(0);
+    if (i >= total) return;
+    const long n_[{MAXD}] = {{{vec.format(v="shape")}}};
+    const long os_[{MAXD}] = {{{vec.format(v="os")}}};
+    {walk}
+    long r = i;
+    for (int d = nd - 1; d >= 0; d--) {{
+        long k = r % n_[d]; r /= n_[d];
+        oo += k * os_[d];{steps}
+    }}
+    {lg}
+    out[oo] = ({out_t})({expr});
+}}
+"""
+
+
+def _long8(vals: Sequence[int]) -> Any:
+    return cltypes.make_long8(*vals, *([0] * (MAXD - len(vals))))
 
 
 def run_map(rt: Runtime, expr: str, inputs: Sequence[CLArray], *,
@@ -89,19 +122,26 @@ def run_map(rt: Runtime, expr: str, inputs: Sequence[CLArray], *,
         return out
     views = [broadcast_view(x, shape) for x in inputs]
     dims, sts = collapse(shape, [out.strides, *(v.strides for v in views)])
-    nd = len(dims)
+    if len(dims) > MAXD:
+        raise NotImplementedError(f"opencl: elementwise kernels walk at most {MAXD} axes, "
+                                  f"got {len(dims)} after merging")
     stypes = tuple(t for t, _ in scalars)
-    key = (expr, out.dtype, tuple(x.dtype for x in inputs), nd, stypes, helpers)
-    kern = _CACHE.get((rt, *key))
-    if kern is None:
-        src = _source(expr, ctype(out.dtype), [x.dtype for x in inputs], nd, stypes, helpers)
-        kern = _CACHE[(rt, *key)] = rt.kernel(src, "k")
-    args: list[Any] = [out.buffer, np.int64(out.offset), *map(np.int64, sts[0])]
-    args += [np.int64(n) for n in dims[1:][::-1]]
+    key = (rt, expr, out.dtype, tuple(x.dtype for x in inputs), stypes, helpers)
+    pair = _CACHE.get(key)
+    if pair is None:
+        src = _source(expr, ctype(out.dtype), [x.dtype for x in inputs], stypes, helpers)
+        pair = _CACHE[key] = (rt.kernel(src, "dense"), rt.kernel(src, "general"))
+    sargs = [_scalar(t, v) for t, v in scalars]
+    if len(dims) <= 1:
+        args: list[Any] = [out.buffer, np.int64(out.offset), np.int64(sts[0][0] if dims else 0)]
+        for v, s in zip(views, sts[1:], strict=True):
+            args += [v.buffer, np.int64(v.offset), np.int64(s[0] if dims else 0)]
+        rt.launch1d(pair[0], total, *args, *sargs)
+        return out
+    args = [out.buffer, np.int64(out.offset), _long8(sts[0]), _long8(dims), np.int32(len(dims))]
     for v, s in zip(views, sts[1:], strict=True):
-        args += [v.buffer, np.int64(v.offset), *map(np.int64, s)]
-    args += [_scalar(t, v) for t, v in scalars]
-    rt.launch1d(kern, total, *args)
+        args += [v.buffer, np.int64(v.offset), _long8(s)]
+    rt.launch1d(pair[1], total, *args, *sargs)
     return out
 
 
