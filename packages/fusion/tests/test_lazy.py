@@ -162,3 +162,14 @@ def test_a_long_stream_flushes_itself_and_keeps_held_values(
         x = x * 2
     assert ember_fusion.stats(fused).flushes == 2  # at 5 and 10 pending ops
     assert x.tolist() == [4096.0] * 3
+
+
+def test_a_failing_kernel_raises_at_the_sync_point_and_after(fused: ember.Device) -> None:
+    x = ember.zeros((0, 3), device=fused)
+    keep = x * 2
+    bad = (x + 1).amax()  # the max of nothing: the cpu kernel raises, at the flush
+    with pytest.raises(ValueError):
+        bad.numpy()
+    with pytest.raises(RuntimeError, match="flush that failed"):
+        keep.numpy()
+    assert (ember.ones(2, device=fused) * 3).tolist() == [3.0, 3.0]  # the device still works

@@ -139,6 +139,9 @@ class FusionBackend(Decorator):
             if stream is not None:
                 stream.flush()
             value = node.value
+            if value is None and node.error is not None:
+                raise RuntimeError("this value was pending in a flush that failed: "
+                                   f"{type(node.error).__name__}: {node.error}") from node.error
             if value is None:
                 raise RuntimeError(f"ember_fusion: {node!r} was dropped unmaterialised although "
                                    "a tensor still refers to it (a bug: please report it)")

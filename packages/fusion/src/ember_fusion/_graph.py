@@ -34,8 +34,8 @@ class Node:
     so a materialised node keeps nothing of the graph alive.
     """
 
-    __slots__ = ("_dtype", "handle", "index", "inputs", "op", "params", "shape", "stream",
-                 "value")
+    __slots__ = ("_dtype", "error", "handle", "index", "inputs", "op", "params", "shape",
+                 "stream", "value")
 
     def __init__(self, shape: Shape, dtype: DType, op: Op | None, params: dict[str, Any],
                  inputs: tuple[Node, ...], value: Tensor | None, stream: Stream | None) -> None:
@@ -48,6 +48,7 @@ class Node:
         self.stream = stream  # the stream this node is pending in (None once materialised)
         self.index = -1  # position in that stream
         self.handle: weakref.ref[Handle] | None = None
+        self.error: BaseException | None = None  # why the flush computing it failed
 
     @property
     def dtype(self) -> DType:

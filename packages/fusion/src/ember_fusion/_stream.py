@@ -137,8 +137,15 @@ class Stream:
             t1 = time.perf_counter()
             vals: list[Any] = [None] * len(nodes)
             xv = [e.value._data for e in ext]  # type: ignore[union-attr]  # externals have values
-            for step in plan.steps:
-                step.run(vals, xv)
+            try:
+                for step in plan.steps:
+                    step.run(vals, xv)
+            except BaseException as exc:
+                # the error surfaces here, at the sync point; the values it took are lost
+                for n in nodes:
+                    n.stream = None
+                    n.error = exc
+                raise
             inner = backend.inner
             make = inner.tensor_type._make
             for i in plan.keep:
