@@ -100,7 +100,7 @@ def test_integer_matmul_is_exact(cl_device: object) -> None:
 
 def _conv2d_naive(x: np.ndarray, w: np.ndarray, stride: int, pad: int, dil: int,
                   groups: int) -> np.ndarray:
-    n, c, h, wd = x.shape
+    n, _, h, wd = x.shape
     o, cg, kh, kw = w.shape
     xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
     oh = (h + 2 * pad - dil * (kh - 1) - 1) // stride + 1

@@ -46,7 +46,8 @@ __kernel void rng(__global {t}* out, ulong n, uint s0, uint s1, uint f0, uint f1
 
 _EXPR = {
     ("rand", "float"): "(u.x >> 8) * (1.0f / 16777216.0f)",
-    ("rand", "double"): "((ulong)(u.x >> 5) * 67108864.0 + (u.y >> 6)) * (1.0 / 9007199254740992.0)",
+    ("rand", "double"): "((ulong)(u.x >> 5) * 67108864.0 + (u.y >> 6)) * "
+                        "(1.0 / 9007199254740992.0)",
     # Box-Muller on (0, 1] so that log never sees 0
     ("randn", "float"): "sqrt(-2.0f * log(((u.x >> 8) + 1.0f) * (1.0f / 16777216.0f))) * "
                         "cospi(2.0f * (u.y >> 8) * (1.0f / 16777216.0f))",

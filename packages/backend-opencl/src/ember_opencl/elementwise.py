@@ -244,8 +244,8 @@ def cast(rt: Runtime, x: CLArray, dtype: np.dtype[Any]) -> CLArray:
     return run_map(rt, cast_expr(x.dtype, dtype), [x], dtype=dtype)
 
 
-_UNARY_OPS = (*[getattr(ew, n) for n in ew.FLOAT_UNARY], *[getattr(ew, n) for n in ew.NUMERIC_UNARY],
-              *[getattr(ew, n) for n in ew.BOOL_UNARY], ew.bitwise_not)
+_UNARY_OPS = (*(getattr(ew, n) for n in (*ew.FLOAT_UNARY, *ew.NUMERIC_UNARY, *ew.BOOL_UNARY)),
+              ew.bitwise_not)
 _BINARY_OPS = tuple(getattr(ew, n) for n in (*ew.ARITHMETIC_BINARY, *ew.FLOAT_BINARY,
                                              *ew.COMPARISON_BINARY, *ew.LOGICAL_BINARY,
                                              *ew.BITWISE_BINARY))

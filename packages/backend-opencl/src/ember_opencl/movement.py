@@ -35,7 +35,7 @@ def permute(x: CLArray, dims: tuple[int, ...]) -> CLArray:
 def slice_view(x: CLArray, starts: Any, stops: Any, steps: Any) -> CLArray:
     offset = x.offset
     shape, strides = [], []
-    for n, s, a, b, c in zip(x.shape, x.strides, starts, stops, steps, strict=True):
+    for s, a, b, c in zip(x.strides, starts, stops, steps, strict=True):
         m = len(range(a, b, c))
         shape.append(m)
         strides.append(s * c)
@@ -113,7 +113,7 @@ def gather(rt: Runtime, x: CLArray, index: CLArray, dim: int) -> CLArray:
     out = rt.empty(shape, x.dtype)
     if out.size == 0:
         return out
-    decomp = [f"long k{d} = r % n{d}; r /= n{d};" for d in range(nd - 1, 0, -1)] + ["long k0 = r;"]
+    decomp = [*(f"long k{d} = r % n{d}; r /= n{d};" for d in range(nd - 1, 0, -1)), "long k0 = r;"]
     xaddr = " + ".join(f"k{d} * xs{d}" if d != dim else f"id * xs{d}" for d in range(nd))
     src = _GATHER.format(
         t=ctype(x.dtype), xs=", ".join(f"long xs{d}" for d in range(nd)),
@@ -138,7 +138,8 @@ def index_select(rt: Runtime, x: CLArray, index: CLArray, dim: int) -> CLArray:
 
 _SCATTER = """
 __kernel void scatter(__global {t}* out, __global const long* ix, long io, {is_},
-                      __global const {t}* src, long so, {ss}, {os}, {ns} long m, long dimsize, long total)
+                      __global const {t}* src, long so, {ss}, {os}, {ns} long m, long dimsize,
+                      long total)
 {{
     long r = get_global_id(0);
     if (r >= total) return;
@@ -217,14 +218,14 @@ __kernel void bitonic(__global {t}* keys, __global long* idx, long P, long n, lo
 def sort(rt: Runtime, x: CLArray, dim: int, descending: bool) -> tuple[CLArray, CLArray]:
     """Stable sort along ``dim`` (nan sorts as the largest value), with int64 indices."""
     nd = x.ndim
-    order = [d for d in range(nd) if d != dim] + [dim]
+    order = [*(d for d in range(nd) if d != dim), dim]
     xp = permute(x, tuple(order))
     n = x.shape[dim]
     rows = math.prod(xp.shape[:-1])
     P = 1 << max(n - 1, 0).bit_length()
     keys = rt.empty((rows * P,), x.dtype)
     idx = rt.empty((rows * P,), I64)
-    kstr = tuple(s * P for s in contiguous_strides(xp.shape[:-1])) + (1,)
+    kstr = (*(s * P for s in contiguous_strides(xp.shape[:-1])), 1)
     copy_into(rt, keys.view(xp.shape, kstr, 0), xp)
     run_map(rt, "i % s0", [], out=idx, scalars=[("long", P)])
     fl = x.dtype.kind == "f"

@@ -242,7 +242,7 @@ def scan(rt: Runtime, x: CLArray, dim: int, op: str) -> CLArray:
     ostr = contiguous_strides(x.shape)
     others = [d for d in range(x.ndim) if d != dim]
     params, decomp = [], []
-    for j, d in enumerate(reversed(others)):
+    for j in range(len(others)):
         params += [f"long n{j}", f"long xs{j}", f"long os{j}"]
         decomp.append(f"xa += (r % n{j}) * xs{j}; oa += (r % n{j}) * os{j}; r /= n{j};")
     t = ctype(x.dtype)
