@@ -246,3 +246,17 @@ def test_copying_weights_back_from_pytorch_round_trips() -> None:
     e2.load_state_dict({k: ember.tensor(v.numpy()) for k, v in t.state_dict().items()})
     for k, v in e.state_dict().items():
         assert v.tolist() == e2.state_dict()[k].tolist()
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_rotary_embedding_gradients_match_finite_differences(interleaved: bool) -> None:
+    testing = pytest.importorskip("ember_autodiff.testing")
+    rope = nn.RotaryEmbedding(4, interleaved=interleaved).to(AD)
+    testing.check_grads(lambda x: rope(x, offset=1),
+                        [np.random.default_rng(0).standard_normal((2, 3, 4))])
+
+
+def test_sinusoidal_encoding_gradients_pass_straight_through() -> None:
+    testing = pytest.importorskip("ember_autodiff.testing")
+    pe = nn.SinusoidalPositionalEncoding(4, max_len=6).to(AD)
+    testing.check_grads(lambda x: pe(x) * x, [np.random.default_rng(1).standard_normal((2, 3, 4))])

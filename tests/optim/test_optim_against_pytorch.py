@@ -132,3 +132,24 @@ def test_step_keeps_parameter_objects_so_the_next_gradients_find_them() -> None:
     assert list(model.parameters()) == params or all(
         a is b for a, b in zip(model.parameters(), params, strict=True))
     assert all(p.requires_grad for p in params)
+
+
+def test_optimizer_works_the_same_through_a_deeper_decorator_stack() -> None:
+    stack = "autodiff<fusion<cpu>>"
+    try:
+        ember.device(stack)
+    except Exception as exc:  # the fusion plugin is optional
+        pytest.skip(f"{stack} is not available: {exc}")
+    x, y = _data()
+    results = []
+    for dev in (AD, stack):
+        model = nn.Sequential(nn.Linear(6, 8, generator=ember.Generator(0)), nn.Tanh(),
+                              nn.Linear(8, 2, generator=ember.Generator(1))).to(dev)
+        opt = optim.Adam(model.parameters(), lr=1e-2)
+        for _ in range(5):
+            loss = ((model(ember.tensor(x, device=dev)) - ember.tensor(y, device=dev)) ** 2)
+            opt.step(loss.mean().backward())
+        assert all(str(p.device) == dev and p.requires_grad for p in model.parameters())
+        results.append(model.state_dict())
+    for k, v in results[0].items():
+        np.testing.assert_allclose(results[1][k].numpy(), v.numpy(), rtol=1e-5, atol=1e-6)
