@@ -94,8 +94,8 @@ KERNELS: dict[Any, Any] = {
     rd.sum: quiet(_accumulating(np.add)),
     rd.prod: quiet(_accumulating(np.multiply)),
     rd.mean: quiet(_mean),
-    rd.max: _extreme(np.maximum),
-    rd.min: _extreme(np.minimum),
+    rd.max: quiet(_extreme(np.maximum)),  # bfloat16 nan warns in ufunc.reduce
+    rd.min: quiet(_extreme(np.minimum)),
     rd.var: quiet(_var),
     rd.any: _logical(np.logical_or),
     rd.all: _logical(np.logical_and),

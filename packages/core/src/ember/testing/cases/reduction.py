@@ -155,3 +155,19 @@ for _name, _f, _dom in (("cumsum", np.cumsum, "real"), ("cumprod", np.cumprod, "
                 return f(v.astype(np.int64) if v.dtype == bool else v, axis=dim)
 
             case(cid, "reduction", run3, orc3, [x], _acc(_d), **_loose(_d))
+
+# nan and inf: nan propagates through sums and extremes, inf survives them
+for _name, (_f, _rule, _dom, _dtypes, _empty) in _REDUCTIONS.items():
+    for _d in dt.FLOAT_DTYPES:
+        cid = f"{_name}-edges-{_d.name}"
+        v = np.asarray(sample((3, 4), _d, rng_for(cid), "near1"))
+        v[0, 1], v[1, 2], v[1, 0], v[2, 3] = np.nan, np.inf, -np.inf, 0.0
+        x = Arg(v, "", (), _d)
+
+        def run4(t: Any, fn: Any = _F[_name]) -> Any:
+            return fn(t, dim=1)
+
+        def orc4(a: np.ndarray, f: Any = _f) -> Any:
+            return np.asarray(f(a, axis=1))
+
+        case(cid, "reduction", run4, orc4, [x], _rule(_d), grad=(), **_loose(_d))
