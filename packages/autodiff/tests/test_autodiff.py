@@ -289,3 +289,19 @@ def test_second_derivative_of_a_cube_by_create_graph() -> None:
     g = (x * x * x).sum().backward(create_graph=True)[x]
     assert g.tolist() == [3.0, 12.0]
     assert g.sum().backward()[x].tolist() == [6.0, -12.0]
+
+
+@pytest.mark.parametrize("device", ["autodiff<autodiff<cpu>>", "autodiff<fusion<cpu>>",
+                                    "autodiff<cpu,checkpointing=true>"])
+def test_gradients_over_other_inner_devices(device: str) -> None:
+    if "fusion" in device:
+        pytest.importorskip("ember_fusion")
+    from ember_autodiff.testing import check_grads
+
+    rng = np.random.default_rng(0)
+    F = ember.functional
+    check_grads(lambda x, w: F.cross_entropy((x @ w).tanh(), ember.tensor([0, 2, 1],
+                                                                          device=x.device)),
+                [rng.normal(size=(3, 4)), rng.normal(size=(4, 3))], device=device)
+    check_grads(lambda x: F.layer_norm(x, 4).exp().sum(0), [rng.normal(size=(3, 4))],
+                device=device)
