@@ -260,3 +260,23 @@ def test_sinusoidal_encoding_gradients_pass_straight_through() -> None:
     testing = pytest.importorskip("ember_autodiff.testing")
     pe = nn.SinusoidalPositionalEncoding(4, max_len=6).to(AD)
     testing.check_grads(lambda x: pe(x) * x, [np.random.default_rng(1).standard_normal((2, 3, 4))])
+
+
+@pytest.mark.parametrize("mask_kind", ["none", "bool", "float", "causal"])
+def test_scaled_dot_product_attention_matches_pytorchs_function(mask_kind: str) -> None:
+    import ember.nn.functional as F
+
+    q, k, v = randn(2, 3, 4, 8, seed=1), randn(2, 3, 6, 8, seed=2), randn(2, 3, 6, 8, seed=3)
+    mask: Any = None
+    if mask_kind == "bool":
+        mask = ~_bool_mask(4, 6)  # True = may attend, as PyTorch's function
+    elif mask_kind == "float":
+        mask = randn(4, 6, seed=4)
+    args = [ember.tensor(a) for a in (q, k, v)]
+    targs = [torch.from_numpy(a) for a in (q, k, v)]
+    causal = mask_kind == "causal"
+    out = F.scaled_dot_product_attention(*args, None if mask is None else ember.tensor(mask),
+                                         is_causal=causal)
+    ref = torch.nn.functional.scaled_dot_product_attention(
+        *targs, None if mask is None else torch.from_numpy(mask), is_causal=causal)
+    np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=1e-5, atol=1e-6)

@@ -12,7 +12,7 @@ from . import init
 from .linear import DeviceLike, DTypeLike, Linear
 from .module import Module
 
-__all__ = ["MultiHeadAttention", "MultiheadAttention", "causal_mask",
+__all__ = ["MultiHeadAttention", "MultiheadAttention", "attention_weights", "causal_mask",
            "scaled_dot_product_attention"]
 
 
@@ -33,28 +33,49 @@ def _additive(mask: Tensor, dtype: object) -> Tensor:
     return mask
 
 
-def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor,
-                                 attn_mask: Tensor | None = None, dropout_p: float = 0.0,
-                                 is_causal: bool = False, scale: float | None = None,
-                                 training: bool = True,
-                                 generator: Generator | None = None) -> tuple[Tensor, Tensor]:
-    """``softmax(q k^T * scale + mask) v`` over ``[..., L, D]`` / ``[..., S, D]`` tensors.
-
-    Returns the output and the attention weights.  A bool ``attn_mask`` is True where
-    attention is *not* allowed (PyTorch's ``nn.MultiheadAttention`` convention); a float mask
-    is added to the scores.
-    """
+def attention_weights(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
+                      dropout_p: float = 0.0, is_causal: bool = False,
+                      scale: float | None = None,
+                      generator: Generator | None = None) -> tuple[Tensor, Tensor]:
+    """``softmax(q k^T * scale + mask) v`` and the weights; ``mask`` is additive (float)."""
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     scores = (q * scale) @ k.transpose(-1, -2)
     if is_causal:
         scores = scores + _additive(causal_mask(q.shape[-2], k.shape[-2], device=q.device),
                                     scores.dtype)
-    if attn_mask is not None:
-        scores = scores + _additive(attn_mask, scores.dtype).to(dtype=scores.dtype)
+    if mask is not None:
+        scores = scores + mask.to(dtype=scores.dtype)
     weights = scores.softmax(-1)
-    if dropout_p > 0.0 and training:
+    if dropout_p > 0.0:
         weights = F.dropout(weights, dropout_p, True, generator)
     return weights @ v, weights
+
+
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
+                                 attn_mask: Tensor | None = None, dropout_p: float = 0.0,
+                                 is_causal: bool = False, scale: float | None = None, *,
+                                 generator: Generator | None = None) -> Tensor:
+    """``softmax(q k^T / sqrt(d) + mask) v`` over ``[..., L, D]`` queries, as PyTorch's
+    ``F.scaled_dot_product_attention``.
+
+    A bool ``attn_mask`` is True where attention *is* allowed (PyTorch's convention for this
+    function; `MultiheadAttention` masks use the opposite one, as in PyTorch); a float mask is
+    added to the scores.  ``dropout_p`` applies whenever it is positive.
+
+    Examples
+    --------
+    >>> import ember
+    >>> from ember import nn
+    >>> q = ember.ones(1, 3, 4)
+    >>> nn.scaled_dot_product_attention(q, q, q, is_causal=True).shape
+    (1, 3, 4)
+    """
+    mask = None
+    if attn_mask is not None:
+        mask = _additive(attn_mask.logical_not(), query.dtype) if attn_mask.dtype.is_bool \
+            else attn_mask
+    out, _ = attention_weights(query, key, value, mask, dropout_p, is_causal, scale, generator)
+    return out
 
 
 class MultiheadAttention(Module):
@@ -139,9 +160,8 @@ class MultiheadAttention(Module):
         if key_padding_mask is not None:
             pad = _additive(key_padding_mask, q.dtype).reshape(n, 1, 1, s)
             mask = pad if mask is None else mask + pad
-        out, weights = scaled_dot_product_attention(
-            q, k, v, mask, self.dropout, is_causal, training=self.training,
-            generator=self.generator)
+        out, weights = attention_weights(q, k, v, mask, self.dropout if self.training else 0.0,
+                                         is_causal, generator=self.generator)
         out = out.permute(2, 0, 1, 3).reshape(length, n, e)
         out = self.out_proj(out)
         if unbatched:

@@ -55,3 +55,4 @@ from ._norms import (
     batch_norm as batch_norm,
     group_norm as group_norm,
 )
+from .attention import scaled_dot_product_attention as scaled_dot_product_attention
