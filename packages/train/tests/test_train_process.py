@@ -112,6 +112,25 @@ def test_signal_mid_epoch_checkpoints_exits_0_and_resume_is_bit_exact(tmp_path, 
     assert weights(tmp_path / "w.safetensors") == want
 
 
+def test_signal_during_validation_resumes_at_the_validation(tmp_path, reference):
+    want, _ = reference
+    art = tmp_path / "run"
+    proc = start(art, "--block-at-valid-step", "5")  # 2 valid steps an epoch: inside epoch 3
+    read_until(proc, "BLOCKED")
+    proc.send_signal(signal.SIGINT)
+    assert proc.stdin is not None
+    proc.stdin.write("\n")
+    proc.stdin.flush()
+    rc, out = finish(proc)
+    assert rc == 0, out
+    latest = Checkpointer(art / "checkpoints").latest()
+    assert latest is not None and latest.name == "epoch-0002-step-000005"  # all 5 train steps
+    out = run(art, "--resume", "--weights-out", str(tmp_path / "w.safetensors"))
+    assert [ln.split(" | ")[0] for ln in out.splitlines() if ln.startswith("epoch ")] == [
+        "epoch 3/4", "epoch 4/4"]
+    assert weights(tmp_path / "w.safetensors") == want
+
+
 def test_resume_with_pending_gradient_accumulation_is_bit_exact(tmp_path):
     ref = tmp_path / "ref"
     run(ref, "--accumulate", "2", "--weights-out", str(tmp_path / "a.safetensors"))

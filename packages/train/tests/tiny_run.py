@@ -47,20 +47,21 @@ def main() -> int:
     p.add_argument("--accumulate", type=int, default=1)
     p.add_argument("--block-at-step", type=int, default=None)
     p.add_argument("--block-in-checkpoint", type=int, default=None)
+    p.add_argument("--block-at-valid-step", type=int, default=None)
     p.add_argument("--weights-out", default=None)
     p.add_argument("--plots", action="store_true")
     args = p.parse_args()
 
     model, opt, sched, train, valid = build()
-    steps = [0]
+    steps = [0, 0]
 
     class Handshake:
         def on_step_end(self, learner, split, step):
-            if split == "train":
-                steps[0] += 1
-                if steps[0] == args.block_at_step:
-                    print("BLOCKED", flush=True)
-                    sys.stdin.readline()
+            i = 0 if split == "train" else 1
+            steps[i] += 1
+            if steps[i] == (args.block_at_step, args.block_at_valid_step)[i]:
+                print("BLOCKED", flush=True)
+                sys.stdin.readline()
 
     learner = ember_train.Learner(
         model, opt, loss_fn=F.cross_entropy, scheduler=sched, device="autodiff<cpu>",
