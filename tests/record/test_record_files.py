@@ -274,3 +274,16 @@ def test_loading_a_module_record_into_an_optimizer_says_what_the_file_holds(
     opt = optim.SGD([ember.zeros(1)], lr=1.0)
     with pytest.raises(RecordError, match="holds 'module', not 'optimizer'"):
         record.load(opt, tmp_path / "m.safetensors")
+
+
+def test_optimizer_record_of_another_model_names_parameter_and_shapes(tmp_path: Path) -> None:
+    a = nn.Linear(3, 2)
+    opt = optim.Adam(a.parameters())
+    opt.step({p: ember.ones_like(p) for p in a.parameters()})
+    record.save(opt, tmp_path / "o.safetensors")
+    b = nn.Linear(2, 3)
+    opt_b = optim.Adam(b.parameters(), lr=0.5)
+    with pytest.raises(RecordError, match=r"o\.safetensors.*state 'exp_avg' of parameter 0 is "
+                                          r"float32 \[2, 3\], the parameter is float32 \[3, 2\]"):
+        record.load(opt_b, tmp_path / "o.safetensors")
+    assert opt_b.param_groups[0]["lr"] == 0.5 and opt_b.state == {}

@@ -117,7 +117,7 @@ def test_bfloat16_checkpoint_from_pytorch_loads_with_cast(tmp_path: Path) -> Non
     path = tmp_path / "bf16.safetensors"
     safetensors_torch.save_file(tfc.state_dict(), str(path))
     fc = nn.Linear(4, 3)
-    with pytest.raises(ember.RecordError, match="dtype mismatch.*bfloat16"):
+    with pytest.raises(ember.RecordError, match=r"dtype mismatch.*bfloat16"):
         record.load(fc, path)
     record.load(fc, path, cast=True)
     np.testing.assert_array_equal(fc.weight.numpy(), tfc.weight.float().detach().numpy())

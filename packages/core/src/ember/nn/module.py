@@ -463,8 +463,9 @@ def prepare_state(module: Module, state: Mapping[str, Any], *, strict: bool, cas
                                 "(pass cast=True to convert)")
                 continue
             value = value.to(dtype=current.dtype)
+        value = value.detach()
         if value.device is not current.device:
-            value = value.detach().to(current.device)
+            value = value.to(current.device)
         values[path] = value
     if strict:
         for path in state:

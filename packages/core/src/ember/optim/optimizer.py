@@ -151,6 +151,13 @@ class Optimizer:
                                  f"{len(params)}")
             p = params[idx]
             target = _grad_device_value(p)
+            for name, v in entry.items():
+                if isinstance(v, Tensor) and (v.shape != target.shape
+                                              or v.dtype is not target.dtype):
+                    raise ValueError(
+                        f"state {name!r} of parameter {idx} is {v.dtype.name} "
+                        f"{list(v.shape)}, the parameter is {target.dtype.name} "
+                        f"{list(target.shape)}")
             new_state[id(p)] = {k: (v.to(target.device).to(dtype=v.dtype)
                                     if isinstance(v, Tensor) else v) for k, v in entry.items()}
         for saved, mine in zip(groups, self.param_groups, strict=True):
