@@ -70,11 +70,14 @@ class AutodiffBackend(Decorator):
 
     def dispatch(self, op: Op, args: Sequence[Tensor], params: dict[str, Any]) -> Any:
         cells = [a._data for a in args]
-        out = self._inner(op, [c.value for c in cells], params)
+        values = [c.value for c in cells]
+        out = self._inner(op, values, params)
         if op.differentiable and STATE.enabled:
             for c in cells:
                 if c.requires_grad:
-                    return self._record(op, cells, params, out)
+                    return self._record(op, cells, values, params, out)
+        if op.outputs == 1:
+            return AutodiffTensor._make(Cell(out, None, False), self.device, out._dtype)
         return self._plain(out, op.outputs)
 
     def _plain(self, out: Any, outputs: int) -> Any:
@@ -83,21 +86,22 @@ class AutodiffBackend(Decorator):
             return make(Cell(out, None, False), dev, out._dtype)
         return tuple(make(Cell(o, None, False), dev, o._dtype) for o in out)
 
-    def _record(self, op: Op, cells: list[Cell], params: dict[str, Any], out: Any) -> Any:
+    def _record(self, op: Op, cells: list[Cell], values: list[Tensor], params: dict[str, Any],
+                out: Any) -> Any:
         first = out if op.outputs == 1 else out[0]
         if first._dtype.kind != "f":  # integer and bool results carry no gradient
             return self._plain(out, op.outputs)
-        parents = tuple((c.node or c) if c.requires_grad else None for c in cells)
+        parents = tuple([(c.node or c) if c.requires_grad else None for c in cells])
         cell = Cell(first, None, True)
         if self.checkpointing and op.group in RECOMPUTED_GROUPS:
             # keep constants only; inputs that require grad come back from their producers
-            args = tuple(None if c.requires_grad else c.value for c in cells)
+            args = tuple([None if c.requires_grad else c.value for c in cells])
             depth = 1 + max((p.depth for p in parents if type(p) is Node), default=0)
             keep = depth >= self.segment
             node = Node(op, params, parents, args, first if keep else None, cell,
                         0 if keep else depth)
         else:
-            node = Node(op, params, parents, tuple(c.value for c in cells), out, cell, -1)
+            node = Node(op, params, parents, tuple(values), out, cell, -1)
         cell.node = node
         make, dev = AutodiffTensor._make, self.device
         if op.outputs == 1:
