@@ -101,7 +101,7 @@ def test_signal_mid_epoch_checkpoints_exits_0_and_resume_is_bit_exact(tmp_path, 
     proc.stdin.flush()
     rc, out = finish(proc)
     assert rc == 0, out
-    assert "finishing the current step" in out
+    assert f"{sig.name}: finished the current step, writing a checkpoint" in out
     assert "resume with" in out and "--resume" in out
     latest = Checkpointer(art / "checkpoints").latest()
     assert latest is not None and latest.name == "epoch-0002-step-000002"
@@ -187,6 +187,7 @@ def test_second_ctrl_c_aborts_during_the_checkpoint_and_keeps_the_last_complete(
     rc, out = finish(proc)
     assert rc != 0  # aborted, not a clean exit
     assert "RESULT" not in out
+    assert "aborted; the last complete checkpoint is" in out and "epoch-0002" in out
     ckpt = Checkpointer(art / "checkpoints")
     assert [c.name for c in ckpt.list()] == ["epoch-0001", "epoch-0002"]
     found = ckpt.read_latest(("model", "optimizer", "scheduler"))

@@ -29,10 +29,9 @@ class StopRequest:
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
-    def __init__(self, on_first: Any = None) -> None:
+    def __init__(self) -> None:
         self.requested = False
         self.signal_name: str | None = None
-        self._on_first = on_first
         self._previous: dict[int, Any] = {}
         self._active = False
 
@@ -47,8 +46,6 @@ class StopRequest:
             raise KeyboardInterrupt(f"second {signal.Signals(signum).name}: aborting")
         self.requested = True
         self.signal_name = signal.Signals(signum).name
-        if self._on_first is not None:
-            self._on_first(self.signal_name)
 
     def __enter__(self) -> StopRequest:
         # Signal handlers can only be set from the main thread; elsewhere we only watch the flag.

@@ -415,10 +415,16 @@ class Learner:
         last_ckpt = None if resumed is None else resumed.path
         if hasattr(self.model, "train"):
             self.model.train()
-        with StopRequest(on_first=self._on_signal) as stop:
+        with StopRequest() as stop:
             try:
                 reason, last_ckpt = self._epochs(train, valid, epochs, stop, streams,
                                                  loader_streams, resume_state, last_ckpt)
+            except KeyboardInterrupt:  # the second Ctrl-C: abort, say what is left
+                self._renderer.close()
+                done = None if self.checkpointer is None else self.checkpointer.latest()
+                sys.stderr.write(f"\naborted; the last complete checkpoint is "
+                                 f"{done.path if done else 'none'}\n")
+                raise
             finally:
                 self._renderer.close()
         result = FitResult(self.epochs_done, reason, self.history,
@@ -507,12 +513,12 @@ class Learner:
     _last_interrupt_ckpt: Path | None = None
 
     def _interrupted(self, epoch: _Epoch, streams: RandomStreams, stop: StopRequest) -> str:
+        # Said here, after the step, not in the signal handler: printing from a handler can
+        # land inside a write the main thread is doing (a reentrant-call error on stdout).
+        self._renderer.message(f"{stop.signal_name}: finished the current step, writing a "
+                               "checkpoint (press Ctrl-C again to abort at once)")
         self._last_interrupt_ckpt = self._checkpoint(epoch, streams)
         return f"interrupted ({stop.signal_name})"
-
-    def _on_signal(self, name: str) -> None:
-        self._renderer.message(f"{name}: finishing the current step, then writing a checkpoint "
-                               "(press Ctrl-C again to abort at once)")
 
     def _resume_command(self) -> str:
         if self.resume_command is not None:
