@@ -216,9 +216,10 @@ def _build(text: str) -> Device:
     if not ok:
         raise DeviceUnavailableError(f"device {text!r} is unavailable: {reason}")
     if index is not None and index >= dspec.count():
+        existing = ", ".join(f"{name}:{i}" for i in range(dspec.count()))
         raise DeviceUnavailableError(
             f"device {text!r} is unavailable: index {index} out of range "
-            f"({dspec.count()} {name} device(s))")
+            f"({dspec.count()} {name} device(s): {existing})")
     return Device(name, index, None, dspec.factory(index if index is not None else 0))
 
 
