@@ -205,3 +205,10 @@ def test_a_missing_device_index_lists_the_devices_that_exist() -> None:
         pytest.skip("no OpenCL device")
     with pytest.raises(IndexError, match=r"opencl:7.*opencl:0 = "):
         OpenCLBackend(7)
+
+
+def test_ember_device_with_a_missing_index_names_the_existing_ones(cl_device: object) -> None:
+    from ember._errors import DeviceUnavailableError
+
+    with pytest.raises(DeviceUnavailableError, match=r"opencl:7.*opencl:0"):
+        ember.device("opencl:7")

@@ -56,6 +56,9 @@ class OpenCLBackend(Backend):
         self.kernels: dict[Any, Kernel] = {}
         for module in (creation, elementwise, reduction, movement, linalg, nn):
             self.kernels.update(module.kernels(rt))
+        from ember._plugins import extra_kernels
+
+        self.kernels.update(extra_kernels("opencl"))  # custom ops other plugins provide
         super().__init__()
 
     @property
