@@ -3,7 +3,10 @@ their reason and counted, and every op of core is covered by some case."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -101,3 +104,12 @@ def test_check_grads_catches_a_wrong_backward_rule(monkeypatch: pytest.MonkeyPat
     monkeypatch.setitem(rules.RULES, ember.ops.exp, lambda g, out, x: (g * out * 1.001,))
     with pytest.raises(AssertionError, match="gradient of input 0"):
         check_grads(case, device)
+
+
+def test_the_documented_command_runs_the_suite_and_prints_the_summary(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "ember.testing", "--device", "cpu", "-k", "add-basic-float32"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert ("ember conformance on cpu: 1 passed, 0 skipped (declared), 0 skipped "
+            "(unsupported dtype)") in proc.stdout

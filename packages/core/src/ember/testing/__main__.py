@@ -14,9 +14,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="device string (repeatable; default $EMBER_TEST_DEVICE or cpu)")
     args, rest = parser.parse_known_args(argv)
     opts = [f"--ember-device={d}" for d in args.device]
-    # warnings are errors, as in ember's own test runs (a later -W in ``rest`` overrides)
+    # warnings are errors, as in ember's own test runs (a later -W in ``rest`` overrides);
+    # ember is imported before pytest starts here, so its plugin cannot be assert-rewritten
     return int(pytest.main(["--pyargs", "ember.testing.suite", "-q", "-p", "no:cacheprovider",
-                            "-W", "error", *opts, *rest]))
+                            "-W", "error",
+                            "-W", "ignore::pytest.PytestAssertRewriteWarning",
+                            *opts, *rest]))
 
 
 if __name__ == "__main__":
