@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -32,9 +34,16 @@ def main(argv: list[str] | None = None) -> int:
         i = argv.index("--min-accuracy")
         train_args = argv[:i] + argv[i + 2:]
 
+    # Ctrl-C reaches the whole process group: the training child handles it (checkpoint, exit
+    # 0); this parent only waits.  A Python handler, not SIG_IGN: handlers reset on exec, an
+    # ignored signal would stay ignored in the children.
+    signal.signal(signal.SIGINT, lambda signum, frame: None)
+    resume = shlex.join(["python", os.path.relpath(os.path.abspath(__file__)),
+                         *[a for a in argv if a != "--resume"], "--resume"])
     t0 = time.perf_counter()
     print("== train ==", flush=True)
-    rc = subprocess.call([sys.executable, os.path.join(HERE, "train.py"), *train_args])
+    rc = subprocess.call([sys.executable, os.path.join(HERE, "train.py"), *train_args,
+                          "--resume-command", resume])
     if rc != 0:
         return rc
     if not os.path.exists(os.path.join(known.artifacts, "test_metrics.json")):

@@ -45,6 +45,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--dashboard", action="store_true", help="live terminal dashboard")
     p.add_argument("--plain", action="store_true", help="plain lines even on a terminal")
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
+    p.add_argument("--resume-command", default=None, help=argparse.SUPPRESS)  # from main.py
     return p.parse_args(argv)
 
 
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         artifacts=args.artifacts, keep_last=args.keep_last, best_metric="valid/accuracy",
         early_stopping=ember_train.EarlyStopping("valid/loss", patience=args.patience),
         renderer="dashboard" if args.dashboard else "plain" if args.plain else "auto",
-        name="guide",
+        name="guide", resume_command=args.resume_command,
         config={"model": model.config(), "data": args.data, "seed": args.seed,
                 "batch_size": args.batch_size, "lr": args.lr, "device": str(device)})
     done = Path(args.artifacts, "test_metrics.json")

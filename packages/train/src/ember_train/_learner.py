@@ -504,7 +504,9 @@ class Learner:
                 hook = getattr(cb, "on_epoch_end", None)
                 if hook is not None:
                     hook(self, number, results)
-            if stop.requested:  # asked for during validation or by a callback at epoch end
+            if stop.requested:  # came while the epoch ended: its checkpoint is the one
+                self._renderer.message(f"{stop.signal_name}: stopping after epoch {number} "
+                                       "(its checkpoint is written)")
                 return f"interrupted ({stop.signal_name})", last_ckpt
         if self.early_stopping is not None and self.early_stopping.should_stop():
             return self.early_stopping.reason(), last_ckpt
