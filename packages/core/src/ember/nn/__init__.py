@@ -75,6 +75,7 @@ from .module import (
     IncompatibleKeys as IncompatibleKeys,
     Module as Module,
     Parameter as Parameter,
+    ParameterMarker as ParameterMarker,
 )
 from .normalization import (
     BatchNorm1d as BatchNorm1d,

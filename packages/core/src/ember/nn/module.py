@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .._device import Device, device as _device
 from .._dtype import DType, as_dtype
@@ -11,10 +11,10 @@ from .._errors import RecordError
 from .._tensor import Tensor
 from ._values import as_leaf, describe, rebind
 
-__all__ = ["IncompatibleKeys", "Module", "Parameter"]
+__all__ = ["IncompatibleKeys", "Module", "Parameter", "ParameterMarker"]
 
 
-class Parameter:
+class ParameterMarker:
     """Marks a tensor assigned to a module attribute as a trainable parameter.
 
     The attribute then reads back as the tensor itself (there is no wrapper type at run time):
@@ -37,11 +37,22 @@ class Parameter:
 
     __slots__ = ("data", "requires_grad")
 
+    # Note: not a Tensor subclass as in PyTorch: a tensor's class is chosen by its device
+    # (AutodiffTensor on autodiff<...>), so the marker only lives until Module.__setattr__.
+
     def __init__(self, data: Tensor, requires_grad: bool = True) -> None:
         if not isinstance(data, Tensor):
             raise TypeError(f"Parameter needs an ember.Tensor, got {type(data).__name__}")
         self.data = data
         self.requires_grad = requires_grad
+
+
+if TYPE_CHECKING:
+    def Parameter(data: Tensor, requires_grad: bool = True) -> Tensor:
+        """Type checkers see the tensor that the attribute reads back as."""
+        ...
+else:
+    Parameter = ParameterMarker
 
 
 class IncompatibleKeys(NamedTuple):
@@ -97,14 +108,14 @@ class Module:
     def __setattr__(self, name: str, value: Any) -> None:
         d = self.__dict__
         if "_parameters" not in d:
-            if isinstance(value, (Parameter, Module, Tensor)):
+            if isinstance(value, (ParameterMarker, Module, Tensor)):
                 raise AttributeError(f"{type(self).__name__}: call super().__init__() before "
                                      f"assigning {name!r}")
             object.__setattr__(self, name, value)
             return
         value = _as_container(value)
         params, buffers, modules = self._parameters, self._buffers, self._modules
-        if isinstance(value, Parameter):
+        if isinstance(value, ParameterMarker):
             self._forget(name)
             self._trainable[name] = value.requires_grad
             params[name] = as_leaf(value.data, value.requires_grad)
@@ -161,7 +172,7 @@ class Module:
             self._trainable[name] = requires_grad
             self._parameters[name] = None
         else:
-            setattr(self, name, Parameter(value, requires_grad))
+            setattr(self, name, ParameterMarker(value, requires_grad))
 
     def register_buffer(self, name: str, value: Tensor | None, persistent: bool = True) -> None:
         """Register a tensor that is state but not trained (running statistics, masks).
