@@ -1,0 +1,56 @@
+"""The guide example end to end on tiny MNIST-format IDX files (28x28), in subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from ember.data import write_idx
+
+GUIDE = Path(__file__).resolve().parents[3] / "examples" / "guide"
+ENV = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+
+
+def _write_mnist(root: Path, n_train: int = 120, n_test: int = 40) -> None:
+    """Images whose class is where a bright square sits: learnable in an epoch or two."""
+    rng = np.random.default_rng(0)
+    for prefix, n in (("train", n_train), ("t10k", n_test)):
+        labels = rng.integers(0, 10, size=n).astype(np.uint8)
+        images = rng.integers(0, 40, size=(n, 28, 28)).astype(np.uint8)
+        for i, c in enumerate(labels):
+            r, q = divmod(int(c), 5)
+            images[i, 4 + 12 * r:10 + 12 * r, 1 + 5 * q:5 + 5 * q] = 255
+        write_idx(root / f"{prefix}-images-idx3-ubyte", images)
+        write_idx(root / f"{prefix}-labels-idx1-ubyte", labels)
+
+
+def test_guide_trains_on_idx_files_and_infers_in_a_new_process(tmp_path):
+    data, art = tmp_path / "mnist", tmp_path / "artifacts"
+    data.mkdir()
+    _write_mnist(data)
+    train = subprocess.run(
+        [sys.executable, str(GUIDE / "train.py"), "--data", str(data), "--artifacts", str(art),
+         "--epochs", "6", "--batch-size", "16", "--lr", "3e-3"],
+        capture_output=True, text=True, env=ENV, timeout=600, check=False)
+    assert train.returncode == 0, train.stdout + train.stderr
+    assert "\x1b" not in train.stdout
+    config = json.loads((art / "config.json").read_text())
+    assert config["config"]["model"]["image_size"] == 28
+    assert {p.name for p in art.iterdir()} >= {"config.json", "metrics", "checkpoints", "plots",
+                                               "model.safetensors", "test_metrics.json"}
+    infer = subprocess.run(
+        [sys.executable, str(GUIDE / "infer.py"), "--artifacts", str(art), "--show", "3"],
+        capture_output=True, text=True, env=ENV, timeout=600, check=False)
+    assert infer.returncode == 0, infer.stdout + infer.stderr
+    lines = infer.stdout.splitlines()
+    assert lines[0].startswith("inference on cpu")  # the training device without autodiff
+    assert len([ln for ln in lines if ln[:4].strip().isdigit()]) == 3
+    accuracy = float(lines[-1].split()[2])
+    want = json.loads((art / "test_metrics.json").read_text())["accuracy"]
+    assert accuracy == want  # the same weights and test split as at the end of training
+    assert accuracy > 0.5  # well above chance (0.1) on this easy task
