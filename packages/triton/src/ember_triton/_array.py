@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DeviceArray", "contiguous_strides", "triton_dtype_name"]
+__all__ = ["DeviceArray", "contiguous_strides", "kind_of", "triton_dtype_name"]
 
 
 def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -80,3 +80,8 @@ class DeviceArray:
 
     def __repr__(self) -> str:
         return f"DeviceArray(shape={self.shape}, dtype={self.dtype}, strides={self.strides})"
+
+
+def kind_of(dtype: np.dtype[Any]) -> str:
+    """numpy's kind letter, with ml_dtypes' bfloat16 (kind ``V``) counted as floating."""
+    return "f" if dtype.name == "bfloat16" else dtype.kind

@@ -84,7 +84,10 @@ def _source(name: str, nin: int, nsc: int, rank: int, body: str, in_dtypes: Sequ
         lines.append(f"    s{i} = {sc}")
     for line in body.splitlines():
         lines.append(f"    {line}")
-    lines.append(f"    tl.store(out_ptr + {offset('O')}, r.to({TL[out_dtype.name]}), mask=mask)")
+    conv = f"r.to({TL[out_dtype.name]})"
+    if out_dtype.name in ("float16", "bfloat16"):  # via float32: the interpreter needs that
+        conv = f"r.to(tl.float32).to({TL[out_dtype.name]})"
+    lines.append(f"    tl.store(out_ptr + {offset('O')}, {conv}, mask=mask)")
     return "\n".join(lines) + "\n"
 
 
@@ -125,6 +128,17 @@ def elementwise(be: TritonBackend, body: str, inputs: Sequence[DeviceArray],
     be.launch(kernel, (-(-n // block),), out, *inputs, *scalars, n, *cshape, *cstrides[0],
               *flat_strides, BLOCK=block)
     return out
+
+
+def exact_compare(be: TritonBackend, x: DeviceArray) -> DeviceArray:
+    """``x``, or on the interpreter its bfloat16 values widened to float32.
+
+    Triton's interpreter keeps bfloat16 as raw 16-bit integers, so comparing two of them
+    compares bit patterns; compiled kernels compare bfloat16 natively.
+    """
+    if be.memory.interpret and x.dtype.name == "bfloat16":
+        return elementwise(be, "r = x0", [x], np.float32)
+    return x
 
 
 def copy_into(be: TritonBackend, src: DeviceArray, out: DeviceArray) -> DeviceArray:

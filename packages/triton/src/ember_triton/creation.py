@@ -10,7 +10,7 @@ from ember._dtype import DType
 from ember._host import numpy_dtype
 from ember.ops import creation as cr
 
-from ._array import DeviceArray
+from ._array import DeviceArray, kind_of
 from ._codegen import elementwise
 
 if TYPE_CHECKING:
@@ -27,20 +27,23 @@ def _np_dtype(dtype: Any) -> np.dtype[Any]:
 def full(be: TritonBackend, shape: tuple[int, ...] = (), value: Any = 0,
          dtype: Any = None) -> DeviceArray:
     nd = _np_dtype(dtype)
-    return elementwise(be, "r = s0", [], nd, scalars=[be.scalar(value, nd)], shape=tuple(shape),
-                       widen=False)
+    return elementwise(be, "r = s0", [], nd, scalars=[be.scalar(value, nd)], shape=tuple(shape))
 
 
 def _arange(be: TritonBackend, start: Any = 0, stop: Any = 0, step: Any = 1,
             dtype: Any = None) -> DeviceArray:
     nd = numpy_dtype(dtype)
-    if nd.kind == "f":
+    if kind_of(nd) == "f":
         n = max(math.ceil((stop - start) / step), 0)
         sc = [be.scalar(start, np.float64), be.scalar(step, np.float64)]
         body = "r = s0 + offs.to(tl.float64) * s1"
     else:
-        n = len(range(int(start), int(stop), int(step)))
-        sc = [be.scalar(start, np.int64), be.scalar(step, np.int64)]
+        # numpy's integer arange: ceil((stop - start) / step) values, spaced by the step as
+        # the dtype rounds it
+        n = max(math.ceil((stop - start) / step), 0)
+        first = int(nd.type(start))
+        delta = int(np.array(start + step).astype(nd)) - first
+        sc = [be.scalar(first, np.int64), be.scalar(delta, np.int64)]
         body = "r = s0 + offs * s1"
     return elementwise(be, body, [], nd, scalars=sc, shape=(n,), widen=False)
 
@@ -80,7 +83,7 @@ def _randn(be: TritonBackend, shape: tuple[int, ...] = (), dtype: Any = None, se
 def _randint(be: TritonBackend, low: int = 0, high: int = 1, shape: tuple[int, ...] = (),
              dtype: Any = None, seed: int = 0, offset: int = 0) -> DeviceArray:
     nd = numpy_dtype(dtype)
-    store = nd if nd.kind in "iu" else np.dtype(np.int64)
+    store = nd if kind_of(nd) in "iu" else np.dtype(np.int64)
     out = _random(be, "integers", shape, store, seed, offset, low=int(low),
                   span=max(int(high) - int(low), 1))
     return out if store == nd else cast(be, out, dtype)
@@ -90,7 +93,7 @@ def cast(be: TritonBackend, x: DeviceArray, dtype: Any = None) -> DeviceArray:
     nd = _np_dtype(dtype)
     if nd == x.dtype:
         return x
-    if nd.kind == "b":
+    if kind_of(nd) == "b":
         return elementwise(be, "r = x0 != 0", [x], nd)
     return elementwise(be, "r = x0", [x], nd)
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from ember.ops import elementwise as ew
 
-from ._array import DeviceArray
+from ._array import DeviceArray, kind_of
 from ._codegen import elementwise
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ _INT_NUMERIC = {
     "neg": "-x0", "abs": "tl.where(x0 < 0, -x0, x0)", "sign": "sign_(x0)",
     "floor": "x0", "ceil": "x0", "round": "x0", "trunc": "x0",
 }
-_UINT_NUMERIC = {**_INT_NUMERIC, "abs": "x0", "neg": "0 - x0"}
+_UINT_NUMERIC = {**_INT_NUMERIC, "abs": "x0", "neg": "0 - x0", "sign": "(x0 > 0).to(x0.dtype)"}
 
 _FLOAT_BINARY = {
     "add": "x0 + x1", "sub": "x0 - x1", "mul": "x0 * x1", "div": "div_(x0, x1)",
@@ -52,7 +52,7 @@ _INT_BINARY = {
     "pow": "ipow_(x0, x1, {bits})", "maximum": "tl.where(x0 > x1, x0, x1)",
     "minimum": "tl.where(x0 < x1, x0, x1)",
 }
-_UINT_BINARY = {**_INT_BINARY, "floordiv": "ufloordiv_(x0, x1)",
+_UINT_BINARY = {**_INT_BINARY, "floordiv": "ufloordiv_(x0, x1)", "pow": "upow_(x0, x1, {bits})",
                 "remainder": "uremainder_(x0, x1)"}
 _COMPARE = {"eq": "x0 == x1", "ne": "x0 != x1", "lt": "x0 < x1", "le": "x0 <= x1",
             "gt": "x0 > x1", "ge": "x0 >= x1"}
@@ -75,11 +75,11 @@ def unary(name: str) -> Any:
         if name == "isnan":
             return elementwise(be, "r = x0 != x0", [x], np.bool_)
         if name == "isinf":
-            body = "r = tl.abs(x0) == float('inf')" if dt.kind == "f" else "r = x0 != x0"
+            body = "r = tl.abs(x0) == float('inf')" if kind_of(dt) == "f" else "r = x0 != x0"
             return elementwise(be, body, [x], np.bool_)
         if name == "bitwise_not":
-            return elementwise(be, "r = x0 == 0" if dt.kind == "b" else "r = ~x0", [x], dt)
-        table = _FLOAT_NUMERIC if dt.kind == "f" else (_UINT_NUMERIC if dt.kind == "u"
+            return elementwise(be, "r = x0 == 0" if kind_of(dt) == "b" else "r = ~x0", [x], dt)
+        table = _FLOAT_NUMERIC if kind_of(dt) == "f" else (_UINT_NUMERIC if kind_of(dt) == "u"
                                                        else _INT_NUMERIC)
         return elementwise(be, f"r = {table[name]}", [x], dt)
 
@@ -92,20 +92,20 @@ def binary(name: str) -> Any:
         dt = a.dtype
         if name in _COMPARE:
             body = _COMPARE[name]
-            if dt.kind == "b":  # i1 compares as signed: compare bytes instead
+            if kind_of(dt) == "b":  # i1 compares as signed: compare bytes instead
                 body = body.replace("x0", "x0.to(tl.uint8)").replace("x1", "x1.to(tl.uint8)")
             return elementwise(be, f"r = {body}", [a, b], np.bool_)
         if name in _LOGIC:
             return elementwise(be, f"r = (x0 != 0) {_LOGIC[name][3]} (x1 != 0)", [a, b], np.bool_)
         if name in _BITWISE:
-            if dt.kind == "b":  # bitwise on bools: as bytes, then back to bool
+            if kind_of(dt) == "b":  # bitwise on bools: as bytes, then back to bool
                 body = _BITWISE[name].replace("x0", "x0.to(tl.uint8)").replace(
                     "x1", "x1.to(tl.uint8)")
                 return elementwise(be, f"r = ({body}) != 0", [a, b], dt)
             return elementwise(be, f"r = {_BITWISE[name]}", [a, b], dt)
-        if dt.kind == "f":
+        if kind_of(dt) == "f":
             return elementwise(be, f"r = {_FLOAT_BINARY[name]}", [a, b], dt)
-        table = _UINT_BINARY if dt.kind in "ub" else _INT_BINARY
+        table = _UINT_BINARY if kind_of(dt) in "ub" else _INT_BINARY
         return elementwise(be, "r = " + table[name].format(bits=_bits(dt)), [a, b], dt)
 
     kernel.__name__ = name

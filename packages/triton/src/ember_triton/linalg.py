@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from ember.ops import linalg as la
 
-from ._array import DeviceArray
+from ._array import DeviceArray, kind_of
 from ._codegen import collapse, contiguous
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ def matmul(be: TritonBackend, a: DeviceArray, b: DeviceArray) -> DeviceArray:
         acc = tl.float32
         precision = be.matmul_precision if dt.name == "float32" else "ieee"
     else:
-        acc = tl.float64 if dt.kind == "f" else tl.int64
+        acc = tl.float64 if kind_of(dt) == "f" else tl.int64
         precision = "ieee"
     if be.memory.interpret:
         bm = max(16, min(64, be.block_size(m)))

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from ember.ops import movement as mv
 
-from ._array import DeviceArray, contiguous_strides
-from ._codegen import TL, contiguous, copy_into, elementwise
+from ._array import DeviceArray, contiguous_strides, kind_of
+from ._codegen import TL, contiguous, copy_into, elementwise, exact_compare
 
 if TYPE_CHECKING:
     from .backend import TritonBackend
@@ -228,7 +228,7 @@ def _nonzero(be: TritonBackend, x: DeviceArray) -> DeviceArray:
     from .reduction import scan
 
     ndim = x.ndim
-    flags = cast(be, contiguous(be, x), np.bool_) if x.dtype.kind != "b" else contiguous(be, x)
+    flags = cast(be, contiguous(be, x), np.bool_) if kind_of(x.dtype) != "b" else contiguous(be, x)
     flat = flags.view((x.size,), (1,), flags.offset)
     if x.size == 0:
         return be.empty((0, ndim), np.int64)
@@ -253,6 +253,9 @@ def sort(be: TritonBackend, x: DeviceArray, dim: int = -1, descending: bool = Fa
 
         return x, full(be, (), 0, np.int64)
     dim = dim % x.ndim
+    from .creation import cast
+
+    dtype, x = x.dtype, exact_compare(be, x)
     perm = tuple(i for i in range(x.ndim) if i != dim) + (dim,)
     inv = tuple(np.argsort(perm))
     rows = contiguous(be, x.transpose(perm))
@@ -264,9 +267,9 @@ def sort(be: TritonBackend, x: DeviceArray, dim: int = -1, descending: bool = Fa
         bi = min(be.block_size(k, 128), 1024 if be.memory.interpret else 128)
         bj = min(be.block_size(k, 64), 1024 if be.memory.interpret else 64)
         be.launch(be.module("movement").rank_sort, (m, -(-k // bi)), vals, idxs, rows, k,
-                  DESCENDING=bool(descending), FLOAT=x.dtype.kind == "f", BLOCK_I=bi,
+                  DESCENDING=bool(descending), FLOAT=kind_of(x.dtype) == "f", BLOCK_I=bi,
                   BLOCK_J=bj)
-    return vals.transpose(inv), idxs.transpose(inv)
+    return cast(be, vals, dtype).transpose(inv), idxs.transpose(inv)
 
 
 def _topk(be: TritonBackend, x: DeviceArray, k: int = 1, dim: int = -1,

@@ -14,7 +14,7 @@ import numpy as np
 from ember.ops import nn
 
 from ._array import DeviceArray, contiguous_strides
-from ._codegen import contiguous, copy_into, elementwise
+from ._codegen import contiguous, copy_into, elementwise, exact_compare
 from .linalg import matmul
 from .movement import _index_select, _slice, reshape
 
@@ -131,6 +131,9 @@ def _max_pool2d(be: TritonBackend, x: DeviceArray, kernel_size: Pair = (1, 1),
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel_size, stride, padding, dilation
     oh = _pool_size(h, kh, sh, ph, dh, ceil_mode)
     ow = _pool_size(w, kw, sw, pw, dw, ceil_mode)
+    from .creation import cast
+
+    dtype, x = x.dtype, exact_compare(be, x)
     out = be.empty((n, c, oh, ow), x.dtype)
     idx = be.empty((n, c, oh, ow), np.int64)
     total = out.size
@@ -138,7 +141,7 @@ def _max_pool2d(be: TritonBackend, x: DeviceArray, kernel_size: Pair = (1, 1),
         block = be.block_size(total)
         be.launch(be.module("nn").max_pool, (-(-total // block),), out, idx, x, total, c, h, w,
                   oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, *x.strides, BLOCK=block)
-    return out, idx
+    return cast(be, out, dtype), idx
 
 
 def _avg_pool2d(be: TritonBackend, x: DeviceArray, kernel_size: Pair = (1, 1),

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from ember.ops import reduction as rd
 
-from ._array import DeviceArray
-from ._codegen import TL, contiguous
+from ._array import DeviceArray, kind_of
+from ._codegen import TL, contiguous, exact_compare
 
 if TYPE_CHECKING:
     from .backend import TritonBackend
@@ -46,7 +46,7 @@ def _acc_dtype(op: str, dt: np.dtype[Any]) -> np.dtype[Any]:
         return np.dtype(np.int32)
     if dt.name in _LOW:
         return np.dtype(np.float32)
-    if dt.kind == "b":
+    if kind_of(dt) == "b":
         return np.dtype(np.uint8)
     return dt
 
@@ -56,7 +56,7 @@ def _identity(op: str, acc: np.dtype[Any]) -> Any:
         return 0
     if op in ("prod", "all"):
         return 1
-    if acc.kind == "f":
+    if kind_of(acc) == "f":
         return -np.inf if op == "max" else np.inf
     info = np.iinfo(acc)
     return info.min if op == "max" else info.max
@@ -67,7 +67,7 @@ def _reduce_rows(be: TritonBackend, rows: DeviceArray, m: int, k: int, op: str,
     acc = _acc_dtype(op, rows.dtype)
     ident = be.scalar(_identity(op, acc), acc)
     kern = be.module("reduction").reduce_rows
-    flt = rows.dtype.kind == "f" and op in ("max", "min")
+    flt = kind_of(rows.dtype) == "f" and op in ("max", "min")
     chunk = be.reduce_chunk
     if be.split_reductions and m < 256 and k > 4 * chunk:
         parts = -(-k // chunk)
@@ -136,8 +136,9 @@ def _arg(is_max: bool) -> Any:
                keepdim: bool = False) -> DeviceArray:
         from .creation import cast
 
-        if x.dtype.kind == "b":
+        if kind_of(x.dtype) == "b":
             x = cast(be, x, np.uint8)
+        x = exact_compare(be, x)
         if dim is None:
             rows, m, k, kept = rows_of(be, x, tuple(range(x.ndim)))
             shape: tuple[int, ...] = (1,) * x.ndim if keepdim else ()
@@ -150,7 +151,7 @@ def _arg(is_max: bool) -> Any:
         if m:
             bm, bk = _blocks(be, m, k)
             be.launch(be.module("reduction").arg_rows, (-(-m // bm),), out, rows, ident, m, k,
-                      IS_MAX=is_max, FLOAT=acc.kind == "f", BLOCK_M=bm, BLOCK_K=bk)
+                      IS_MAX=is_max, FLOAT=kind_of(acc) == "f", BLOCK_M=bm, BLOCK_K=bk)
         return out.view(shape, _contig(shape), out.offset)
 
     return kernel

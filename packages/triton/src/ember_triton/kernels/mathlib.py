@@ -8,9 +8,10 @@ widened by the caller).
 import triton
 import triton.language as tl
 
-PI = 3.141592653589793
-PIO2 = 1.5707963267948966
-PIO4 = 0.7853981633974483
+@triton.jit
+def k_(x, v: tl.constexpr):
+    # a constant in x's dtype: a bare Python float would be rounded to float32 first
+    return tl.full(x.shape, v, x.dtype)
 
 
 @triton.jit
@@ -46,14 +47,14 @@ def sinh_(x):
     ax = tl.abs(x)
     em = expm1_(ax)
     small = 0.5 * (em + em / (em + 1.0))
-    big = tl.exp(ax - 0.6931471805599453)
+    big = tl.exp(ax - k_(ax, 0.6931471805599453))
     r = tl.where(ax < 20.0, small, big)
     return tl.where(x < 0, -r, r)
 
 
 @triton.jit
 def cosh_(x):
-    h = tl.exp(tl.abs(x) - 0.6931471805599453)
+    h = tl.exp(tl.abs(x) - k_(x, 0.6931471805599453))
     return h + 0.25 / h
 
 
@@ -71,24 +72,28 @@ def atan_(x):
     big = ax > 2.414213562373095
     mid = (ax > 0.66) & (~big)
     t = tl.where(big, -1.0 / tl.where(big, ax, 1.0), tl.where(mid, (ax - 1.0) / (ax + 1.0), ax))
-    y0 = tl.where(big, PIO2, tl.where(mid, PIO4, 0.0))
+    pio2 = k_(x, 1.5707963267948966)
+    y0 = tl.where(big, pio2, tl.where(mid, k_(x, 0.7853981633974483), 0.0))
     z = t * t
-    p = (((-8.750608600031904122785e-1 * z - 1.615753718733365076637e1) * z
-          - 7.500855792314704667340e1) * z - 1.228866684490136173410e2) * z \
-        - 6.485021904942025371773e1
-    q = ((((z + 2.485846490142306297962e1) * z + 1.650270098316988542046e2) * z
-          + 4.328810604912902668951e2) * z + 4.853903996359136964868e2) * z \
-        + 1.945506571482613964425e2
+    p = (((k_(z, -8.750608600031904122785e-1) * z - k_(z, 1.615753718733365076637e1)) * z
+          - k_(z, 7.500855792314704667340e1)) * z - k_(z, 1.228866684490136173410e2)) * z \
+        - k_(z, 6.485021904942025371773e1)
+    q = ((((z + k_(z, 2.485846490142306297962e1)) * z + k_(z, 1.650270098316988542046e2)) * z
+          + k_(z, 4.328810604912902668951e2)) * z + k_(z, 4.853903996359136964868e2)) * z \
+        + k_(z, 1.945506571482613964425e2)
     r = t * (z * p / q) + t
-    r = r + tl.where(big, 6.123233995736765886130e-17, tl.where(mid, 3.061616997868382943065e-17,
-                                                                 0.0))
+    r = r + tl.where(big, k_(x, 6.123233995736765886130e-17),
+                     tl.where(mid, k_(x, 3.061616997868382943065e-17), 0.0))
     r = y0 + r
-    r = tl.where(ax == float("inf"), PIO2, r)
+    r = tl.where(ax == float("inf"), pio2, r)
     return tl.where(x < 0, -r, tl.where(x == 0, x, r))
 
 
 @triton.jit
 def atan2_(y, x):
+    PI = k_(x, 3.141592653589793)
+    PIO2 = k_(x, 1.5707963267948966)
+    PIO4 = k_(x, 0.7853981633974483)
     safe = tl.where(x == 0, 1.0, x)
     base = atan_(y / safe)
     neg_zero_x = (x == 0) & ((1.0 / tl.where(x == 0, x, 1.0)) < 0)
@@ -180,6 +185,18 @@ def ipow_(a, b, NBITS: tl.constexpr):
     one = a * 0 + 1
     inv = tl.where(a == 1, one, tl.where(a == -1, tl.where((b & 1) != 0, -one, one), one - one))
     return tl.where(b < 0, inv, r)
+
+
+@triton.jit
+def upow_(a, b, NBITS: tl.constexpr):
+    r = a * 0 + 1
+    base = a
+    e = b
+    for _ in tl.static_range(NBITS):
+        r = tl.where((e & 1) != 0, r * base, r)
+        base = base * base
+        e = e >> 1
+    return r
 
 
 @triton.jit
