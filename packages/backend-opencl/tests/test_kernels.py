@@ -212,3 +212,10 @@ def test_ember_device_with_a_missing_index_names_the_existing_ones(cl_device: ob
 
     with pytest.raises(DeviceUnavailableError, match=r"opencl:7.*opencl:0"):
         ember.device("opencl:7")
+
+
+def test_vectorised_matmul_path_handles_batches_and_transposed_a(cl_device: object) -> None:
+    a = RNG.standard_normal((3, 16, 8)).astype(np.float32)
+    b = RNG.standard_normal((3, 16, 24)).astype(np.float32)
+    out = _t(a, cl_device).transpose(-1, -2) @ _t(b, cl_device)  # M=8, N=24: float8 kernel
+    check(out, np.swapaxes(a, -1, -2).astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
