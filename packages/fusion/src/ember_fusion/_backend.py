@@ -153,5 +153,5 @@ def _compiler_for(inner: Device) -> Any:
 
     compiler = plugin_manager().hook.ember_fusion_compiler(backend=inner.backend.name)
     if compiler is None:
-        return ReferenceCompiler(inner.backend.kernels)
+        return ReferenceCompiler(inner)
     return compiler

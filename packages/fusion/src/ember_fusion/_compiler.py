@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ember import DType
+    from ember._device import Device
     from ember.ops import Op
 
 __all__ = ["FusedGroup", "FusedKernel", "FusionCompiler", "GroupNode", "ReferenceCompiler"]
@@ -75,32 +76,38 @@ class FusionCompiler(Protocol):
 
 
 class ReferenceCompiler:
-    """Runs a group op by op with the backend's own kernels: no fusion, same results.
+    """Runs a group op by op through the inner device's own dispatch: no fusion, same results.
 
     Used for backends that offer no compiler, so Fusion still works (lazily) on them.
     """
 
-    def __init__(self, kernels: dict[Op, Callable[..., Any]]) -> None:
-        self.kernels = kernels
+    def __init__(self, device: Device) -> None:
+        self.device = device
 
     def fusible(self, op: Op, dtype: DType) -> bool:
-        return op in self.kernels
+        return op in self.device.backend.kernels
 
-    def configure(self, kernels: dict[Op, Callable[..., Any]] | None = None,
-                  **options: Any) -> ReferenceCompiler:
+    def configure(self, kernels: Any = None, **options: Any) -> ReferenceCompiler:
         if options:
             raise ValueError(f"the reference fusion compiler takes no options, got {options}")
-        return ReferenceCompiler(kernels or self.kernels)
+        return self
 
     def compile(self, group: FusedGroup) -> FusedKernel:
-        steps = [(self.kernels[n.op], n.args, n.params) for n in group.nodes]
+        device = self.device
+        dispatch = device.dispatch
+        make = device.tensor_type._make
+        in_dtypes = [d for _, d in group.inputs]
+        steps = [(n.op, n.args, n.params,
+                  [group.nodes[a].dtype if a >= 0 else in_dtypes[-1 - a] for a in n.args])
+                 for n in group.nodes]
         outputs = group.outputs
 
         def kernel(inputs: Sequence[Any]) -> list[Any]:
             vals: list[Any] = []
-            for fn, args, params in steps:
-                vals.append(fn(*[vals[a] if a >= 0 else inputs[-1 - a] for a in args],
-                               **params))
+            for op, args, params, dtypes in steps:
+                ts = [make(vals[a] if a >= 0 else inputs[-1 - a], device, d)
+                      for a, d in zip(args, dtypes, strict=True)]
+                vals.append(dispatch(op, ts, params)._data)
             return [vals[i] for i in outputs]
 
         return kernel

@@ -24,6 +24,8 @@ from ._compiler import FusedGroup, FusedKernel, GroupNode
 from ._graph import VIEW_RULES, Node, Shape, numel
 
 if TYPE_CHECKING:
+    from ember import DType
+    from ember._device import Device
     from ember.ops import Op
 
 __all__ = ["Plan", "analyse"]
@@ -52,16 +54,20 @@ class KernelStep:
 
 @dataclass
 class ViewStep:
-    """A movement op run on its own by the inner backend (a numpy view on cpu)."""
+    """A movement op run on its own through the inner device (a numpy view on cpu)."""
 
-    fn: Any
+    device: Device
+    op: Op
     params: dict[str, Any]
+    dtype: DType
     src: int
     out: int
 
     def run(self, vals: list[Any], ext: list[Any]) -> None:
         r = self.src
-        vals[self.out] = self.fn(vals[r] if r >= 0 else ext[-1 - r], **self.params)
+        dev = self.device
+        t = dev.tensor_type._make(vals[r] if r >= 0 else ext[-1 - r], dev, self.dtype)
+        vals[self.out] = dev.dispatch(self.op, (t,), self.params)._data
 
 
 @dataclass
@@ -165,7 +171,7 @@ class _Partitioner:
 
 def analyse(nodes: Sequence[Node], refs: Sequence[tuple[int, ...]],
             ext: Sequence[tuple[Shape, Any]], held: Sequence[bool], compiler: Any,
-            inner_kernels: dict[Op, Any], cache: dict[Any, FusedKernel],
+            inner: Device, cache: dict[Any, FusedKernel],
             counters: dict[str, int]) -> Plan:
     """Partition a flushed stream and compile its groups (through the kernel cache)."""
     count = len(nodes)
@@ -186,7 +192,8 @@ def analyse(nodes: Sequence[Node], refs: Sequence[tuple[int, ...]],
         node = nodes[i]
         if node.op in VIEW_RULES:
             p.pos[i] = len(steps)
-            steps.append(ViewStep(inner_kernels[node.op], node.params, refs[i][0], i))
+            assert node.op is not None  # recorded nodes have ops
+            steps.append(ViewStep(inner, node.op, node.params, node.dtype, refs[i][0], i))
             continue
         how = p.joins(cur, i) if cur is not None else None
         if cur is None or how is None:

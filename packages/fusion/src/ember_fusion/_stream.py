@@ -127,7 +127,7 @@ class Stream:
             if plan is None:
                 backend.trim_caches()
                 plan = analyse(nodes, refs, ext_sig, held, backend.compiler,
-                               backend.inner_kernels, backend.kernel_cache, stats.counters)
+                               backend.inner, backend.kernel_cache, stats.counters)
                 backend.plans[key] = plan
                 stats.plan_misses += 1
                 hit = "miss"
