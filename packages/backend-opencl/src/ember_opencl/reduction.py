@@ -158,7 +158,10 @@ def _launch(rt: Runtime, kind: str, x: CLArray, kdims: list[int], ks: list[int],
     acc_t = t if arg else _spec(kind, t, fl)[0]
     nout = math.prod(kdims)
     R = math.prod(rdims)
-    tree = P > 1 or (nout < 128 and R >= 4 * LOCAL)
+    # a work-group per output when the lanes can read neighbouring elements of one row; a
+    # work-item per output when neighbouring outputs are neighbours in memory (columns)
+    inner_dense = bool(rs) and rs[-1] == 1 and (not ks or ks[-1] != 1)
+    tree = P > 1 or (R >= LOCAL and inner_dense) or (nout < 128 and R >= 4 * LOCAL)
     chunk = -(-R // P) if R else 0
     src = _source(kind, ctype(x.dtype), acc_t, ctype(out.dtype), fl, len(kdims), len(rdims),
                   tree, arg, xi is not None)
