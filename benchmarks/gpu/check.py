@@ -55,7 +55,8 @@ def conformance(device: str, env: dict[str, str], out: Path, jobs: int, quick: b
     tag = device.replace("<", "_").replace(">", "").replace(":", "")
     xml = out / f"conformance-{tag}.xml"
     cmd = [sys.executable, "-m", "pytest", "--pyargs", "ember.testing.suite",
-           f"--ember-device={device}", "-q", "-p", "no:cacheprovider", "--assert=plain",
+           f"--ember-device={device}", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark",
+           "--assert=plain",
            "--tb=line", f"--junitxml={xml}", "-o", "junit_family=xunit1"]
     if jobs > 1:
         cmd += ["-n", str(jobs)]

@@ -8,12 +8,12 @@ axis splits long rows into ``CHUNK``-sized pieces whose partial results a second
 import triton
 import triton.language as tl
 
-SUM = 0
-PROD = 1
-MAX = 2
-MIN = 3
-ANY = 4
-ALL = 5
+SUM = tl.constexpr(0)
+PROD = tl.constexpr(1)
+MAX = tl.constexpr(2)
+MIN = tl.constexpr(3)
+ANY = tl.constexpr(4)
+ALL = tl.constexpr(5)
 
 
 @triton.jit
