@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -23,9 +23,6 @@ if TYPE_CHECKING:
     from .._tensor import Tensor
 
 __all__ = ["Arg", "Case", "all_cases", "register", "rng_for", "sample"]
-
-VIEWS = ("", "permuted", "sliced", "expanded")
-
 
 @dataclass(frozen=True)
 class Arg:
@@ -95,7 +92,6 @@ class Case:
     grad: tuple[int, ...] = ()
     rtol: float | None = None
     atol: float | None = None
-    tags: frozenset[str] = field(default_factory=frozenset)
 
     def required_dtypes(self) -> tuple[dt.DType, ...]:
         return tuple(dict.fromkeys((*self.dtypes, *(a.ember_dtype() for a in self.args))))

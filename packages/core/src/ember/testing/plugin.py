@@ -18,7 +18,6 @@ import pytest
 _DECLARED = "declared"
 _UNSUPPORTED = "unsupported dtype"
 _RESULTS: dict[str, Counter[str]] = {}
-_KIND = pytest.StashKey[dict[str, tuple[str, str]]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -53,7 +52,6 @@ def _split_devices(text: str) -> list[str]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.stash[_KIND] = {}
     config.addinivalue_line("markers", "ember_case: a case of the ember conformance suite")
 
 
@@ -78,7 +76,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     from ._case import all_cases
     from ._grad import grad_cases
 
-    kinds = metafunc.config.stash[_KIND]
     params = []
     for name in devices_from(metafunc.config):
         dev = ember.device(name)
@@ -90,7 +87,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             marks: list[Any] = [pytest.mark.ember_case]
             why = _skip_reason(case, dev, skips)
             if why is not None:
-                kinds[cid] = why
                 marks.append(pytest.mark.skip(reason=why[1]))
             params.append(pytest.param(str(dev), case, id=cid, marks=marks))
     metafunc.parametrize(("ember_device", "ember_grad_case" if grad else "ember_case"), params)
