@@ -219,3 +219,11 @@ def test_vectorised_matmul_path_handles_batches_and_transposed_a(cl_device: obje
     b = RNG.standard_normal((3, 16, 24)).astype(np.float32)
     out = _t(a, cl_device).transpose(-1, -2) @ _t(b, cl_device)  # M=8, N=24: float8 kernel
     check(out, np.swapaxes(a, -1, -2).astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_clamp_with_both_bounds_and_masked_fill_on_a_broadcast_mask(cl_device: object) -> None:
+    a = RNG.standard_normal((4, 5)).astype(np.float32)
+    x = _t(a, cl_device).permute(1, 0)  # the general (strided) elementwise kernel
+    check(x.clamp(-0.5, 0.5), np.clip(a.T.astype(np.float64), -0.5, 0.5))
+    mask = np.array([True, False, True, False])
+    check(ember.masked_fill(x, _t(mask, cl_device), 7.0), np.where(mask, 7.0, a.T))

@@ -67,11 +67,11 @@ def _source(expr: str, out_t: str, in_types: Sequence[np.dtype[Any]],
     gwalk = []
     for j, t in enumerate(in_types):
         c, name = compute_type(t), _NAMES[j]
-        dparams += [f"__global const {ctype(t)}* p{j}", f"long o{j}", f"long s{j}"]
-        gparams += [f"__global const {ctype(t)}* p{j}", f"long o{j}", f"long8 s{j}"]
-        loads_d.append(f"{c} {name} = ({c})p{j}[o{j} + i * s{j}];")
+        dparams += [f"__global const {ctype(t)}* p{j}", f"long o{j}", f"long q{j}"]
+        gparams += [f"__global const {ctype(t)}* p{j}", f"long o{j}", f"long8 q{j}"]
+        loads_d.append(f"{c} {name} = ({c})p{j}[o{j} + i * q{j}];")
         loads_g.append(f"{c} {name} = ({c})p{j}[o{j}];")
-        lanes = ", ".join(f"s{j}.s{d}" for d in range(MAXD))
+        lanes = ", ".join(f"q{j}.s{d}" for d in range(MAXD))
         gwalk.append(f"const long st{j}[{MAXD}] = {{{lanes}}};")
     steps = "".join(f" o{j} += k * st{j}[d];" for j in range(len(in_types)))
     ld, lg = "\n    ".join(loads_d), "\n    ".join(loads_g)
