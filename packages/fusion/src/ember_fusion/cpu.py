@@ -70,6 +70,8 @@ for _op, _fn in ((EW.neg, "negative"), (EW.abs, "absolute"), (EW.sign, "sign"),
 _COMBINE: dict[Op, str] = {RD.sum: "sum", RD.mean: "sum", RD.prod: "prod", RD.max: "max",
                            RD.min: "min", RD.any: "any", RD.all: "all"}
 
+#: fewer blocks than this run on the calling thread alone
+THREAD_MIN_BLOCKS = 8
 _POOLS: dict[int, ThreadPoolExecutor] = {}
 _POOL_LOCK = threading.Lock()
 
@@ -380,7 +382,9 @@ class _BlockedKernel:
                     block(lo, min(lo + r, rows), xs, outs, bufs, parts, ci)
 
         nblocks = len(starts)
-        if self.threads > 1 and nblocks >= 4:
+        # a hand-off to another thread costs tens of microseconds (and BLAS threads may still
+        # be spinning after a matmul): only groups of many blocks are split
+        if self.threads > 1 and nblocks >= THREAD_MIN_BLOCKS:
             step = -(-nblocks // self.threads)
             pool = _pool(self.threads)
             futures: list[Future[None]] = [pool.submit(work, range(s, min(s + step, nblocks)))
