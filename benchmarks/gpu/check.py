@@ -43,7 +43,7 @@ def workspace_env(tmp: Path) -> dict[str, str]:
             lines += [f"[{group}]"] + [f"{k} = {v}" for k, v in eps.items()] + [""]
         (info / "entry_points.txt").write_text("\n".join(lines))
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(paths + [env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join([*paths, env.get("PYTHONPATH", "")])
     env.pop("TRITON_INTERPRET", None)
     env["PYTHONUNBUFFERED"] = "1"
     return env

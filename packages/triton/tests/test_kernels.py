@@ -61,7 +61,7 @@ def test_sort_is_stable_and_puts_nan_last(dev: ember.Device) -> None:
     vals, idx = ember.tensor(a, device=dev).sort(dim=1)
     np.testing.assert_array_equal(idx.numpy(), np.argsort(a, axis=1, kind="stable"))
     np.testing.assert_array_equal(vals.numpy(), np.sort(a, axis=1))
-    dvals, didx = ember.tensor(a, device=dev).sort(dim=1, descending=True)
+    _dvals, didx = ember.tensor(a, device=dev).sort(dim=1, descending=True)
     np.testing.assert_array_equal(didx.numpy(), [[1, 0, 3, 2, 5, 4]])
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import ml_dtypes
 import numpy as np
+
 from ._memory import Memory
 
 __all__ = ["CupyMemory", "CupyPointer"]

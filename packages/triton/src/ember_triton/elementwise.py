@@ -19,7 +19,7 @@ from ._codegen import elementwise
 if TYPE_CHECKING:
     from .backend import TritonBackend
 
-__all__ = ["KERNELS", "unary", "binary"]
+__all__ = ["KERNELS", "binary", "unary"]
 
 # float functions: x0 is float32 or float64
 _FLOAT_UNARY = {

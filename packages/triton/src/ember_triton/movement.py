@@ -256,7 +256,7 @@ def sort(be: TritonBackend, x: DeviceArray, dim: int = -1, descending: bool = Fa
     from .creation import cast
 
     dtype, x = x.dtype, exact_compare(be, x)
-    perm = tuple(i for i in range(x.ndim) if i != dim) + (dim,)
+    perm = (*tuple(i for i in range(x.ndim) if i != dim), dim)
     inv = tuple(np.argsort(perm))
     rows = contiguous(be, x.transpose(perm))
     k = x.shape[dim]

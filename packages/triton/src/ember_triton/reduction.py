@@ -161,7 +161,7 @@ def scan(be: TritonBackend, x: DeviceArray, dim: int, kind: str) -> DeviceArray:
     """Inclusive cumulative sum or product along ``dim``."""
     if x.ndim == 0:
         return x
-    perm = tuple(i for i in range(x.ndim) if i != dim) + (dim,)
+    perm = (*tuple(i for i in range(x.ndim) if i != dim), dim)
     inv = tuple(int(i) for i in np.argsort(perm))
     rows = contiguous(be, x.transpose(perm))
     k = x.shape[dim]

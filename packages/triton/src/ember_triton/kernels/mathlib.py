@@ -8,6 +8,7 @@ widened by the caller).
 import triton
 import triton.language as tl
 
+
 @triton.jit
 def k_(x, v: tl.constexpr):
     # a constant in x's dtype: a bare Python float would be rounded to float32 first

@@ -7,7 +7,7 @@ import triton.language as tl
 @triton.jit
 def im2col(cols, x, total, C, H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw,
            sxn, sxc, sxh, sxw, BLOCK: tl.constexpr):
-    # cols[n, c * KH * KW + i * KW + j, oh * OW + ow] = x[n, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw]
+    # cols[n, (c, i, j), (oh, ow)] = x[n, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw]
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < total
     ow = offs % OW

@@ -35,7 +35,7 @@ def _unit24(a):
 
 @triton.jit
 def uniform(out, n, seed, offset, BITS: tl.constexpr, BLOCK: tl.constexpr):
-    idx, r0, r1, r2, r3 = _words(seed, offset, BLOCK)
+    idx, r0, r1, _r2, _r3 = _words(seed, offset, BLOCK)
     mask = idx < n
     if BITS == 53:
         v = _unit53(r0, r1)
@@ -66,7 +66,7 @@ def normal(out, n, seed, offset, WIDE: tl.constexpr, BLOCK: tl.constexpr):
 
 @triton.jit
 def integers(out, n, seed, offset, low, span, BLOCK: tl.constexpr):
-    idx, r0, r1, r2, r3 = _words(seed, offset, BLOCK)
+    idx, r0, r1, _r2, _r3 = _words(seed, offset, BLOCK)
     mask = idx < n
     word = (r0.to(tl.uint64) << 32) | r1.to(tl.uint64)
     v = (word % span.to(tl.uint64)).to(tl.int64) + low

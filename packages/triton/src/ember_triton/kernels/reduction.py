@@ -49,12 +49,13 @@ def reduce_rows(out, x, ident, M, K, CHUNK, OP: tl.constexpr, FLOAT: tl.constexp
         elif OP == MAX or OP == ANY:
             if FLOAT:
                 nan = nan | (tl.max((v != v).to(tl.int32), axis=1) != 0)
-            c = tl.max(v, axis=1)
+            # tl.max widens small ints and halves: keep the loop-carried type fixed
+            c = tl.max(v, axis=1).to(init.dtype)
             acc = tl.where(c > acc, c, acc)
         else:
             if FLOAT:
                 nan = nan | (tl.max((v != v).to(tl.int32), axis=1) != 0)
-            c = tl.min(v, axis=1)
+            c = tl.min(v, axis=1).to(init.dtype)
             acc = tl.where(c < acc, c, acc)
     if FLOAT:
         acc = tl.where(nan, float("nan"), acc)
@@ -111,10 +112,10 @@ def arg_rows(out, x, ident, M, K, IS_MAX: tl.constexpr, FLOAT: tl.constexpr,
             nidx = tl.minimum(nidx, tl.min(tl.where(isn, kb, big), axis=1))
             v = tl.where(isn, init, v)
         if IS_MAX:
-            c = tl.max(v, axis=1)
+            c = tl.max(v, axis=1).to(init.dtype)
             upd = c > best
         else:
-            c = tl.min(v, axis=1)
+            c = tl.min(v, axis=1).to(init.dtype)
             upd = c < best
         ci = tl.min(tl.where(m & (v == c[:, None]), kb, big), axis=1)
         first = k0 == 0
