@@ -78,13 +78,16 @@ def typecheck(session: nox.Session) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Unit and integration tests of every package, and the repository's tests/ (no conformance)."""
+    """Each package's own tests (with its own pytest settings), then the repository's tests/."""
     _install(session)
-    paths = [f"{p}/tests" for p in PACKAGES if os.path.isdir(f"{p}/tests")]
-    paths += [p for p in glob.glob("tests/*") if os.path.basename(p) != "conformance"
-              and (p.endswith(".py") or os.path.isdir(p))
-              and os.path.basename(p) not in ("__pycache__", "conftest.py")]
-    _pytest(session, "-q", "-p", "no:cacheprovider", *paths, *session.posargs)
+    for pkg in [*PACKAGES, TEMPLATE]:
+        if os.path.isdir(f"{pkg}/tests"):
+            _pytest(session, "-q", "-c", f"{pkg}/pyproject.toml", "--rootdir", pkg,
+                    f"{pkg}/tests", *session.posargs)
+    paths = [p for p in sorted(glob.glob("tests/*")) if os.path.basename(p) not in
+             ("conformance", "__pycache__", "conftest.py") and (p.endswith(".py") or
+                                                               os.path.isdir(p))]
+    _pytest(session, "-q", *paths, *session.posargs)
 
 
 @nox.session
