@@ -84,7 +84,8 @@ class Backend:
             t = object.__new__(device.tensor_type)
             t._data = out
             t._device = device
-            t._dtype = args[0]._dtype if op.result == "same" else op.result_rule(args, params)
+            t._dtype = args[0]._dtype if op.result == "same" else op.result_rule(  # type: ignore[assignment]  # single-output rules give one DType
+                args, params)
             return t
         dtype: Any = op.result_rule(args, params)
         make = device.tensor_type._make

@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _dtype as dt
 from ._apply import cast, create, default_float
-from ._device import Device
-from ._device import device as _device
+from ._device import Device, device as _device
 from ._errors import DTypeError
 from ._host import from_host, host_array
 from ._random import Generator, default_generator
