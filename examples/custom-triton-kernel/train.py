@@ -18,10 +18,11 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from swish import install, swish
+
 import ember  # after the path set-up
 from ember import nn, optim
 from ember.nn import functional as F
-from swish import install, swish
 
 
 class SwishMLP(nn.Module):

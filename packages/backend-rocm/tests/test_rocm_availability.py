@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ember
 import pytest
+
 from ember_rocm import probe
 
 pytestmark = pytest.mark.skipif(probe()[0], reason="a rocm GPU is present")
