@@ -3,6 +3,7 @@ CuPy's memory pool on one device.  cupy is imported when a `CupyMemory` is creat
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import ml_dtypes
@@ -72,6 +73,35 @@ class CupyMemory(Memory):
 
     def synchronize(self) -> None:
         self.device.synchronize()
+
+    def device_id(self) -> str:
+        props = self.cupy.cuda.runtime.getDeviceProperties(self.index)
+        name = props["name"]
+        name = name.decode() if isinstance(name, bytes) else str(name)
+        return f"{name} sm{self.device.compute_capability}"
+
+    def timer(self, fn: Callable[[], Any]) -> float:
+        """Milliseconds per call of ``fn`` on this device's current stream (CUDA events):
+        one warm-up call (it may compile), then the best of 3 batches of calls lasting
+        about 10 ms each."""
+        cp = self.cupy
+        self.activate()
+        start, stop = cp.cuda.Event(), cp.cuda.Event()
+        fn()
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        reps = max(1, min(100, int(10.0 / max(cp.cuda.get_elapsed_time(start, stop), 1e-3))))
+        best = float("inf")
+        for _ in range(3):
+            start.record()
+            for _ in range(reps):
+                fn()
+            stop.record()
+            stop.synchronize()
+            best = min(best, cp.cuda.get_elapsed_time(start, stop) / reps)
+        return best
 
     def stats(self) -> dict[str, int]:
         return {"used_bytes": int(self.pool.used_bytes()),

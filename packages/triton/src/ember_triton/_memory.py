@@ -8,6 +8,7 @@ supply CuPy-backed layers.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,8 @@ class Memory:
     """Base of memory layers.  Subclasses implement the four storage methods."""
 
     interpret = False  # whether kernels run under Triton's interpreter
+    #: ``timer(fn) -> ms`` for one call of ``fn`` on the device; ``None``: no kernel selection
+    timer: Callable[[Callable[[], Any]], float] | None = None
 
     def allocate(self, nbytes: int) -> Any:
         raise NotImplementedError
@@ -44,6 +47,10 @@ class Memory:
 
     def stats(self) -> dict[str, int]:
         return {}
+
+    def device_id(self) -> str | None:
+        """The device model, naming its kernel-selection cache (``None``: not cached)."""
+        return None
 
     # -- shared ----------------------------------------------------------------------------
 

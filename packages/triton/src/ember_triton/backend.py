@@ -7,6 +7,7 @@ device gives it host memory, and its kernels run under Triton's interpreter.
 from __future__ import annotations
 
 import functools
+import os
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,7 @@ from ember._host import numpy_dtype
 
 from . import creation, elementwise, linalg, movement, nn, reduction
 from ._array import DeviceArray
+from ._autotune import KernelSelector
 from ._codegen import contiguous
 from ._jit import KernelLibrary
 from ._memory import Memory
@@ -57,6 +59,9 @@ class TritonBackend(Backend):
         #: long rows with few of them are reduced in two passes of ``reduce_chunk`` pieces
         self.split_reductions = not memory.interpret
         self.reduce_chunk = 1 << 14
+        #: matmul's kernel selection: timed choices per shape bucket, cached on disk per GPU
+        self.selector = KernelSelector(memory.device_id(), memory.timer)
+        self.use_cublas = os.environ.get("EMBER_CUBLAS", "1") != "0"
         self.kernels = {}
         for family in _FAMILIES:
             for op, fn in family.KERNELS.items():

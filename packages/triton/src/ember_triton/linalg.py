@@ -2,16 +2,23 @@
 
 float32 runs strict IEEE products by default (PyTorch's default); ``matmul_precision="tf32"``
 on the backend switches to tensor-core TF32.  float16/bfloat16 accumulate in float32.
+
+On a GPU, float16/bfloat16/float32 problems of at least ``TUNE_MIN_MACS`` multiply-adds go
+through kernel selection: every Triton tile config of ``_CONFIGS`` and, on CUDA, cuBLAS (through
+CuPy) are timed once per shape bucket and the fastest is kept (`KernelSelector`, cached on
+disk).  ``backend.use_cublas = False`` (or ``EMBER_CUBLAS=0``) leaves Triton alone.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from ember.ops import linalg as la
 
 from ._array import DeviceArray, kind_of
+from ._autotune import bucket
 from ._codegen import collapse, contiguous
 
 if TYPE_CHECKING:
@@ -46,30 +53,96 @@ def matmul(be: TritonBackend, a: DeviceArray, b: DeviceArray) -> DeviceArray:
     out = be.empty((*bshape, m, n), a.dtype)
     if out.size == 0:
         return out
+    dt = a.dtype
+    args = (m, n, k, b2, sa1, sa2, a.strides[-2], a.strides[-1],
+            sb1, sb2, b.strides[-2], b.strides[-1])
+    if dt.name in ("float16", "bfloat16", "float32"):
+        _matmul_dot(be, out, a, b, args, b1 * b2)
+        return out
     import triton.language as tl
 
-    dt = a.dtype
-    dot = dt.name in ("float16", "bfloat16", "float32")
-    if dot:
-        acc = tl.float32
-        precision = be.matmul_precision if dt.name == "float32" else "ieee"
-    else:
-        acc = tl.float64 if kind_of(dt) == "f" else tl.int64
-        precision = "ieee"
+    acc = tl.float64 if kind_of(dt) == "f" else tl.int64
     if be.memory.interpret:
-        bm = max(16, min(64, be.block_size(m)))
-        bn = max(16, min(64, be.block_size(n)))
-        bk = max(16, min(64, be.block_size(k)))
-    elif dot:
-        bm, bn, bk = 64, 64, 32
+        bm, bn, bk = (max(16, min(64, be.block_size(x))) for x in (m, n, k))
     else:
         bm, bn, bk = 32, 32, 8
     grid = (-(-m // bm) * -(-n // bn), b1 * b2)
-    be.launch(be.module("linalg").matmul, grid, out, a, b, m, n, k, b2, sa1, sa2,
-              a.strides[-2], a.strides[-1], sb1, sb2, b.strides[-2], b.strides[-1],
-              DOT=dot, PRECISION=precision, ACC=acc,
-              UPCAST=be.memory.interpret and dt.name == "bfloat16", BM=bm, BN=bn, BK=bk)
+    be.launch(be.module("linalg").matmul, grid, out, a, b, *args,
+              DOT=False, PRECISION="ieee", ACC=acc, UPCAST=False, BM=bm, BN=bn, BK=bk)
     return out
+
+
+#: tile configs ``(BM, BN, BK, GROUP_M, num_warps, num_stages)`` timed by kernel selection;
+#: the first of each list is the default when a shape is too small to be worth timing
+_CONFIGS = {
+    "half": [(128, 128, 64, 8, 4, 4), (128, 256, 64, 8, 8, 3), (256, 128, 64, 8, 8, 3),
+             (128, 128, 32, 8, 4, 4), (64, 128, 64, 8, 4, 4), (64, 64, 64, 8, 4, 4)],
+    "tf32": [(128, 128, 32, 8, 4, 3), (128, 256, 32, 8, 8, 3), (256, 128, 32, 8, 8, 3),
+             (128, 64, 32, 8, 4, 4), (64, 64, 32, 8, 4, 4)],
+    "ieee": [(64, 64, 32, 8, 4, 3), (128, 64, 32, 8, 4, 3), (128, 128, 16, 8, 8, 3),
+             (64, 64, 16, 8, 4, 4)],
+}
+#: problems below this many multiply-adds use the default config without timing
+TUNE_MIN_MACS = 1 << 24
+
+
+def _matmul_dot(be: TritonBackend, out: DeviceArray, a: DeviceArray, b: DeviceArray,
+                args: tuple[int, ...], batch: int) -> None:
+    """Tensor-core matmul: Triton tile configs (and cuBLAS on CUDA), chosen per shape bucket."""
+    m, n, k = args[:3]
+    dt = a.dtype
+    precision = be.matmul_precision if dt.name == "float32" else "ieee"
+    kernel = be.module("linalg").matmul_dot
+    wide = max(a.size, b.size, out.size) >= 1 << 31
+
+    def triton_config(cfg: tuple[int, ...]) -> Callable[[], None]:
+        bm, bn, bk, group, warps, stages = cfg
+        grid = (-(-m // bm) * -(-n // bn), batch)
+
+        def run() -> None:
+            be.launch(kernel, grid, out, a, b, *args, PRECISION=precision,
+                      UPCAST=be.memory.interpret and dt.name == "bfloat16", WIDE=wide,
+                      BM=bm, BN=bn, BK=bk, GROUP_M=group, EVEN_K=k % bk == 0,
+                      num_warps=warps, num_stages=stages)
+        return run
+
+    if be.memory.interpret:  # the interpreter pays per program: one config of big blocks
+        bm, bn, bk = (max(16, min(64, be.block_size(x))) for x in (m, n, k))
+        triton_config((bm, bn, bk, 8, 4, 1))()
+        return
+    family = "half" if dt.name != "float32" else ("tf32" if precision == "tf32" else "ieee")
+    configs = _CONFIGS[family]
+    if m * n * k * batch < TUNE_MIN_MACS:
+        triton_config(configs[0])()
+        return
+    candidates: dict[str, Callable[[], None]] = {
+        "triton:" + "x".join(map(str, cfg)): triton_config(cfg) for cfg in configs}
+    if be.name == "cuda" and be.use_cublas:
+        blas = _cublas_candidate(out, a, b, args, batch, precision)
+        if blas is not None:
+            candidates["cublas"] = blas
+    key = ("matmul", dt.name, precision, bucket(m), bucket(n), bucket(k), batch > 1,
+           a.strides[-1] == 1, b.strides[-1] == 1, "cublas" in candidates)
+    candidates[be.selector.choose(key, candidates)]()
+
+
+def _cublas_candidate(out: DeviceArray, a: DeviceArray, b: DeviceArray, args: tuple[int, ...],
+                      batch: int, precision: str) -> Callable[[], None] | None:
+    from ._cublas import gemm_layout, strided_batched_gemm
+
+    m, n, k, b2, _, sa2, sam, sak, _, sb2, sbk, sbn = args
+    if batch > 1 and batch != b2:  # two batch axes that do not merge: Triton only
+        return None
+    a_layout = gemm_layout(m, k, sam, sak)
+    b_layout = gemm_layout(k, n, sbk, sbn)
+    if a_layout is None or b_layout is None:
+        return None
+    ptrs = (out.arg().data_ptr(), a.arg().data_ptr(), b.arg().data_ptr())
+
+    def run() -> None:
+        strided_batched_gemm(*ptrs, m, n, k, batch, sa2, sb2, a_layout, b_layout, a.dtype,
+                             precision)
+    return run
 
 
 KERNELS: dict[Any, Any] = {la.matmul: matmul}

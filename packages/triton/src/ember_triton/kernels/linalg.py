@@ -37,3 +37,58 @@ def matmul(c, a, b, M, N, K, B2, sa1, sa2, sam, sak, sb1, sb2, sbk, sbn,
             acc += tl.sum(av.to(ACC)[:, :, None] * bv.to(ACC)[None, :, :], axis=1)
     c_ptr = c + bid * M * N + rm[:, None] * N + rn[None, :]
     tl.store(c_ptr, acc.to(c.dtype.element_ty), mask=(rm < M)[:, None] & (rn < N)[None, :])
+
+
+@triton.jit
+def matmul_dot(c, a, b, M, N, K, B2, sa1, sa2, sam, sak, sb1, sb2, sbk, sbn,
+               PRECISION: tl.constexpr, UPCAST: tl.constexpr, WIDE: tl.constexpr,
+               BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
+               EVEN_K: tl.constexpr):
+    """Tensor-core matmul (float16/bfloat16/float32), one BMxBN tile of C per program.
+
+    Programs walk C in groups of GROUP_M tile rows, so neighbouring programs share A and B
+    tiles in L2.  Row and column indices wrap (``% M``) instead of masking the loads; only
+    the K tail is masked (EVEN_K drops that mask) and only the store masks M and N.
+    WIDE computes offsets in int64 (operands of 2**31 elements or more).
+    """
+    pid = tl.program_id(0)
+    bid = tl.program_id(1).to(tl.int64)
+    num_m = tl.cdiv(M, BM)
+    num_n = tl.cdiv(N, BN)
+    per_group = GROUP_M * num_n
+    first_m = (pid // per_group) * GROUP_M
+    rows = tl.minimum(num_m - first_m, GROUP_M)
+    pm = first_m + (pid % per_group) % rows
+    pn = (pid % per_group) // rows
+    b1 = bid // B2
+    b2 = bid % B2
+    rm = pm * BM + tl.arange(0, BM)
+    rn = pn * BN + tl.arange(0, BN)
+    am = tl.max_contiguous(tl.multiple_of(rm % M, BM), BM)
+    bn = tl.max_contiguous(tl.multiple_of(rn % N, BN), BN)
+    rk = tl.arange(0, BK)
+    if WIDE:
+        am = am.to(tl.int64)
+        bn = bn.to(tl.int64)
+        rk = rk.to(tl.int64)
+    a_ptrs = a + b1 * sa1 + b2 * sa2 + am[:, None] * sam + rk[None, :] * sak
+    b_ptrs = b + b1 * sb1 + b2 * sb2 + rk[:, None] * sbk + bn[None, :] * sbn
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k0 in range(0, tl.cdiv(K, BK)):
+        if EVEN_K:
+            av = tl.load(a_ptrs)
+            bv = tl.load(b_ptrs)
+        else:
+            av = tl.load(a_ptrs, mask=rk[None, :] < K - k0 * BK, other=0)
+            bv = tl.load(b_ptrs, mask=rk[:, None] < K - k0 * BK, other=0)
+        if UPCAST:  # the interpreter holds bfloat16 as raw bits: multiply in float32
+            av = av.to(tl.float32)
+            bv = bv.to(tl.float32)
+        acc = tl.dot(av, bv, acc, input_precision=PRECISION)
+        a_ptrs += BK * sak
+        b_ptrs += BK * sbk
+    if WIDE:
+        rm = rm.to(tl.int64)
+        rn = rn.to(tl.int64)
+    c_ptrs = c + bid * M * N + rm[:, None] * N + rn[None, :]
+    tl.store(c_ptrs, acc.to(c.dtype.element_ty), mask=(rm < M)[:, None] & (rn < N)[None, :])

@@ -1,0 +1,156 @@
+"""Kernel selection: time each candidate once per shape bucket, keep the fastest, on disk.
+
+Burn calls this "automatic kernel selection".  A `KernelSelector` belongs to one backend; for
+a key (an op, dtypes and a shape bucket) it runs every candidate on the real operands, timed
+by the memory layer's device timer (CUDA events through CuPy: no torch), and remembers the
+winner in memory and in a JSON file per GPU model, so the next process starts tuned.
+
+The file lives in ``$EMBER_CACHE_DIR/autotune/`` (default ``~/.cache/ember``), one per device
+model and Triton version, and is replaced atomically (written to a temporary file, then
+renamed), so a crash never leaves half a cache.  A cache file that does not parse is ignored
+with a warning and rewritten.  ``EMBER_AUTOTUNE=0`` turns timing off: the first candidate
+(the heuristic default) is used.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import threading
+import warnings
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = ["KernelSelector", "bucket", "cache_dir"]
+
+#: bump when candidate names change meaning, so old choices are not reused
+_FORMAT = 1
+
+
+def bucket(n: int) -> int:
+    """The shape bucket of an extent: the next power of two (``0`` stays ``0``)."""
+    return 0 if n <= 0 else 1 << max(0, math.ceil(math.log2(n)))
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("EMBER_CACHE_DIR") or os.path.join(
+        os.path.expanduser("~"), ".cache", "ember")
+    return Path(root) / "autotune"
+
+
+class KernelSelector:
+    """Chooses among candidates by timing them once per key.
+
+    Parameters
+    ----------
+    device_id : names the device model in the cache file (``"NVIDIA H200 sm90"``); ``None``
+        keeps choices in memory only.
+    timer : ``timer(fn) -> milliseconds`` for one call of ``fn`` on the device (it warms up
+        and repeats as it sees fit); ``None`` disables timing.
+
+    Examples
+    --------
+    >>> costs = {"a": 2.0, "b": 1.0}
+    >>> sel = KernelSelector(None, timer=lambda fn: costs[fn()])
+    >>> sel.choose(("matmul", 64), {"a": lambda: "a", "b": lambda: "b"})
+    'b'
+    """
+
+    def __init__(self, device_id: str | None, timer: Callable[[Callable[[], Any]], float] | None,
+                 ) -> None:
+        self.device_id = device_id
+        self.timer = timer
+        self.enabled = timer is not None and os.environ.get("EMBER_AUTOTUNE", "1") != "0"
+        self._choices: dict[str, str] = {}
+        self._timings: dict[str, dict[str, float]] = {}
+        self._lock = threading.Lock()
+        self._path: Path | None = None
+        if device_id is not None and self.enabled:
+            # Note: importlib.metadata, not `import triton`: importing triton here would fix
+            # its interpreter knob before the triton-interpret device can set it
+            from importlib.metadata import version
+
+            slug = "".join(c if c.isalnum() else "-" for c in device_id).strip("-")
+            self._path = cache_dir() / f"{slug}-triton{version('triton')}-v{_FORMAT}.json"
+            self._choices.update(self._read())
+
+    @property
+    def path(self) -> Path | None:
+        """The cache file of this device, or ``None``."""
+        return self._path
+
+    def timings(self, key: Any) -> dict[str, float]:
+        """Milliseconds per candidate measured for ``key`` in this process (empty if cached)."""
+        return dict(self._timings.get(repr(key), {}))
+
+    def choose(self, key: Any, candidates: Mapping[str, Callable[[], Any]]) -> str:
+        """The name of the fastest candidate for ``key``; times them all on first sight.
+
+        Every candidate must compute the same result (they are run on the real operands, so
+        whichever ran last has left a correct result behind).
+        """
+        name = self._choices.get(repr(key))
+        if name is not None and name in candidates:
+            return name
+        first = next(iter(candidates))
+        if not self.enabled or len(candidates) == 1:
+            return first
+        assert self.timer is not None
+        times: dict[str, float] = {}
+        for cand, fn in candidates.items():
+            try:
+                times[cand] = self.timer(fn)
+            except Exception as exc:  # a config the compiler refuses (e.g. out of shared memory)
+                warnings.warn(f"kernel candidate {cand!r} for {key!r} failed and is skipped: "
+                              f"{type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=2)
+        if not times:
+            raise RuntimeError(f"every kernel candidate for {key!r} failed")
+        best = min(times, key=times.__getitem__)
+        if best != list(times)[-1]:
+            candidates[best]()  # leave the winner's result (identical, but computed by it)
+        with self._lock:
+            self._choices[repr(key)] = best
+            self._timings[repr(key)] = times
+            self._write()
+        return best
+
+    # -- the cache file ---------------------------------------------------------------------
+
+    def _read(self) -> dict[str, str]:
+        path = self._path
+        if path is None or not path.exists():
+            return {}
+        try:
+            data = json.loads(path.read_text())
+            if not isinstance(data, dict) or not isinstance(data.get("choices"), dict):
+                raise ValueError("no 'choices' table")
+            return {str(k): str(v) for k, v in data["choices"].items()}
+        except (OSError, ValueError) as exc:
+            warnings.warn(f"ignoring the kernel-selection cache {path}: {exc}; it will be "
+                          "rewritten", RuntimeWarning, stacklevel=3)
+            return {}
+
+    def _write(self) -> None:
+        path = self._path
+        if path is None:
+            return
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            merged = {**self._read_quietly(), **self._choices}
+            body = json.dumps({"device": self.device_id, "choices": merged}, indent=1,
+                              sort_keys=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+            with os.fdopen(fd, "w") as f:
+                f.write(body)
+            os.replace(tmp, path)
+        except OSError as exc:  # a read-only home must not break computing
+            warnings.warn(f"could not write the kernel-selection cache {path}: {exc}",
+                          RuntimeWarning, stacklevel=3)
+
+    def _read_quietly(self) -> dict[str, str]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return self._read()

@@ -1,0 +1,156 @@
+"""Kernel selection (timed choice per shape bucket, cached on disk) and the tile matmul kernel
+every candidate config runs, checked on the interpreter against numpy float64."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import ember
+import numpy as np
+import pytest
+
+from ember_triton._autotune import KernelSelector, bucket
+from ember_triton._cublas import gemm_layout
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("EMBER_AUTOTUNE", raising=False)
+    return tmp_path
+
+
+def _timer(costs: dict[str, float], calls: list[str]) -> Callable[[Callable[[], str]], float]:
+    def timer(fn: Callable[[], str]) -> float:
+        name = fn()
+        calls.append(name)
+        return costs[name]
+    return timer
+
+
+def _cands(ran: list[str]) -> dict[str, Callable[[], str]]:
+    def make(name: str) -> Callable[[], str]:
+        def run() -> str:
+            ran.append(name)
+            return name
+        return run
+    return {n: make(n) for n in ("triton:a", "triton:b", "cublas")}
+
+
+def test_selector_picks_the_fastest_and_runs_it_last(cache: Path) -> None:
+    calls: list[str] = []
+    ran: list[str] = []
+    sel = KernelSelector("GPU X sm90", _timer({"triton:a": 3.0, "triton:b": 1.0,
+                                               "cublas": 2.0}, calls))
+    assert sel.choose(("matmul", 64), _cands(ran)) == "triton:b"
+    assert calls == ["triton:a", "triton:b", "cublas"]
+    assert ran[-1] == "triton:b"  # the winner's result is what is left in the output
+    assert sel.timings(("matmul", 64)) == {"triton:a": 3.0, "triton:b": 1.0, "cublas": 2.0}
+    calls.clear()
+    assert sel.choose(("matmul", 64), _cands(ran)) == "triton:b"
+    assert calls == []  # remembered: no second timing
+
+
+def test_choice_persists_per_device_model_across_selectors(cache: Path) -> None:
+    sel = KernelSelector("GPU X sm90", _timer({"triton:a": 1.0, "triton:b": 2.0,
+                                               "cublas": 3.0}, []))
+    sel.choose(("k", 1), _cands([]))
+    assert sel.path is not None and sel.path.parent == cache / "autotune"
+    assert json.loads(sel.path.read_text())["choices"] == {"('k', 1)": "triton:a"}
+
+    def no_timing(fn: Callable[[], str]) -> float:
+        raise AssertionError("a cached choice must not be timed again")
+    again = KernelSelector("GPU X sm90", no_timing)
+    assert again.choose(("k", 1), _cands([])) == "triton:a"
+    other = KernelSelector("GPU Y sm80", _timer({"triton:a": 5.0, "triton:b": 2.0,
+                                                 "cublas": 3.0}, []))
+    assert other.choose(("k", 1), _cands([])) == "triton:b"  # another model tunes itself
+    assert other.path != sel.path
+    assert not list((cache / "autotune").glob("*.tmp"))  # written atomically, nothing left over
+
+
+def test_corrupt_cache_file_warns_and_is_rewritten(cache: Path) -> None:
+    probe = KernelSelector("GPU Z sm90", lambda fn: 1.0)
+    assert probe.path is not None
+    probe.path.parent.mkdir(parents=True)
+    probe.path.write_text("{not json")
+    with pytest.warns(RuntimeWarning, match="ignoring the kernel-selection cache"):
+        sel = KernelSelector("GPU Z sm90", _timer({"triton:a": 2.0, "triton:b": 1.0,
+                                                   "cublas": 3.0}, []))
+    assert sel.choose(("k",), _cands([])) == "triton:b"
+    assert json.loads(probe.path.read_text())["choices"] == {"('k',)": "triton:b"}
+
+
+def test_failing_candidate_is_skipped_with_a_warning(cache: Path) -> None:
+    def timer(fn: Callable[[], str]) -> float:
+        name = fn()
+        if name == "triton:a":
+            raise RuntimeError("out of shared memory")
+        return {"triton:b": 2.0, "cublas": 1.0}[name]
+    sel = KernelSelector(None, timer)
+    with pytest.warns(RuntimeWarning, match="'triton:a'.*out of shared memory"):
+        assert sel.choose(("k",), _cands([])) == "cublas"
+
+    def broken(fn: Callable[[], str]) -> float:
+        raise RuntimeError("no")
+    with pytest.warns(RuntimeWarning), pytest.raises(RuntimeError, match="every kernel candidate"):
+        KernelSelector(None, broken).choose(("k",), _cands([]))
+
+
+def test_autotune_off_takes_the_first_candidate_untimed(cache: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EMBER_AUTOTUNE", "0")
+
+    def no_timing(fn: Callable[[], str]) -> float:
+        raise AssertionError("timing is off")
+    assert KernelSelector("GPU X sm90", no_timing).choose(("k",), _cands([])) == "triton:a"
+    assert not (cache / "autotune").exists()
+
+
+def test_bucket_is_the_next_power_of_two() -> None:
+    assert [bucket(n) for n in (0, 1, 2, 3, 64, 65, 4096, 4097)] == [0, 1, 2, 4, 64, 128, 4096,
+                                                                    8192]
+
+
+@pytest.mark.parametrize(("shape", "strides", "want"), [
+    ((4, 6), (6, 1), (0, 6)),      # row-major: not transposed, ld = row stride
+    ((4, 6), (8, 1), (0, 8)),      # rows of a wider matrix (a slice)
+    ((4, 6), (1, 4), (1, 4)),      # a transposed view: transposed, ld = column stride
+    ((1, 6), (1, 1), (1, 1)),      # a single row: either reading is exact
+    ((6, 1), (1, 1), (0, 1)),
+    ((4, 6), (12, 2), None),       # no unit stride: not a cuBLAS operand
+])
+def test_gemm_layout_reads_row_major_strides(shape: tuple[int, int], strides: tuple[int, int],
+                                             want: tuple[int, int] | None) -> None:
+    assert gemm_layout(*shape, *strides) == want
+
+
+@pytest.mark.parametrize("cfg", [(16, 16, 16, 1), (16, 32, 16, 2), (32, 16, 16, 3)])
+@pytest.mark.parametrize("layout", ["nn", "tn", "nt"])
+def test_tile_matmul_kernel_matches_numpy_for_every_grouping(dev: ember.Device,
+                                                             cfg: tuple[int, int, int, int],
+                                                             layout: str) -> None:
+    """Tiles that wrap at M and N, a ragged K tail, grouped tile order, transposed operands."""
+    be = dev.backend
+    rng = np.random.default_rng(1)
+    m, n, k = 50, 70, 40
+    a = rng.uniform(-1, 1, (k, m)).T if layout[0] == "t" else rng.uniform(-1, 1, (m, k))
+    b = rng.uniform(-1, 1, (n, k)).T if layout[1] == "t" else rng.uniform(-1, 1, (k, n))
+    xa = be.memory.from_numpy(np.ascontiguousarray(a.T if layout[0] == "t" else a)
+                              .astype(np.float32))
+    xb = be.memory.from_numpy(np.ascontiguousarray(b.T if layout[1] == "t" else b)
+                              .astype(np.float32))
+    if layout[0] == "t":
+        xa = xa.transpose((1, 0))
+    if layout[1] == "t":
+        xb = xb.transpose((1, 0))
+    out = be.empty((m, n), np.float32)
+    bm, bn, bk, group = cfg
+    grid = (-(-m // bm) * -(-n // bn), 1)
+    be.launch(be.module("linalg").matmul_dot, grid, out, xa, xb, m, n, k, 1, 0, 0,
+              xa.strides[0], xa.strides[1], 0, 0, xb.strides[0], xb.strides[1],
+              PRECISION="ieee", UPCAST=False, WIDE=False, BM=bm, BN=bn, BK=bk, GROUP_M=group,
+              EVEN_K=k % bk == 0)
+    np.testing.assert_allclose(be.memory.to_numpy(out), a @ b, rtol=1e-5, atol=1e-5)
