@@ -1,0 +1,219 @@
+"""ember vs PyTorch eager on one NVIDIA GPU, side by side in one process; prints ratios.
+
+    python benchmarks/gpu/perf.py [--quick] [--out DIR]
+
+What it times (issue 8's acceptance list):
+- matmul 4096^3 and 8192^3 in bf16, fp16 and fp32 (TF32): ember with Triton alone, ember with
+  kernel selection (Triton configs and cuBLAS), and torch (cuBLAS); TFLOP/s and ratios.
+- host cost per eager elementwise op (1,024 elements, a chain of dependent adds).
+- softmax and layer_norm over the rows of 8192 x 8192 fp32, as a share of copy bandwidth.
+- the MLP training step (784-1024-1024-10, batch 512, Adam, fp32) on autodiff<cuda:0>.
+
+Device times come from CUDA events (CuPy); torch is a peer here, never a dependency of ember.
+Runs from a checkout with no install (the same path set-up as ``check.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def _events_ms(fn, reps: int, sync) -> float:  # type: ignore[no-untyped-def]
+    import cupy as cp
+
+    fn()
+    sync()
+    start, stop = cp.cuda.Event(), cp.cuda.Event()
+    best = float("inf")
+    for _ in range(3):
+        start.record()
+        for _ in range(reps):
+            fn()
+        stop.record()
+        stop.synchronize()
+        best = min(best, cp.cuda.get_elapsed_time(start, stop) / reps)
+    return best
+
+
+def _host_us(fn, reps: int, sync) -> float:  # type: ignore[no-untyped-def]
+    fn()
+    sync()
+    best = float("inf")
+    for _ in range(3):
+        t = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        best = min(best, (time.perf_counter() - t) / reps * 1e6)
+        sync()
+    return best
+
+
+def child(quick: bool) -> dict[str, object]:
+    import cupy as cp
+    import numpy as np
+    import torch
+
+    import ember
+
+    d = ember.device("cuda:0")
+    be = d.backend
+    sync = d.synchronize
+    tsync = torch.cuda.synchronize
+    res: dict[str, object] = {"gpu": be.memory.device_id(), "torch": torch.__version__}
+
+    # -- matmul ---------------------------------------------------------------------------
+    rows = []
+    sizes = (4096,) if quick else (4096, 8192)
+    for n in sizes:
+        for name, dt, tdt in (("bf16", ember.bfloat16, torch.bfloat16),
+                              ("fp16", ember.float16, torch.float16),
+                              ("tf32", ember.float32, torch.float32)):
+            a = ember.randn((n, n), dtype=dt, device=d)
+            b = ember.randn((n, n), dtype=dt, device=d)
+            be.matmul_precision = "tf32" if name == "tf32" else "ieee"
+            torch.backends.cuda.matmul.allow_tf32 = name == "tf32"
+            flop = 2 * n ** 3
+            reps = 5 if n == 8192 else 20
+            be.use_cublas = False
+            tri = _events_ms(lambda a=a, b=b: a @ b, reps, sync)
+            be.use_cublas = True
+            sel = _events_ms(lambda a=a, b=b: a @ b, reps, sync)
+            ta = torch.randn((n, n), dtype=tdt, device="cuda")
+            tb = torch.randn((n, n), dtype=tdt, device="cuda")
+            tt = _events_ms(lambda ta=ta, tb=tb: ta @ tb, reps, tsync)
+            # correctness on the same operands: ember vs torch on ember's data
+            ref = torch.from_dlpack(cp.asarray(a.numpy().astype(np.float32))) @ \
+                torch.from_dlpack(cp.asarray(b.numpy().astype(np.float32)))
+            got = torch.from_dlpack(cp.asarray((a @ b).numpy().astype(np.float32)))
+            err = float(((got - ref).abs().max() / ref.abs().max()).item())
+            rows.append({"n": n, "dtype": name,
+                         "triton_tflops": round(flop / tri / 1e9, 1),
+                         "selected_tflops": round(flop / sel / 1e9, 1),
+                         "torch_tflops": round(flop / tt / 1e9, 1),
+                         "triton_vs_cublas": round(tt / tri, 3),
+                         "selected_vs_cublas": round(tt / sel, 3),
+                         "max_rel_err": err})
+            del a, b, ta, tb
+    be.matmul_precision = "ieee"
+    torch.backends.cuda.matmul.allow_tf32 = False
+    res["matmul"] = rows
+    res["selector_cache"] = str(be.selector.path)
+
+    # -- host cost per eager op -----------------------------------------------------------
+    x = ember.ones((1024,), device=d)
+    tx = torch.ones(1024, device="cuda")
+    res["host_us_per_add"] = {"ember": round(_host_us(lambda: x + x, 2000, sync), 2),
+                              "torch": round(_host_us(lambda: tx + tx, 2000, tsync), 2)}
+
+    # -- row softmax / layer_norm vs copy -------------------------------------------------
+    r = 8192
+    v = ember.randn((r, r), device=d)
+    cv = cp.random.standard_normal((r, r), dtype=cp.float32)
+    out = cp.empty_like(cv)
+    copy = _events_ms(lambda: out.__setitem__(Ellipsis, cv), 10, sync)
+    nbytes = 2 * 4 * r * r
+    soft = _events_ms(lambda: v.softmax(dim=-1), 10, sync)
+    w = ember.ones((r,), device=d)
+    bias = ember.zeros((r,), device=d)
+    ln = _events_ms(lambda: ember.nn.functional.layer_norm(v, (r,), w, bias), 10, sync)
+    tv = torch.randn((r, r), device="cuda")
+    tsoft = _events_ms(lambda: tv.softmax(dim=-1), 10, tsync)
+    tln = _events_ms(lambda: torch.nn.functional.layer_norm(tv, (r,)), 10, tsync)
+    res["rows"] = {"copy_tb_s": round(nbytes / copy / 1e9, 2),
+                   "softmax_share_of_copy": round(copy / soft, 3),
+                   "layer_norm_share_of_copy": round(copy / ln, 3),
+                   "torch_softmax_share": round(copy / tsoft, 3),
+                   "torch_layer_norm_share": round(copy / tln, 3)}
+
+    # -- MLP training step ----------------------------------------------------------------
+    ad = ember.device("autodiff<cuda:0>")
+    g = ember.Generator(0)
+    nn = ember.nn
+    model = nn.Sequential(nn.Linear(784, 1024, generator=g), nn.ReLU(),
+                          nn.Linear(1024, 1024, generator=g), nn.ReLU(),
+                          nn.Linear(1024, 10, generator=g)).to(ad)
+    opt = ember.optim.Adam(model.parameters(), lr=1e-3)
+    xb = ember.randn((512, 784), device=ad, generator=g)
+    yb = ember.randint(0, 10, (512,), device=ad, generator=g)
+
+    def step() -> None:
+        loss = nn.functional.cross_entropy(model(xb), yb)
+        opt.step(loss.backward())
+
+    tm = torch.nn.Sequential(torch.nn.Linear(784, 1024), torch.nn.ReLU(),
+                             torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
+                             torch.nn.Linear(1024, 10)).cuda()
+    topt = torch.optim.Adam(tm.parameters(), lr=1e-3)
+    txb = torch.randn((512, 784), device="cuda")
+    tyb = torch.randint(0, 10, (512,), device="cuda")
+
+    def tstep() -> None:
+        topt.zero_grad()
+        torch.nn.functional.cross_entropy(tm(txb), tyb).backward()
+        topt.step()
+
+    for _ in range(5):
+        step()
+        tstep()
+    steps = 20 if quick else 100
+    e_ms = _host_us(step, steps, sync) / 1e3
+    t_ms = _host_us(tstep, steps, tsync) / 1e3
+    res["mlp_step_ms"] = {"ember": round(e_ms, 3), "torch": round(t_ms, 3),
+                          "ratio": round(e_ms / t_ms, 2)}
+    return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--out", default=os.environ.get("OUT") or "artifacts/gpu-perf")
+    args = p.parse_args(argv)
+    if args.child:
+        print("PERF " + json.dumps(child(args.quick)))
+        return 0
+    sys.path.insert(0, str(HERE))
+    from check import workspace_env
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        env = workspace_env(Path(tmp))
+        cmd = [sys.executable, __file__, "--child"] + (["--quick"] if args.quick else [])
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("PERF ")]
+    if not lines:
+        print(proc.stdout[-4000:], proc.stderr[-4000:])
+        return 1
+    res = json.loads(lines[-1][5:])
+    res["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    (out / "perf.json").write_text(json.dumps(res, indent=1))
+    print(f"GPU: {res['gpu']}, torch {res['torch']}, {res['date']}")
+    print("\n| matmul | Triton alone | selected | cuBLAS (torch) | Triton/cuBLAS | "
+          "selected/cuBLAS | max rel err |\n|---|---|---|---|---|---|---|")
+    for r in res["matmul"]:
+        print(f"| {r['n']}^3 {r['dtype']} | {r['triton_tflops']} | {r['selected_tflops']} | "
+              f"{r['torch_tflops']} | {r['triton_vs_cublas']}x | {r['selected_vs_cublas']}x | "
+              f"{r['max_rel_err']:.1e} |")
+    h = res["host_us_per_add"]
+    print(f"\nhost cost per add (1,024 elements): ember {h['ember']} us, torch {h['torch']} us")
+    r = res["rows"]
+    print(f"8192x8192 fp32 rows, share of copy ({r['copy_tb_s']} TB/s): softmax "
+          f"{r['softmax_share_of_copy']} (torch {r['torch_softmax_share']}), layer_norm "
+          f"{r['layer_norm_share_of_copy']} (torch {r['torch_layer_norm_share']})")
+    m = res["mlp_step_ms"]
+    print(f"MLP step: ember {m['ember']} ms, torch {m['torch']} ms, ratio {m['ratio']}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
