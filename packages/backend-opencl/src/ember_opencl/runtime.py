@@ -17,23 +17,66 @@ import pyopencl.tools as cl_tools
 
 GROUP = 64
 
-__all__ = ["GROUP", "CLArray", "Runtime", "ctype", "list_devices", "select_devices"]
+__all__ = ["GROUP", "CLArray", "Runtime", "compute_type", "ctype", "list_devices",
+           "load_expr", "select_devices", "store_expr"]
 
+# float16 and bfloat16 are stored as their 16 bits in a ``ushort`` (ember has no uint16 dtype,
+# so the C type names them unambiguously) and computed in float: loads widen exactly, stores
+# round to nearest even, as PyTorch's CPU kernels do.  This needs no cl_khr_fp16: vload_half
+# and vstore_half_rte are core OpenCL C.  Data movement copies the bits untouched.
 _CTYPES = {
-    "float16": "half", "float32": "float", "float64": "double", "int8": "char",
-    "int16": "short", "int32": "int", "int64": "long", "uint8": "uchar", "bool": "uchar",
+    "float16": "ushort", "bfloat16": "ushort", "float32": "float", "float64": "double",
+    "int8": "char", "int16": "short", "int32": "int", "int64": "long", "uint8": "uchar",
+    "bool": "uchar",
 }
+
+# value conversions between the 16-bit storage and float (prepended to programs using them)
+HALF_HELPERS = r"""
+inline float h2f(ushort h) { return vload_half(0, (const __private half*)&h); }
+inline ushort f2h(float f) { ushort h; vstore_half_rte(f, 0, (__private half*)&h); return h; }
+inline float bf2f(ushort h) { return as_float((uint)h << 16); }
+inline ushort f2bf(float f) {
+    uint u = as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (ushort)((u >> 16) | 0x40u);  /* quiet nan */
+    return (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+"""
+_HALF_HELPERS_FP64 = r"""
+inline ushort d2h(double f) { ushort h; vstore_half_rte(f, 0, (__private half*)&h); return h; }
+"""
 
 
 def ctype(dtype: np.dtype[Any]) -> str:
-    """The OpenCL C type storing ``dtype`` (bool is a 0/1 ``uchar``)."""
+    """The OpenCL C type storing ``dtype`` (bool is a 0/1 ``uchar``, the 16-bit floats their
+    bits in a ``ushort``)."""
     return _CTYPES[np.dtype(dtype).name]
 
 
 def compute_type(dtype: np.dtype[Any]) -> str:
-    """The type arithmetic happens in: ``half`` computes in ``float``."""
+    """The type arithmetic happens in: the 16-bit floats compute in ``float``."""
     t = ctype(dtype)
-    return "float" if t == "half" else t
+    return "float" if t == "ushort" else t
+
+
+def load_expr(dtype: np.dtype[Any], value: str) -> str:
+    """C converting the stored ``value`` of ``dtype`` to its compute type."""
+    name = np.dtype(dtype).name
+    if name == "float16":
+        return f"h2f({value})"
+    if name == "bfloat16":
+        return f"bf2f({value})"
+    return f"({compute_type(dtype)})({value})"
+
+
+def store_expr(dtype: np.dtype[Any], value: str, src: str = "float") -> str:
+    """C converting ``value`` (of C type ``src``) to the storage of ``dtype``, rounding to
+    nearest even for the 16-bit floats."""
+    name = np.dtype(dtype).name
+    if name == "float16":
+        return f"d2h({value})" if src == "double" else f"f2h((float)({value}))"
+    if name == "bfloat16":
+        return f"f2bf((float)({value}))"
+    return f"({ctype(dtype)})({value})"
 
 
 def list_devices() -> list[tuple[int, int, cl.Device]]:
@@ -151,8 +194,8 @@ class Runtime:
                 head = ""
                 if "double" in source:
                     head += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
-                if "half" in source:
-                    head += "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n"
+                if any(f in source for f in ("h2f(", "f2h(", "bf2f(", "f2bf(", "d2h(")):
+                    head += HALF_HELPERS + (_HALF_HELPERS_FP64 if "d2h(" in source else "")
                 with warnings.catch_warnings():
                     # PoCL prints harmless build logs that pyopencl turns into warnings
                     warnings.simplefilter("ignore")
