@@ -15,7 +15,7 @@ from ember.ops import elementwise as ew
 from .runtime import CLArray, Runtime, compute_type, ctype
 from .strided import run_map
 
-__all__ = ["kernels"]
+__all__ = ["binary_expr", "cast_expr", "clamp_expr", "kernels", "unary_expr"]
 
 BOOL = np.dtype(np.bool_)
 
@@ -103,96 +103,108 @@ _FLOAT_UNARY = {
 _CMP = {ew.eq: "==", ew.ne: "!=", ew.lt: "<", ew.le: "<=", ew.gt: ">", ew.ge: ">="}
 
 
+def unary_expr(op: Any, dt: np.dtype[Any]) -> tuple[str, np.dtype[Any]]:
+    """The C expression of unary ``op`` on ``a`` of ``dt``, and its result dtype (shared with
+    the fusion compiler, so fused kernels compute exactly what these kernels do)."""
+    t = compute_type(dt)
+    out_dt = dt
+    if op in _FLOAT_UNARY:
+        if not _is_float(dt):
+            return "a", dt  # floor/ceil/round/trunc of ints: identity
+        expr = _FLOAT_UNARY[op].format(t=t)
+    elif op is ew.neg:
+        expr = "-a"
+    elif op is ew.abs:
+        expr = "fabs(a)" if _is_float(dt) else ("a" if dt.kind in "ub" else "(a < 0 ? -a : a)")
+    elif op is ew.sign:
+        expr = (f"(a > 0 ? ({t})1 : (a < 0 ? ({t})-1 : a))" if _is_float(dt)
+                else "((a > 0) - (a < 0))")
+    elif op is ew.logical_not:
+        expr, out_dt = "a == 0", BOOL
+    elif op is ew.isnan:
+        expr, out_dt = ("isnan(a)" if _is_float(dt) else "0"), BOOL
+    elif op is ew.isinf:
+        expr, out_dt = ("isinf(a)" if _is_float(dt) else "0"), BOOL
+    elif op is ew.bitwise_not:
+        expr = "a == 0" if dt.kind == "b" else "~a"
+    else:  # pragma: no cover - table and dispatch list agree
+        raise NotImplementedError(op.name)
+    return expr, out_dt
+
+
 def _unary(rt: Runtime, op: Any) -> Callable[[CLArray], CLArray]:
     def kernel(x: CLArray) -> CLArray:
-        dt = x.dtype
-        t = compute_type(dt)
-        out_dt = dt
-        if op in _FLOAT_UNARY:
-            if not _is_float(dt):
-                return run_map(rt, "a", [x])  # floor/ceil/round/trunc of ints: identity
-            expr = _FLOAT_UNARY[op].format(t=t)
-        elif op is ew.neg:
-            expr = "-a"
-        elif op is ew.abs:
-            expr = "fabs(a)" if _is_float(dt) else ("a" if dt.kind in "ub" else "(a < 0 ? -a : a)")
-        elif op is ew.sign:
-            expr = (f"(a > 0 ? ({t})1 : (a < 0 ? ({t})-1 : a))" if _is_float(dt)
-                    else "((a > 0) - (a < 0))")
-        elif op is ew.logical_not:
-            expr, out_dt = "a == 0", BOOL
-        elif op is ew.isnan:
-            expr, out_dt = ("isnan(a)" if _is_float(dt) else "0"), BOOL
-        elif op is ew.isinf:
-            expr, out_dt = ("isinf(a)" if _is_float(dt) else "0"), BOOL
-        elif op is ew.bitwise_not:
-            expr = "a == 0" if dt.kind == "b" else "~a"
-        else:  # pragma: no cover - table and dispatch list agree
-            raise NotImplementedError(op.name)
+        expr, out_dt = unary_expr(op, x.dtype)
         return run_map(rt, expr, [x], dtype=out_dt)
 
     return kernel
 
 
+def binary_expr(op: Any, dt: np.dtype[Any]) -> tuple[str, np.dtype[Any], str]:
+    """The C expression of binary ``op`` on ``a``, ``b`` of ``dt``, its result dtype and the
+    helper functions it calls (shared with the fusion compiler)."""
+    t = compute_type(dt)
+    fl, uns = _is_float(dt), dt.kind in "ub"
+    helpers = ""
+    out_dt = dt
+    if op is ew.add:
+        expr = "a + b"
+    elif op is ew.sub:
+        expr = "a - b"
+    elif op is ew.mul:
+        expr = "a * b"
+    elif op is ew.div:
+        expr = "a / b"
+    elif op is ew.atan2:
+        expr = "atan2(a, b)"
+    elif op is ew.floordiv:
+        helpers, expr = _floordiv_helper(t, fl, uns), f"fdiv_{t}(a, b)"
+    elif op is ew.remainder:
+        helpers, expr = _remainder_helper(t, fl, uns), f"fmod_{t}(a, b)"
+    elif op is ew.pow:
+        if fl:
+            expr = "pow(a, b)"
+        else:
+            helpers, expr = _ipow_helper(t, uns), f"ipow_{t}(a, b)"
+    elif op is ew.maximum:
+        expr = ("(isnan(a) ? a : (isnan(b) ? b : (a > b ? a : b)))" if fl
+                else "(a > b ? a : b)")
+    elif op is ew.minimum:
+        expr = ("(isnan(a) ? a : (isnan(b) ? b : (a < b ? a : b)))" if fl
+                else "(a < b ? a : b)")
+    elif op in _CMP:
+        expr, out_dt = f"a {_CMP[op]} b", BOOL
+    elif op is ew.logical_and:
+        expr, out_dt = "(a != 0) && (b != 0)", BOOL
+    elif op is ew.logical_or:
+        expr, out_dt = "(a != 0) || (b != 0)", BOOL
+    elif op is ew.logical_xor:
+        expr, out_dt = "(a != 0) != (b != 0)", BOOL
+    elif op is ew.bitwise_and:
+        expr = "a & b"
+    elif op is ew.bitwise_or:
+        expr = "a | b"
+    elif op is ew.bitwise_xor:
+        expr = "a ^ b"
+    elif op is ew.left_shift:
+        bits = _bits(dt)
+        expr = f"((b < 0 || b >= {bits}) ? 0 : ({t})(a << b))"
+        if dt.kind == "b":
+            expr = f"({expr}) != 0"
+    elif op is ew.right_shift:
+        bits = _bits(dt)
+        sat = "0" if uns else "(a < 0 ? -1 : 0)"
+        expr = f"((b < 0 || b >= {bits}) ? {sat} : (a >> b))"
+        if dt.kind == "b":
+            expr = f"({expr}) != 0"
+    else:  # pragma: no cover
+        raise NotImplementedError(op.name)
+    return expr, out_dt, helpers
+
+
 def _binary(rt: Runtime, op: Any) -> Callable[[CLArray, CLArray], CLArray]:
     def kernel(x: CLArray, y: CLArray) -> CLArray:
-        dt = x.dtype
-        t = compute_type(dt)
-        fl, uns = _is_float(dt), dt.kind in "ub"
-        helpers = ""
-        out_dt = dt
-        if op is ew.add:
-            expr = "a + b"
-        elif op is ew.sub:
-            expr = "a - b"
-        elif op is ew.mul:
-            expr = "a * b"
-        elif op is ew.div:
-            expr = "a / b"
-        elif op is ew.atan2:
-            expr = "atan2(a, b)"
-        elif op is ew.floordiv:
-            helpers, expr = _floordiv_helper(t, fl, uns), f"fdiv_{t}(a, b)"
-        elif op is ew.remainder:
-            helpers, expr = _remainder_helper(t, fl, uns), f"fmod_{t}(a, b)"
-        elif op is ew.pow:
-            if fl:
-                expr = "pow(a, b)"
-            else:
-                helpers, expr = _ipow_helper(t, uns), f"ipow_{t}(a, b)"
-        elif op is ew.maximum:
-            expr = ("(isnan(a) ? a : (isnan(b) ? b : (a > b ? a : b)))" if fl
-                    else "(a > b ? a : b)")
-        elif op is ew.minimum:
-            expr = ("(isnan(a) ? a : (isnan(b) ? b : (a < b ? a : b)))" if fl
-                    else "(a < b ? a : b)")
-        elif op in _CMP:
-            expr, out_dt = f"a {_CMP[op]} b", BOOL
-        elif op is ew.logical_and:
-            expr, out_dt = "(a != 0) && (b != 0)", BOOL
-        elif op is ew.logical_or:
-            expr, out_dt = "(a != 0) || (b != 0)", BOOL
-        elif op is ew.logical_xor:
-            expr, out_dt = "(a != 0) != (b != 0)", BOOL
-        elif op is ew.bitwise_and:
-            expr = "a & b"
-        elif op is ew.bitwise_or:
-            expr = "a | b"
-        elif op is ew.bitwise_xor:
-            expr = "a ^ b"
-        elif op is ew.left_shift:
-            bits = _bits(dt)
-            expr = f"((b < 0 || b >= {bits}) ? 0 : ({t})(a << b))"
-            if dt.kind == "b":
-                expr = f"({expr}) != 0"
-        elif op is ew.right_shift:
-            bits = _bits(dt)
-            sat = "0" if uns else "(a < 0 ? -1 : 0)"
-            expr = f"((b < 0 || b >= {bits}) ? {sat} : (a >> b))"
-            if dt.kind == "b":
-                expr = f"({expr}) != 0"
-        else:  # pragma: no cover
-            raise NotImplementedError(op.name)
+        expr, out_dt, helpers = binary_expr(op, x.dtype)
         return run_map(rt, expr, [x, y], dtype=out_dt, helpers=helpers)
 
     return kernel
@@ -205,20 +217,27 @@ def _where(rt: Runtime) -> Callable[..., CLArray]:
     return kernel
 
 
+def clamp_expr(dt: np.dtype[Any], min: Any = None, max: Any = None
+               ) -> tuple[str, list[tuple[str, Any]]]:
+    """The C expression of ``clamp`` on ``a`` of ``dt`` and its scalars ``s0``, ``s1`` as
+    (C type, value) pairs (shared with the fusion compiler)."""
+    t = compute_type(dt)
+    expr, scalars = "a", []
+    # Note: bounds are cast to x's dtype first; nan stays nan (comparisons are false)
+    if min is not None:
+        scalars.append((t, _cast_scalar(min, dt)))
+        expr = f"({expr} < s0 ? s0 : {expr})"
+    if max is not None:
+        j = len(scalars)
+        scalars.append((t, _cast_scalar(max, dt)))
+        expr = f"(a > s{j} ? s{j} : {expr})" if min is None else \
+            f"(a > s{j} ? s{j} : (a < s0 ? s0 : a))"
+    return expr, scalars
+
+
 def _clamp(rt: Runtime) -> Callable[..., CLArray]:
     def kernel(x: CLArray, min: Any = None, max: Any = None) -> CLArray:
-        dt = x.dtype
-        t = compute_type(dt)
-        expr, scalars = "a", []
-        # Note: bounds are cast to x's dtype first; nan stays nan (comparisons are false)
-        if min is not None:
-            scalars.append((t, _cast_scalar(min, dt)))
-            expr = f"({expr} < s0 ? s0 : {expr})"
-        if max is not None:
-            j = len(scalars)
-            scalars.append((t, _cast_scalar(max, dt)))
-            expr = f"(a > s{j} ? s{j} : {expr})" if min is None else \
-                f"(a > s{j} ? s{j} : (a < s0 ? s0 : a))"
+        expr, scalars = clamp_expr(x.dtype, min, max)
         return run_map(rt, expr, [x], scalars=scalars)
 
     return kernel
