@@ -82,6 +82,12 @@ class DeviceArray:
         return f"DeviceArray(shape={self.shape}, dtype={self.dtype}, strides={self.strides})"
 
 
+_KINDS: dict[np.dtype[Any], str] = {}
+
+
 def kind_of(dtype: np.dtype[Any]) -> str:
     """numpy's kind letter, with ml_dtypes' bfloat16 (kind ``V``) counted as floating."""
-    return "f" if dtype.name == "bfloat16" else dtype.kind
+    kind = _KINDS.get(dtype)
+    if kind is None:  # Note: cached, since dtype.name costs microseconds in numpy
+        kind = _KINDS[dtype] = "f" if dtype.name == "bfloat16" else dtype.kind
+    return kind

@@ -102,27 +102,36 @@ def elementwise(be: TritonBackend, body: str, inputs: Sequence[DeviceArray],
     """
     out_dtype = np.dtype(out_dtype)
     if shape is None:
-        shape = np.broadcast_shapes(*(a.shape for a in inputs)) if inputs else ()
+        shape = inputs[0].shape if inputs else ()
+        if any(a.shape != shape for a in inputs):
+            shape = np.broadcast_shapes(*(a.shape for a in inputs))
     if out is None:
         out = be.empty(shape, out_dtype)
-    if out.size == 0:
+    n = out.size
+    if n == 0:
         return out
-    strides = [out.strides]
-    for a in inputs:
-        pad = (0,) * (len(shape) - a.ndim)
-        strides.append(tuple(0 if n == 1 and m != 1 else s for n, m, s in
-                             zip((1,) * len(pad) + a.shape, shape, pad + a.strides, strict=True)))
-    cshape, cstrides = collapse(shape, strides)
+    dense = contiguous_strides(shape)
+    if out.strides == dense and all(a.shape == shape and a.strides == dense for a in inputs):
+        # the common case, same-shape contiguous operands: one flat axis, no analysis
+        cshape: tuple[int, ...] = (n,) if n != 1 else ()
+        cstrides = [(1,) if n != 1 else ()] * (len(inputs) + 1)
+    else:
+        strides = [out.strides]
+        for a in inputs:
+            pad = (0,) * (len(shape) - a.ndim)
+            strides.append(tuple(0 if n == 1 and m != 1 else s for n, m, s in
+                                 zip((1,) * len(pad) + a.shape, shape, pad + a.strides,
+                                     strict=True)))
+        cshape, cstrides = collapse(shape, strides)
     rank = len(cshape)
     in_dtypes = tuple(a.dtype for a in inputs)
     sc_dtypes = tuple(s.dtype for s in scalars)
     key = ("ew", body, in_dtypes, sc_dtypes, out_dtype, rank, widen)
     kernel = be.library.generated(
         key, "ember_ew",
-        _source("ember_ew", len(inputs), len(scalars), rank, body, in_dtypes, sc_dtypes,
-                out_dtype, widen),
-        be.kernel_scope())
-    n = out.size
+        lambda: _source("ember_ew", len(inputs), len(scalars), rank, body, in_dtypes, sc_dtypes,
+                        out_dtype, widen),
+        be.kernel_scope)
     block = be.block_size(n)
     flat_strides = [s for st in cstrides[1:] for s in st]
     be.launch(kernel, (-(-n // block),), out, *inputs, *scalars, n, *cshape, *cstrides[0],

@@ -50,6 +50,10 @@ class CupyMemory(Memory):
         if self.cupy.cuda.runtime.getDevice() != self.index:
             self.device.use()
 
+    def stream(self) -> int:
+        # the stream ember's Triton driver reports to the JIT: CuPy's current one
+        return int(self.cupy.cuda.get_current_stream().ptr)
+
     def allocate(self, nbytes: int) -> Any:
         self.activate()
         return self.cupy.empty(max(nbytes, 1), self.cupy.uint8)

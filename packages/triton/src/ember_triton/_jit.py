@@ -14,6 +14,7 @@ import hashlib
 import importlib.util
 import linecache
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -102,14 +103,23 @@ class KernelLibrary:
                 self._modules[name] = mod
         return mod
 
-    def generated(self, key: Any, name: str, source: str, scope: dict[str, Any]) -> Any:
-        """The kernel ``name`` defined by ``source`` (cached by ``key``)."""
+    def generated(self, key: Any, name: str, source: str | Callable[[], str],
+                  scope: dict[str, Any] | Callable[[], dict[str, Any]]) -> Any:
+        """The kernel ``name`` defined by ``source`` (cached by ``key``).
+
+        ``source`` and ``scope`` may be callables: they are then only called on a cache miss,
+        which keeps code generation off the per-launch path.
+        """
         fn = self._generated.get(key)
         if fn is not None:
             return fn
         with _LOCK:
             fn = self._generated.get(key)
             if fn is None:
+                if callable(source):
+                    source = source()
+                if callable(scope):
+                    scope = scope()
                 digest = hashlib.sha1(source.encode()).hexdigest()[:12]
                 filename = f"<ember_triton generated {self.mode} {name} {digest}>"
                 lines = source.splitlines(keepends=True)

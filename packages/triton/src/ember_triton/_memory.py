@@ -45,6 +45,10 @@ class Memory:
     def activate(self) -> None:
         """Make this memory's device current before a launch (GPU layers)."""
 
+    def stream(self) -> int:
+        """The handle of the stream launches go to (GPU layers)."""
+        return 0
+
     def stats(self) -> dict[str, int]:
         return {}
 

@@ -27,6 +27,38 @@ __all__ = ["TritonBackend"]
 _FAMILIES = (creation, elementwise, reduction, movement, linalg, nn)
 
 
+def _fast_launch_allowed() -> bool:
+    if os.environ.get("EMBER_FAST_LAUNCH", "1") == "0":
+        return False
+    from triton import knobs
+
+    # launch hooks (profilers) need the JIT's launch metadata: keep its path then
+    return knobs.runtime.launch_enter_hook is None and knobs.runtime.launch_exit_hook is None
+
+
+def launch_key(kernel: Any, call: list[Any], meta: dict[str, Any]) -> tuple[Any, ...]:
+    """What Triton specialises a compiled kernel on, computed cheaply.
+
+    At least as fine as Triton's own specialisation: pointers by dtype and 16-byte alignment;
+    integers by ``== 1`` (a constant to Triton), divisibility by 16 and width (i32 / i64 /
+    u64); floats and bools by type; constexpr values as given.
+    """
+    spec: list[Any] = [kernel]
+    for a in call:
+        t = type(a)
+        if t is int:
+            spec.append((a == 1, a % 16 == 0, -0x80000000 <= a <= 0x7FFFFFFF,
+                         a >= 0x8000000000000000))
+        elif t is float or t is bool or a is None:
+            spec.append(t)
+        elif hasattr(a, "data_ptr"):
+            spec.append((a.dtype, a.data_ptr() % 16 == 0))
+        else:
+            spec.append(a)
+    spec.extend(meta.items())
+    return tuple(spec)
+
+
 class TritonBackend(Backend):
     """Every primitive as Triton kernels over a `Memory` layer.
 
@@ -62,6 +94,9 @@ class TritonBackend(Backend):
         #: matmul's kernel selection: timed choices per shape bucket, cached on disk per GPU
         self.selector = KernelSelector(memory.device_id(), memory.timer)
         self.use_cublas = os.environ.get("EMBER_CUBLAS", "1") != "0"
+        #: compiled kernels by `launch_key`, launched without the JIT's binding
+        self._launchers: dict[Any, tuple[Any, tuple[Any, ...]]] = {}
+        self.fast_launch = not memory.interpret and _fast_launch_allowed()
         self.kernels = {}
         for family in _FAMILIES:
             for op, fn in family.KERNELS.items():
@@ -99,14 +134,35 @@ class TritonBackend(Backend):
         return b
 
     def launch(self, kernel: Any, grid: tuple[int, ...], *args: Any, **meta: Any) -> None:
+        """Run ``kernel`` over ``grid`` (``DeviceArray`` arguments become pointers).
+
+        On a GPU, the first launch of a specialisation goes through Triton's JIT (which
+        compiles it); later ones call the compiled kernel's launcher directly, skipping the
+        JIT's argument binding (see `launch_key`).  ``EMBER_FAST_LAUNCH=0`` turns that off.
+        """
         self.memory.activate()
         call = [a.arg() if isinstance(a, DeviceArray) else a for a in args]
         if self.memory.interpret:
             # the interpreter computes with numpy, which warns about inf/nan where a GPU is silent
             with np.errstate(all="ignore"):
                 kernel[grid](*call, **meta)
-        else:
+            return
+        if not self.fast_launch:
             kernel[grid](*call, **meta)
+            return
+        key = launch_key(kernel, call, meta)
+        hit = self._launchers.get(key)
+        if hit is None:
+            compiled = kernel[grid](*call, **meta)
+            rest = kernel.arg_names[len(call):]
+            if compiled is not None and all(n in meta for n in rest):  # else: JIT each time
+                self._launchers[key] = (compiled, tuple(meta[n] for n in rest))
+            return
+        compiled, tail = hit
+        n = len(grid)
+        compiled.run(grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1,
+                     self.memory.stream(), compiled.function, compiled.packed_metadata,
+                     None, None, None, *call, *tail)
 
     def contiguous(self, a: DeviceArray) -> DeviceArray:
         return contiguous(self, a)

@@ -122,7 +122,7 @@ def _index_kernel(be: TritonBackend, kind: str, rank: int, dim: int, dtype: np.d
             lines.append(f"    tl.atomic_add(out + {xoff}, v.to({TL[dtype.name]}), mask=mask)")
     source = "\n".join(lines) + "\n"
     key = (kind, rank, dim, dtype, index_dtype)
-    return be.library.generated(key, name, source, be.kernel_scope())
+    return be.library.generated(key, name, source, be.kernel_scope)
 
 
 def _launch_index(be: TritonBackend, kind: str, out: DeviceArray, src: DeviceArray,
