@@ -149,10 +149,88 @@ def _view_split(x: CLArray, dims: Sequence[int]) -> tuple[list[int], list[int], 
     return kdims, ks[0], rdims, rs[0]
 
 
+# Dense rows: a work-item walks its contiguous chunk with 16-wide vector loads and vector
+# accumulators (no local memory, no barriers).  PoCL runs work-groups as loops on CPUs, so this
+# is what reaches SIMD and memory bandwidth there; the tree kernel above serves the rest.
+VEC = 16
+_VEC_KINDS = ("sum", "mean", "prod", "max", "min")
+_VEC_TYPES = ("float", "double", "char", "short", "int", "long", "uchar")
+
+
+def _vec_ok(kind: str, x: CLArray, rdims: list[int], rs: list[int]) -> bool:
+    return (kind in _VEC_KINDS and ctype(x.dtype) in _VEC_TYPES and x.dtype.kind != "b"
+            and len(rdims) == 1 and rs[0] == 1 and rdims[0] >= 4 * VEC)
+
+
+def _vec_source(kind: str, t: str, out_t: str, fl: bool, nk: int) -> str:
+    v = f"{t}{VEC}"
+    init, comb = _spec(kind, t, fl)[1:]
+    kahan = kind in ("sum", "mean") and fl
+    if kind in ("sum", "mean"):
+        vstep = (f"{v} y = v - comp; {v} s = acc + y; comp = (s - acc) - y; acc = s;"
+                 if kahan else "acc += v;")
+    elif kind == "prod":
+        vstep = "acc *= v;"
+    elif fl:  # nan sticks: once acc is nan no comparison replaces it
+        vstep = f"acc = select(acc, v, (v {'>' if kind == 'max' else '<'} acc) | isnan(v));"
+    else:
+        vstep = f"acc = {kind}(acc, v);"
+    params = [f"__global {out_t}* out", f"__global const {t}* x", "long xo"]
+    params += [f"long ks{d}" for d in range(nk)] + [f"long kn{d}" for d in range(1, nk)]
+    params += ["long R", "long chunk", "long P", f"{t} scale"]
+    decomp = [f"base += (rr % kn{d}) * ks{d}; rr /= kn{d};" for d in range(nk - 1, 0, -1)]
+    if nk:
+        decomp.append("base += rr * ks0;")
+    scalar = (f"{{ {t} y = v - comp1; {t} s = acc1 + y; comp1 = (s - acc1) - y; acc1 = s; }}"
+              if kahan else f"acc1 = {comb.replace('acc', 'acc1')};")
+    lanes = (f"for (int l = 0; l < {VEC}; l++) {{ {t} v = la[l]; {scalar} }}\n"
+             f"    for (int l = 0; l < {VEC}; l++) {{ {t} v = -lc[l]; {scalar} }}"
+             if kahan else f"for (int l = 0; l < {VEC}; l++) {{ {t} v = la[l]; {scalar} }}")
+    store = "P == 1 ? acc1 * scale : acc1" if kind == "mean" else "acc1"
+    dlines = "\n    ".join(decomp)
+    return f"""
+__kernel __attribute__((reqd_work_group_size(1, 1, 1)))
+void redv({', '.join(params)})
+{{
+    long g = get_global_id(0), o = g / P, p = g % P, rr = o, base = xo;
+    {dlines}
+    __global const {t}* row = x + base;
+    long j = p * chunk, j1 = min(R, j + chunk);
+    {v} acc = ({v})({init}), comp = ({v})0;
+    for (; j + {VEC} <= j1; j += {VEC}) {{
+        {v} v = vload{VEC}(0, row + j);
+        {vstep}
+    }}
+    {t} la[{VEC}], lc[{VEC}];
+    vstore{VEC}(acc, 0, la); vstore{VEC}(comp, 0, lc);
+    {t} acc1 = {init}, comp1 = 0;
+    {lanes}
+    for (; j < j1; j++) {{ {t} v = row[j]; {scalar} }}
+    out[g] = ({out_t})({store});
+}}
+"""
+
+
+def _launch_vec(rt: Runtime, kind: str, x: CLArray, kdims: list[int], ks: list[int], R: int,
+                out: CLArray, P: int, scale: float) -> None:
+    t = ctype(x.dtype)
+    src = _vec_source(kind, t, ctype(out.dtype), x.dtype.kind == "f", len(kdims))
+    k = rt.kernel(src, "redv")
+    nout = math.prod(kdims)
+    chunk = -(-R // P)
+    chunk = -(-chunk // VEC) * VEC  # chunks start on whole vectors
+    rt.launch(k, (nout * P,), (1,), out.buffer, x.buffer, np.int64(x.offset),
+              *map(np.int64, ks), *map(np.int64, kdims[1:]), np.int64(R), np.int64(chunk),
+              np.int64(P), _np_of(t)(scale if t in ("float", "double") else 0))
+
+
 def _launch(rt: Runtime, kind: str, x: CLArray, kdims: list[int], ks: list[int],
             rdims: list[int], rs: list[int], out: CLArray, outi: CLArray | None,
             xi: CLArray | None, P: int, scale: float) -> None:
     t = compute_type(x.dtype)
+    if outi is None and xi is None and _vec_ok(kind, x, rdims, rs):
+        _launch_vec(rt, kind, x, kdims, ks, math.prod(rdims), out, P, scale)
+        return
     fl = x.dtype.kind == "f"
     arg = kind in ("argmax", "argmin")
     acc_t = t if arg else _spec(kind, t, fl)[0]
@@ -200,7 +278,10 @@ def reduce(rt: Runtime, kind: str, x: CLArray, dims: Sequence[int], keepdim: boo
     nout, R = math.prod(kdims), math.prod(rdims)
     out_dt = BOOL if kind in ("any", "all") else x.dtype
     P = 1
-    if nout < 64 and R >= 16 * LOCAL * 8:
+    if _vec_ok(kind, x, rdims, rs) and not arg:
+        if nout < 64:  # split long rows so both cores (or every compute unit) get chunks
+            P = max(1, min(R // 32768, 64 // max(nout, 1)))
+    elif nout < 64 and R >= 16 * LOCAL * 8:
         P = max(1, min(-(-R // (LOCAL * 64)), 64 // max(nout, 1)))
     if P == 1:
         out = rt.empty(out_shape, out_dt)
