@@ -11,6 +11,12 @@ if [ "$(id -u)" = "0" ] && [ "${EMBER_SKIP_APT:-0}" != "1" ] && ! ls /etc/OpenCL
     || echo "setup: could not install pocl-opencl-icd; OpenCL tests will be skipped" >&2
 fi
 
+if [ "$(id -u)" = "0" ] && [ "${EMBER_SKIP_APT:-0}" != "1" ] && ! command -v mpirun >/dev/null 2>&1; then
+  # Debian's Open MPI: the MPI engine's library and mpirun (mpi4py's wheel loads it at run time)
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openmpi-bin libopenmpi-dev) >/dev/null 2>&1 \
+    || echo "setup: could not install openmpi-bin; MPI tests will be skipped" >&2
+fi
+
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip uv >/dev/null 2>&1 || true
 

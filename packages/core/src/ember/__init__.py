@@ -218,13 +218,19 @@ double = float64
 
 
 if TYPE_CHECKING:
-    from . import data as data, nn as nn, optim as optim, record as record
+    from . import (
+        data as data,
+        distributed as distributed,
+        nn as nn,
+        optim as optim,
+        record as record,
+    )
 
-_LAZY = ("data", "nn", "optim", "record")
+_LAZY = ("data", "distributed", "nn", "optim", "record")
 
 
 def __getattr__(name: str) -> Any:
-    # nn, optim, data and record are imported on first use: `import ember` stays fast
+    # nn, optim, data, distributed and record are imported on first use: `import ember` stays fast
     if name in _LAZY:
         import importlib
 
