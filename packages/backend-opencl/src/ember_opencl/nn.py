@@ -24,21 +24,31 @@ __all__ = ["conv2d", "kernels"]
 Pair = tuple[int, int]
 I64 = np.dtype(np.int64)
 
+# One work-item per row of the im2col matrix and output row ``oh``: it writes ``OW``
+# neighbouring columns, so the index arithmetic (divisions) happens once per row, not per
+# element, and the writes are contiguous.
 _IM2COL = """
-__kernel void im2col(__global {t}* cols, __global const {t}* x, long xo, long xs0, long xs1,
-                     long xs2, long xs3, long C, long H, long W, long kh, long kw, long sh,
-                     long sw, long ph, long pw, long dh, long dw, long OH, long OW, long total)
+__kernel __attribute__((reqd_work_group_size(1, 1, 1)))
+void im2col(__global {t}* cols, __global const {t}* x, long xo, long xs0, long xs1,
+            long xs2, long xs3, int C, int H, int W, int kh, int kw, int sh,
+            int sw, int ph, int pw, int dh, int dw, int OH, int OW)
 {{
-    long i = get_global_id(0);
-    if (i >= total) return;
-    long ow = i % OW, r = i / OW;
-    long oh = r % OH; r /= OH;
-    long j = r % kw; r /= kw;
-    long q = r % kh; r /= kh;
-    long c = r % C, n = r / C;
-    long h = oh * sh - ph + q * dh, w = ow * sw - pw + j * dw;
-    cols[i] = (h >= 0 && h < H && w >= 0 && w < W) ? x[xo + n * xs0 + c * xs1 + h * xs2 + w * xs3]
-                                                   : ({t})0;
+    int oh = get_global_id(0);
+    long row = get_global_id(1);
+    int j = row % kw; long r = row / kw;
+    int q = r % kh; r /= kh;
+    int c = r % C; long n = r / C;
+    int h = oh * sh - ph + q * dh;
+    __global {t}* out = cols + (row * OH + oh) * OW;
+    if (h < 0 || h >= H) {{
+        for (int ow = 0; ow < OW; ow++) out[ow] = 0;
+        return;
+    }}
+    __global const {t}* src = x + xo + n * xs0 + c * xs1 + h * xs2;
+    for (int ow = 0; ow < OW; ow++) {{
+        int w = ow * sw - pw + j * dw;
+        out[ow] = (w >= 0 && w < W) ? src[w * xs3] : ({t})0;
+    }}
 }}
 """
 
@@ -53,11 +63,9 @@ def conv2d(rt: Runtime, x: CLArray, w: CLArray, stride: Pair = (1, 1), padding: 
     cols = rt.empty((n, groups, kk, oh * ow), x.dtype)
     if cols.size:
         k = rt.kernel(_IM2COL.format(t=ctype(x.dtype)), "im2col")
-        rt.launch1d(k, cols.size, cols.buffer, x.buffer, np.int64(x.offset),
-                  *map(np.int64, x.strides), np.int64(c), np.int64(h), np.int64(wd),
-                  np.int64(kh), np.int64(kw), np.int64(stride[0]), np.int64(stride[1]),
-                  np.int64(padding[0]), np.int64(padding[1]), np.int64(dilation[0]),
-                  np.int64(dilation[1]), np.int64(oh), np.int64(ow))
+        rt.launch(k, (oh, n * c * kh * kw), (1, 1), cols.buffer, x.buffer,
+                  np.int64(x.offset), *map(np.int64, x.strides),
+                  *map(np.int32, (c, h, wd, kh, kw, *stride, *padding, *dilation, oh, ow)))
     wc = contiguous(rt, w)
     og = o // groups
     wv = wc.view((n, groups, og, kk), (0, og * kk, kk, 1), wc.offset)
