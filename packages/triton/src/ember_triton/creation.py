@@ -93,9 +93,9 @@ def cast(be: TritonBackend, x: DeviceArray, dtype: Any = None) -> DeviceArray:
     nd = _np_dtype(dtype)
     if nd == x.dtype:
         return x
-    if kind_of(nd) == "b":
-        return elementwise(be, "r = x0 != 0", [x], nd)
-    return elementwise(be, "r = x0", [x], nd)
+    from .elementwise import cast_expression, run
+
+    return run(be, cast_expression(nd), [x])
 
 
 KERNELS: dict[Any, Any] = {

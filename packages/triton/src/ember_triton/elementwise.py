@@ -8,7 +8,7 @@ written in ``kernels/mathlib.py`` so that they run compiled and interpreted alik
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 from ember.ops import elementwise as ew
@@ -19,7 +19,8 @@ from ._codegen import elementwise
 if TYPE_CHECKING:
     from .backend import TritonBackend
 
-__all__ = ["KERNELS", "binary", "unary"]
+__all__ = ["KERNELS", "Expression", "binary", "binary_expression", "cast_expression",
+           "clamp_expression", "unary", "unary_expression", "where_expression"]
 
 # float functions: x0 is float32 or float64
 _FLOAT_UNARY = {
@@ -65,23 +66,87 @@ def _bits(dtype: np.dtype[Any]) -> int:
     return dtype.itemsize * 8
 
 
+class Expression(NamedTuple):
+    """One op as Triton code: ``body`` sets ``r`` from ``x0, x1, ...`` (and scalars ``s0, ...``,
+    one-element arrays holding ``scalars``' values in their dtypes); the result is converted to
+    ``out`` and operands are loaded widened (half types as float32) when ``widen``.
+
+    The eager kernels below and the Triton fusion compiler both build their code from this, so a
+    fused op computes what the unfused one does.
+    """
+
+    body: str
+    out: np.dtype[Any]
+    widen: bool = True
+    scalars: tuple[tuple[Any, np.dtype[Any]], ...] = ()
+
+
+def unary_expression(name: str, dt: np.dtype[Any]) -> Expression:
+    if name in _FLOAT_UNARY:
+        return Expression(f"r = {_FLOAT_UNARY[name]}", dt)
+    if name in ("logical_not",):
+        return Expression("r = x0 == 0", np.dtype(np.bool_))
+    if name == "isnan":
+        return Expression("r = x0 != x0", np.dtype(np.bool_))
+    if name == "isinf":
+        body = "r = tl.abs(x0) == float('inf')" if kind_of(dt) == "f" else "r = x0 != x0"
+        return Expression(body, np.dtype(np.bool_))
+    if name == "bitwise_not":
+        return Expression("r = x0 == 0" if kind_of(dt) == "b" else "r = ~x0", dt)
+    table = _FLOAT_NUMERIC if kind_of(dt) == "f" else (_UINT_NUMERIC if kind_of(dt) == "u"
+                                                   else _INT_NUMERIC)
+    return Expression(f"r = {table[name]}", dt)
+
+
+def binary_expression(name: str, dt: np.dtype[Any]) -> Expression:
+    if name in _COMPARE:
+        body = _COMPARE[name]
+        if kind_of(dt) == "b":  # i1 compares as signed: compare bytes instead
+            body = body.replace("x0", "x0.to(tl.uint8)").replace("x1", "x1.to(tl.uint8)")
+        return Expression(f"r = {body}", np.dtype(np.bool_))
+    if name in _LOGIC:
+        return Expression(f"r = (x0 != 0) {_LOGIC[name][3]} (x1 != 0)", np.dtype(np.bool_))
+    if name in _BITWISE:
+        if kind_of(dt) == "b":  # bitwise on bools: as bytes, then back to bool
+            body = _BITWISE[name].replace("x0", "x0.to(tl.uint8)").replace(
+                "x1", "x1.to(tl.uint8)")
+            return Expression(f"r = ({body}) != 0", dt)
+        return Expression(f"r = {_BITWISE[name]}", dt)
+    if kind_of(dt) == "f":
+        return Expression(f"r = {_FLOAT_BINARY[name]}", dt)
+    table = _UINT_BINARY if kind_of(dt) in "ub" else _INT_BINARY
+    return Expression("r = " + table[name].format(bits=_bits(dt)), dt)
+
+
+def where_expression(dt: np.dtype[Any]) -> Expression:
+    return Expression("r = tl.where(x0, x1, x2)", dt, widen=False)
+
+
+def clamp_expression(dt: np.dtype[Any], min: Any = None, max: Any = None) -> Expression:
+    scalars: list[tuple[Any, np.dtype[Any]]] = []
+    body = ["r = x0"]
+    if min is not None:
+        body.append(f"r = tl.where(r < s{len(scalars)}, s{len(scalars)}, r)")
+        scalars.append((min, dt))
+    if max is not None:
+        body.append(f"r = tl.where(r > s{len(scalars)}, s{len(scalars)}, r)")
+        scalars.append((max, dt))
+    return Expression("\n".join(body), dt, scalars=tuple(scalars))
+
+
+def cast_expression(dt: np.dtype[Any]) -> Expression:
+    return Expression("r = x0 != 0" if kind_of(dt) == "b" else "r = x0", dt)
+
+
+def run(be: TritonBackend, e: Expression, inputs: list[DeviceArray]) -> DeviceArray:
+    """Launch the generated elementwise kernel of ``e`` on ``inputs``."""
+    scalars = [be.scalar(v, d) for v, d in e.scalars]
+    return elementwise(be, e.body, inputs, e.out, scalars=scalars, widen=e.widen)
+
+
 def unary(name: str) -> Any:
     def kernel(be: TritonBackend, x: DeviceArray) -> DeviceArray:
-        dt = x.dtype
-        if name in _FLOAT_UNARY:
-            return elementwise(be, f"r = {_FLOAT_UNARY[name]}", [x], dt)
-        if name in ("logical_not",):
-            return elementwise(be, "r = x0 == 0", [x], np.bool_)
-        if name == "isnan":
-            return elementwise(be, "r = x0 != x0", [x], np.bool_)
-        if name == "isinf":
-            body = "r = tl.abs(x0) == float('inf')" if kind_of(dt) == "f" else "r = x0 != x0"
-            return elementwise(be, body, [x], np.bool_)
-        if name == "bitwise_not":
-            return elementwise(be, "r = x0 == 0" if kind_of(dt) == "b" else "r = ~x0", [x], dt)
-        table = _FLOAT_NUMERIC if kind_of(dt) == "f" else (_UINT_NUMERIC if kind_of(dt) == "u"
-                                                       else _INT_NUMERIC)
-        return elementwise(be, f"r = {table[name]}", [x], dt)
+        return run(be, unary_expression(name, x.dtype), [x])
 
     kernel.__name__ = name
     return kernel
@@ -89,44 +154,20 @@ def unary(name: str) -> Any:
 
 def binary(name: str) -> Any:
     def kernel(be: TritonBackend, a: DeviceArray, b: DeviceArray) -> DeviceArray:
-        dt = a.dtype
-        if name in _COMPARE:
-            body = _COMPARE[name]
-            if kind_of(dt) == "b":  # i1 compares as signed: compare bytes instead
-                body = body.replace("x0", "x0.to(tl.uint8)").replace("x1", "x1.to(tl.uint8)")
-            return elementwise(be, f"r = {body}", [a, b], np.bool_)
-        if name in _LOGIC:
-            return elementwise(be, f"r = (x0 != 0) {_LOGIC[name][3]} (x1 != 0)", [a, b], np.bool_)
-        if name in _BITWISE:
-            if kind_of(dt) == "b":  # bitwise on bools: as bytes, then back to bool
-                body = _BITWISE[name].replace("x0", "x0.to(tl.uint8)").replace(
-                    "x1", "x1.to(tl.uint8)")
-                return elementwise(be, f"r = ({body}) != 0", [a, b], dt)
-            return elementwise(be, f"r = {_BITWISE[name]}", [a, b], dt)
-        if kind_of(dt) == "f":
-            return elementwise(be, f"r = {_FLOAT_BINARY[name]}", [a, b], dt)
-        table = _UINT_BINARY if kind_of(dt) in "ub" else _INT_BINARY
-        return elementwise(be, "r = " + table[name].format(bits=_bits(dt)), [a, b], dt)
+        return run(be, binary_expression(name, a.dtype), [a, b])
 
     kernel.__name__ = name
     return kernel
 
 
 def _where(be: TritonBackend, cond: DeviceArray, a: DeviceArray, b: DeviceArray) -> DeviceArray:
-    return elementwise(be, "r = tl.where(x0, x1, x2)", [cond, a, b], a.dtype, widen=False)
+    return run(be, where_expression(a.dtype), [cond, a, b])
 
 
 def _clamp(be: TritonBackend, x: DeviceArray, min: Any = None, max: Any = None) -> DeviceArray:
     if min is None and max is None:
         return x
-    scalars, body = [], ["r = x0"]
-    if min is not None:
-        body.append(f"r = tl.where(r < s{len(scalars)}, s{len(scalars)}, r)")
-        scalars.append(be.scalar(min, x.dtype))
-    if max is not None:
-        body.append(f"r = tl.where(r > s{len(scalars)}, s{len(scalars)}, r)")
-        scalars.append(be.scalar(max, x.dtype))
-    return elementwise(be, "\n".join(body), [x], x.dtype, scalars=scalars)
+    return run(be, clamp_expression(x.dtype, min, max), [x])
 
 
 KERNELS: dict[Any, Any] = {}

@@ -4,7 +4,7 @@ memory.  Imports nothing heavy: triton is imported when the device is first crea
 from __future__ import annotations
 
 import importlib.util
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ember._device import DeviceSpec
 from ember.hookspecs import hookimpl
@@ -46,4 +46,15 @@ def ember_conformance_skips(device: str) -> dict[str, str] | None:
     base = device.rsplit("<", 1)[-1].rstrip(">").split(":")[0]
     if base in ("triton-interpret", "cuda", "rocm"):
         return dict(SKIPS)
+    return None
+
+
+@hookimpl
+def ember_fusion_compiler(backend: str) -> Any | None:
+    """Generated Triton kernels for ``fusion<triton-interpret>``, ``fusion<cuda:N>`` and
+    ``fusion<rocm:N>`` (configured with the backend when the fusion device is created)."""
+    if backend in ("triton-interpret", "cuda", "rocm"):
+        from .fusion import TritonFusionCompiler
+
+        return TritonFusionCompiler()
     return None
