@@ -29,3 +29,4 @@ from .datasets import (
     write_idx as write_idx,
 )
 from .loader import DataLoader as DataLoader
+from .sampler import DistributedSampler as DistributedSampler

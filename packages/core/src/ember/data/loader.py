@@ -42,6 +42,10 @@ class DataLoader:
         Batches each worker loads ahead.
     device
         Move every tensor of each batch to this device.
+    sampler
+        Where the sample indices come from instead (a `DistributedSampler` in a data-parallel
+        job): anything iterable over indices, with ``__len__``; ``set_epoch`` is passed on.
+        ``shuffle`` must then be False (the sampler shuffles).
 
     Examples
     --------
@@ -59,11 +63,14 @@ class DataLoader:
                  *, seed: int | None = None, generator: Generator | None = None,
                  drop_last: bool = False, collate_fn: Callable[[list[Any]], Any] | None = None,
                  num_workers: int = 0, prefetch_factor: int = 2,
-                 device: str | Device | None = None) -> None:
+                 device: str | Device | None = None, sampler: Any = None) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         if num_workers < 0:
             raise ValueError(f"num_workers must be >= 0, got {num_workers}")
+        if sampler is not None and shuffle:
+            raise ValueError("shuffle=True with a sampler: let the sampler shuffle "
+                             "(DistributedSampler(..., shuffle=True, seed=...))")
         self.dataset = dataset
         self.batch_size = batch_size
         self.shuffle = shuffle
@@ -74,10 +81,11 @@ class DataLoader:
         self.num_workers = num_workers
         self.prefetch_factor = max(1, prefetch_factor)
         self.device = None if device is None else _device(device)
+        self.sampler = sampler
         self.epoch = 0
 
     def __len__(self) -> int:
-        n = len(self.dataset)
+        n = len(self.dataset) if self.sampler is None else len(self.sampler)
         return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
 
     def set_epoch(self, epoch: int) -> None:
@@ -87,7 +95,12 @@ class DataLoader:
     def batch_indices(self, epoch: int | None = None) -> list[list[int]]:
         """The sample indices of every batch of an epoch (the current one by default)."""
         n = len(self.dataset)
-        if self.shuffle:
+        if self.sampler is not None:
+            if hasattr(self.sampler, "set_epoch"):
+                self.sampler.set_epoch(self.epoch if epoch is None else epoch)
+            order = list(self.sampler)
+            n = len(order)
+        elif self.shuffle:
             if self.seed is not None:
                 e = self.epoch if epoch is None else epoch
                 order = permutation(n, seed=self.seed * 1_000_003 + e)
