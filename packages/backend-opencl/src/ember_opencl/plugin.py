@@ -4,7 +4,7 @@ factory do, on first use."""
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ember._device import DeviceSpec
 from ember.hookspecs import hookimpl
@@ -39,8 +39,11 @@ def _count() -> int:
 
 def _factory(index: int) -> OpenCLBackend:
     from .backend import OpenCLBackend
+    from .fusion import register_backend
 
-    return OpenCLBackend(index)
+    backend = OpenCLBackend(index)
+    register_backend(backend)  # so fusion<opencl:N> finds this device's runtime
+    return backend
 
 
 @hookimpl
@@ -49,6 +52,16 @@ def ember_devices_register() -> list[DeviceSpec]:
     return [DeviceSpec(name="opencl", factory=_factory, probe=_probe, count=_count, priority=5,
                        description="OpenCL devices through pyopencl (generated OpenCL C)",
                        plugin="opencl")]
+
+
+@hookimpl
+def ember_fusion_compiler(backend: str) -> Any | None:
+    """The generated-OpenCL-C compiler for ``fusion<opencl:N>`` (see ``ember_opencl.fusion``)."""
+    if backend != "opencl":
+        return None
+    from .fusion import OpenCLFusionCompiler
+
+    return OpenCLFusionCompiler()
 
 
 @hookimpl
