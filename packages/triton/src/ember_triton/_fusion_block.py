@@ -356,7 +356,8 @@ class BlockGen:
                     self.store(j)
             body = self.lines
         params = [f"out{m}" for m in range(len(g.outputs))]
-        params += [f"part{j}" for j in self.cross]
+        if self.programs > 1:
+            params += [f"part{j}" for j in self.cross]
         params += [f"in{k}" for k in range(len(g.inputs))]
         params += [f"sc{i}" for i in range(len(self.scalars))]
         params += [f"st{k}_{d}" for k, (s, _) in enumerate(g.inputs) for d in range(len(s))]

@@ -1,0 +1,194 @@
+"""The Triton fusion compiler on the interpreter: kernel counts and values against numpy float64.
+
+Counts are Triton launches (``compiler.launches``), not only Fusion's groups: a group that
+needed a second kernel (a combine pass, a matmul head run by the backend) counts twice.
+"""
+
+from __future__ import annotations
+
+import ember
+import numpy as np
+import pytest
+
+import ember_fusion
+
+DEV = "fusion<triton-interpret>"
+
+
+@pytest.fixture
+def fdev() -> ember.Device:
+    d = ember.device(DEV)
+    d.synchronize()  # leave nothing other tests recorded in this thread's stream
+    return d
+
+
+def _launches(d: ember.Device) -> int:
+    return int(d.backend.compiler.launches)
+
+
+def _rng() -> np.random.Generator:
+    return np.random.default_rng(7)
+
+
+def chain(x: ember.Tensor) -> ember.Tensor:
+    v = (x * 1.5 + 0.25).relu() * 0.5 - 1
+    return v * v.sigmoid()
+
+
+def chain_oracle(a: np.ndarray) -> np.ndarray:
+    a = a.astype(np.float64)
+    v = np.maximum(a * 1.5 + 0.25, 0) * 0.5 - 1
+    return v / (1 + np.exp(-v))
+
+
+@pytest.mark.parametrize("n", [1000, 70_000])
+def test_seven_op_chain_is_one_kernel(fdev: ember.Device, n: int) -> None:
+    a = _rng().standard_normal(n).astype(np.float32)
+    x = ember.tensor(a, device=fdev)
+    fdev.synchronize()
+    ember_fusion.reset_stats(fdev)
+    before = _launches(fdev)
+    got = chain(x).numpy()
+    s = ember_fusion.stats(fdev)
+    assert s.kernels_launched == 1 and _launches(fdev) - before == 1
+    assert s.last_groups == ("rows[mul+add+clamp+mul+sub+sigmoid+mul]",)
+    np.testing.assert_allclose(got, chain_oracle(a), rtol=2e-6, atol=1e-6)
+
+
+def test_seven_op_chain_matches_unfused_bit_for_bit(fdev: ember.Device) -> None:
+    a = _rng().standard_normal((30, 17)).astype(np.float32)
+    fused = chain(ember.tensor(a, device=fdev)).numpy()
+    plain = chain(ember.tensor(a, device="triton-interpret")).numpy()
+    np.testing.assert_array_equal(fused, plain)
+
+
+@pytest.mark.parametrize("shape", [(37, 11), (3, 40_000)])
+def test_row_softmax_is_at_most_two_kernels(fdev: ember.Device, shape: tuple[int, int]) -> None:
+    a = _rng().standard_normal(shape) * 3
+    x = ember.tensor(a, device=fdev)
+    fdev.synchronize()
+    before = _launches(fdev)
+    got = x.softmax(dim=-1).numpy()
+    assert _launches(fdev) - before <= 2
+    e = np.exp(a - a.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(got, e / e.sum(axis=1, keepdims=True), rtol=1e-12, atol=1e-300)
+
+
+def test_adam_update_of_one_parameter_is_one_kernel(fdev: ember.Device) -> None:
+    rng = _rng()
+    p0 = rng.standard_normal((40, 9))
+    grads = [rng.standard_normal((40, 9)) for _ in range(3)]
+    w = ember.tensor(p0, device=fdev)
+    opt = ember.optim.Adam([w], lr=0.01)
+    ember.tensor(grads[0], device=fdev)  # warm the scalar cache: counts below are steady
+    for step, g in enumerate(grads, 1):
+        gt = ember.tensor(g, device=fdev)
+        fdev.synchronize()
+        ember_fusion.reset_stats(fdev)
+        before = _launches(fdev)
+        opt.step({w: gt})
+        w.numpy()
+        assert ember_fusion.stats(fdev).kernels_launched == 1, step
+        assert _launches(fdev) - before == 1, step
+    p, m, v = p0.copy(), np.zeros_like(p0), np.zeros_like(p0)
+    for t, g in enumerate(grads, 1):
+        m = 0.9 * m + 0.1 * g
+        v = 0.999 * v + 0.001 * g * g
+        p = p - 0.01 * (m / (1 - 0.9 ** t)) / (np.sqrt(v / (1 - 0.999 ** t)) + 1e-8)
+    np.testing.assert_allclose(w.numpy(), p, rtol=1e-10, atol=1e-12)
+
+
+def test_matmul_with_bias_and_relu_epilogue_is_one_kernel(fdev: ember.Device) -> None:
+    rng = _rng()
+    a, w, bias = rng.standard_normal((30, 5)), rng.standard_normal((5, 4)), rng.standard_normal(4)
+    x = ember.tensor(a, device=fdev)
+    wt, bt = ember.tensor(w, device=fdev), ember.tensor(bias, device=fdev)
+    fdev.synchronize()
+    before = _launches(fdev)
+    got = ((x @ wt) + bt).relu().numpy()
+    assert _launches(fdev) - before == 1
+    np.testing.assert_allclose(got, np.maximum(a @ w + bias, 0), rtol=1e-12)
+
+
+def test_float32_matmul_epilogue_with_log_softmax(fdev: ember.Device) -> None:
+    rng = _rng()
+    a = rng.standard_normal((50, 24)).astype(np.float32)
+    w = rng.standard_normal((24, 10)).astype(np.float32)
+    x, wt = ember.tensor(a, device=fdev), ember.tensor(w, device=fdev)
+    fdev.synchronize()
+    before = _launches(fdev)
+    got = (x @ wt).log_softmax(-1).numpy()
+    assert _launches(fdev) - before == 1
+    z = a.astype(np.float64) @ w.astype(np.float64)
+    want = z - z.max(1, keepdims=True)
+    want = want - np.log(np.exp(want).sum(1, keepdims=True))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_mse_loss_reduces_across_rows_in_one_kernel(fdev: ember.Device) -> None:
+    rng = _rng()
+    a, b = rng.standard_normal((50, 8)), rng.standard_normal((50, 8))
+    x, y = ember.tensor(a, device=fdev), ember.tensor(b, device=fdev)
+    fdev.synchronize()
+    before = _launches(fdev)
+    got = ((x - y) ** 2).mean().item()
+    assert _launches(fdev) - before == 1
+    assert got == pytest.approx(np.mean((a - b) ** 2), rel=1e-12)
+
+
+def test_column_sums_over_many_programs_combine_partials(fdev: ember.Device) -> None:
+    a = _rng().standard_normal((3000, 7))
+    x = ember.tensor(a, device=fdev)
+    fdev.synchronize()
+    before = _launches(fdev)
+    s, mx = (x * 2).sum(dim=0), (x * 2).amax(dim=0)
+    got_s, got_mx = s.numpy(), mx.numpy()
+    assert _launches(fdev) - before == 3  # the block kernel and one combine per reduction
+    np.testing.assert_allclose(got_s, (2 * a).sum(axis=0), rtol=1e-12)
+    np.testing.assert_array_equal(got_mx, (2 * a).max(axis=0))
+
+
+def test_layer_norm_of_long_rows_is_one_kernel(fdev: ember.Device) -> None:
+    a = _rng().standard_normal((2, 30_000))
+    x = ember.tensor(a, device=fdev)
+    fdev.synchronize()
+    before = _launches(fdev)
+    got = ember.nn.functional.layer_norm(x, 30_000).numpy()
+    assert _launches(fdev) - before == 1
+    mu = a.mean(1, keepdims=True)
+    var = ((a - mu) ** 2).mean(1, keepdims=True)
+    np.testing.assert_allclose(got, (a - mu) / np.sqrt(var + 1e-5), rtol=1e-10, atol=1e-12)
+
+
+def test_half_and_bool_values_stay_exact_in_registers(fdev: ember.Device) -> None:
+    rng = _rng()
+    a = rng.standard_normal((20, 6)).astype(np.float16)
+    b = rng.standard_normal((20, 6)).astype(np.float16)
+
+    def prog(x: ember.Tensor, y: ember.Tensor) -> ember.Tensor:
+        m = (x > y) | (x < 0)
+        return ember.where(m, x * y, (x + y).exp()) - 1
+
+    plain = prog(ember.tensor(a, device="triton-interpret"),
+                 ember.tensor(b, device="triton-interpret")).numpy()
+    fused = prog(ember.tensor(a, device=fdev), ember.tensor(b, device=fdev)).numpy()
+    np.testing.assert_array_equal(fused, plain)
+
+
+def test_identical_sources_compile_once(fdev: ember.Device) -> None:
+    lib = fdev.backend.compiler.be.library
+    x = ember.tensor(_rng().standard_normal((9, 4)), device=fdev)
+    (x * 3.0 - 1.0).numpy()
+    count = len(lib._generated)
+    y = ember.tensor(_rng().standard_normal((9, 4)), device=fdev)
+    (y * 3.0 - 1.0).numpy()
+    assert len(lib._generated) == count
+
+
+def test_argmax_is_refused_and_runs_unfused(fdev: ember.Device) -> None:
+    a = _rng().standard_normal((6, 5))
+    x = ember.tensor(a, device=fdev)
+    ember_fusion.reset_stats(fdev)
+    got = (x * 2).argmax(dim=1).numpy()
+    assert ember_fusion.stats(fdev).eager_ops == 1
+    np.testing.assert_array_equal(got, a.argmax(axis=1))
