@@ -41,6 +41,11 @@ class StopRequest:
         self.signal_name = self.signal_name or reason
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
+        # A handler installed before (ember_distributed's MPI engine) may say that this signal
+        # is the launcher tearing the job down while we wait in a collective: it raises then.
+        chain = getattr(self._previous.get(signum), "ember_chain", None)
+        if callable(chain):
+            chain(signum)
         if self.requested:
             self._restore()
             raise KeyboardInterrupt(f"second {signal.Signals(signum).name}: aborting")

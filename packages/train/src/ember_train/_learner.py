@@ -16,7 +16,7 @@ from ._artifacts import Artifacts
 from ._checkpoint import Checkpointer, CheckpointInfo, checkpoint_name
 from ._early_stopping import EarlyStopping, MetricTracker
 from ._interrupt import StopRequest
-from ._metrics import Metric, StepView, default_metrics
+from ._metrics import Metric, StepView, default_metrics, reduce_metrics
 from ._render import Renderer, RunView, format_duration, make_renderer
 from ._rng import RandomStreams, find_generators
 from ._steps import AccumulatedGradients, StepOutput, as_step_output, default_step, to_device
@@ -108,6 +108,14 @@ class Learner:
     callbacks
         Objects with any of ``on_step_end(learner, split, step)``,
         ``on_epoch_end(learner, epoch, results)``, ``on_checkpoint(learner, path)``.
+    distributed
+        An ``ember.distributed`` communicator (default: ``ember.distributed.get()``, the one
+        ``ember.distributed.init()`` made, else this process alone).  With several ranks the
+        Learner trains data-parallel: rank 0's initial weights are broadcast, gradients are
+        averaged over ranks in buckets before each optimizer step (`GradientBuckets`),
+        metrics are reduced over ranks, a stop request on any rank stops all of them after the
+        same step, and only rank 0 writes files and prints (the others wait at a barrier while
+        it checkpoints).  Give each rank its shard with ``ember.data.DistributedSampler``.
 
     Examples
     --------
@@ -129,14 +137,22 @@ class Learner:
                  accumulate: int = 1, generators: dict[str, Any] | Sequence[Any] | None = None,
                  config: dict[str, Any] | None = None, renderer: str | Renderer = "auto",
                  name: str | None = None, callbacks: Iterable[Any] = (),
-                 resume_command: str | None = None, plots: bool = True) -> None:
+                 resume_command: str | None = None, plots: bool = True,
+                 distributed: Any = None) -> None:
         if scheduler_interval not in ("epoch", "step"):
             raise ValueError(f"scheduler_interval must be 'epoch' or 'step', got "
                              f"{scheduler_interval!r}")
         if accumulate < 1:
             raise ValueError(f"accumulate must be at least 1, got {accumulate}")
         import ember
+        import ember.distributed
 
+        self.comm = ember.distributed.get() if distributed is None else distributed
+        self.parallel = self.comm.world_size > 1
+        self.writer = self.comm.rank == 0  # the rank that writes files and prints
+        if not self.writer:
+            renderer = "none"
+        self._buckets: Any = None
         self.device = None if device is None else ember.device(device)
         self.model = model
         current = getattr(model, "device", None)
@@ -194,8 +210,14 @@ class Learner:
         return [p for p in params() if getattr(p, "requires_grad", True)] if params else []
 
     def _optimizer_step(self) -> None:
-        grads = self._pending.mean()
+        grads: Any = self._pending.mean()
         self._pending = AccumulatedGradients()
+        if self.parallel:
+            if self._buckets is None:
+                from ember.distributed import GradientBuckets
+
+                self._buckets = GradientBuckets(self._params(), self.comm)
+            grads = self._buckets.reduce(grads)
         self.optimizer.step(grads)
         self.global_step += 1
         if self.scheduler is not None and self.scheduler_interval == "step":
@@ -252,15 +274,33 @@ class Learner:
                 hook = getattr(cb, "on_step_end", None)
                 if hook is not None:
                     hook(self, split, epoch.step)
-            if stop is not None and stop.requested:
+            if stop is not None and self._stop_now(stop):
                 return False
         if train and self._pending.count:  # a last, partial accumulation group
             self._optimizer_step()
         return True
 
-    @staticmethod
-    def _results(metrics: list[Metric]) -> dict[str, float | None]:
+    def _stop_now(self, stop: StopRequest) -> bool:
+        """Whether to stop after this step; with several ranks, all agree (any rank asked)."""
+        if not self.parallel:
+            return stop.requested
+        import ember
+
+        flag = ember.tensor([1 if stop.requested else 0], dtype=ember.int64)
+        if self.comm.all_reduce(flag, "max").item() and not stop.requested:
+            stop.request("a stop request on another rank")
+        return stop.requested
+
+    def _results(self, metrics: list[Metric]) -> dict[str, float | None]:
+        if self.parallel:
+            metrics = reduce_metrics(metrics, self.comm)
         return {m.name: m.compute() for m in metrics}
+
+    def _broadcast_weights(self) -> None:
+        """Rank 0's model state on every rank (parameters keep their identity)."""
+        state = self.model.state_dict()
+        self.model.load_state_dict({k: self.comm.broadcast(v.detach(), 0)
+                                    for k, v in state.items()})
 
     def validate(self, loader: Any, split: str = "valid") -> dict[str, float | None]:
         """Run ``loader`` once in eval mode without recording gradients; the metrics."""
@@ -305,6 +345,10 @@ class Learner:
         """Write a checkpoint of the state now: at an epoch's end (``epoch`` None) or inside."""
         if self.checkpointer is None:
             return None
+        if not self.writer:  # rank 0 writes; the others wait until it is complete
+            self.comm.barrier()
+            latest = self.checkpointer.latest()
+            return None if latest is None else latest.path
         parts: dict[str, Any] = {"model": self.model.state_dict()}
         if self.optimizer is not None and hasattr(self.optimizer, "state_dict"):
             parts["optimizer"] = self.optimizer.state_dict()
@@ -331,6 +375,8 @@ class Learner:
                 state["pending_count"] = self._pending.count
         name = checkpoint_name(self.epochs_done, state["step"])
         path = self.checkpointer.save(name, parts, state)
+        if self.parallel:
+            self.comm.barrier()
         for cb in self.callbacks:
             hook = getattr(cb, "on_checkpoint", None)
             if hook is not None:
@@ -375,8 +421,10 @@ class Learner:
         streams, loader_streams = self._streams(train, valid)
         resumed: CheckpointInfo | None = None
         resume_state: dict[str, Any] = {}
-        if self.checkpointer is not None:
+        if self.checkpointer is not None and self.writer:
             self.checkpointer.clean()
+        if self.parallel:  # nobody reads checkpoints while rank 0 cleans up
+            self.comm.barrier()
         if resume:
             if self.checkpointer is None:
                 raise ValueError("resume needs an artifacts folder")
@@ -390,14 +438,17 @@ class Learner:
                 resumed, states, resume_state = found
                 self._restore(resumed, states, resume_state, streams)
         stale = 0
-        if resumed is None and self.checkpointer is not None:
+        if self.parallel:
+            # every rank starts from rank 0's weights (a fresh model, or what it resumed)
+            self._broadcast_weights()
+        if resumed is None and self.checkpointer is not None and self.writer:
             # a fresh run in a used folder: the old run's checkpoints would mix with the new
             # ones (pruning, "latest", "best"), so they go
             stale = self.checkpointer.clear()
             if self.artifacts is not None:
                 self.artifacts.model_path.unlink(missing_ok=True)
         self._write_config(epochs, train, valid)
-        if self.artifacts is not None:
+        if self.artifacts is not None and self.writer:
             self.artifacts.rewrite_metrics(self.history)
         v = self._view
         v.epochs, v.start_epoch = epochs, self.epochs_done + 1
@@ -487,7 +538,7 @@ class Learner:
             for split, values in results.items():
                 row = {"epoch": number, **values}
                 self.history.setdefault(split, []).append(row)
-                if self.artifacts is not None:
+                if self.artifacts is not None and self.writer:
                     self.artifacts.append_metrics(split, row)
             is_best = self.best.update(number, results) if self.best is not None else False
             if self.early_stopping is not None:
@@ -495,7 +546,7 @@ class Learner:
             self._view.epoch_times.append(time.perf_counter() - t_epoch)
             self._renderer.epoch_end(number, results, is_best)
             last_ckpt = self._checkpoint(None, streams) or last_ckpt
-            if self.checkpointer is not None and last_ckpt is not None:
+            if self.checkpointer is not None and last_ckpt is not None and self.writer:
                 if is_best and self.best is not None and self.best.best is not None:
                     self.checkpointer.mark_best(last_ckpt.name, self.best.metric,
                                                 self.best.best, number)
@@ -547,7 +598,7 @@ class Learner:
         return make_renderer(self._view, self.renderer_mode)
 
     def _write_config(self, epochs: int, train: Any, valid: Any) -> None:
-        if self.artifacts is None:
+        if self.artifacts is None or not self.writer:
             return
         self.artifacts.write_config({
             "name": self.name,
@@ -571,7 +622,7 @@ class Learner:
 
     def _finish(self) -> list[Path]:
         """At the end of a run: the model to serve and the plots."""
-        if self.artifacts is None or self.checkpointer is None:
+        if self.artifacts is None or self.checkpointer is None or not self.writer:
             return []
         import shutil
 

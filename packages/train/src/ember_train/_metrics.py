@@ -14,13 +14,14 @@ import resource
 import sys
 import time
 from functools import cached_property
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 __all__ = [
     "F1", "Accuracy", "EpochTime", "LearningRate", "Loss", "Metric", "Precision",
     "ProcessMemory", "Recall", "StepView", "Throughput", "TopKAccuracy", "default_metrics",
+    "reduce_metrics",
 ]
 
 
@@ -73,6 +74,9 @@ class Metric:
     higher_is_better: bool = True
     needs_output: bool = False
     fmt: str = "{:.4f}"
+    # How each accumulator combines over the ranks of a data-parallel run ("sum" or "max");
+    # None: every numeric ``_acc_`` accumulator is summed.  ``{}``: the metric stays per rank.
+    across_ranks: ClassVar[dict[str, str] | None] = None
 
     def reset(self) -> None:
         raise NotImplementedError
@@ -214,6 +218,7 @@ class LearningRate(Metric):
 
     name = "lr"
     fmt = "{:.2e}"
+    across_ranks: ClassVar[dict[str, str] | None] = {}  # the same on every rank
 
     def reset(self) -> None:
         self._acc_lr: float | None = None
@@ -231,6 +236,8 @@ class Throughput(Metric):
 
     name = "items_per_s"
     fmt = "{:.0f}"
+    # every rank's items in the time of the slowest: the whole job's throughput
+    across_ranks: ClassVar[dict[str, str] | None] = {"_acc_items": "sum", "_acc_time": "max"}
 
     def reset(self) -> None:
         self._acc_items, self._acc_time = 0, 0.0
@@ -249,6 +256,7 @@ class EpochTime(Metric):
     name = "epoch_time_s"
     higher_is_better = False
     fmt = "{:.2f}s"
+    across_ranks: ClassVar[dict[str, str] | None] = {}
 
     def reset(self) -> None:
         self._start = time.perf_counter()
@@ -271,6 +279,7 @@ class ProcessMemory(Metric):
     name = "memory_mib"
     higher_is_better = False
     fmt = "{:.0f}MiB"
+    across_ranks: ClassVar[dict[str, str] | None] = {}  # this rank's process
 
     def reset(self) -> None:
         pass
@@ -290,6 +299,43 @@ def rss_bytes() -> int:
     except (OSError, ValueError, IndexError):
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         return peak if sys.platform == "darwin" else peak * 1024
+
+
+def reduce_metrics(metrics: list[Metric], comm: Any) -> list[Metric]:
+    """Copies of ``metrics`` whose accumulators hold the whole job's (all ranks') values.
+
+    Two collectives in all, whatever the number of metrics: one sum and one max of every
+    accumulator packed into a float64 vector (counts stay exact below 2**53).
+    """
+    import copy
+
+    import ember
+
+    out = [copy.deepcopy(m) for m in metrics]
+    slots: dict[str, list[tuple[Metric, str, Any]]] = {"sum": [], "max": []}
+    for m in out:
+        how = m.across_ranks
+        if how is None:
+            how = {k: "sum" for k, v in vars(m).items() if k.startswith("_acc_")
+                   and isinstance(v, int | float | np.ndarray) and not isinstance(v, bool)}
+        for k, op in how.items():
+            slots[op].append((m, k, getattr(m, k)))
+    for op, entries in slots.items():
+        if not entries:
+            continue
+        flat = np.concatenate([np.asarray(v, dtype=np.float64).reshape(-1)
+                               for _, _, v in entries])
+        total = comm.all_reduce(ember.tensor(flat), op).numpy()
+        at = 0
+        for m, k, v in entries:
+            size = np.asarray(v).size
+            part = total[at:at + size]
+            at += size
+            if isinstance(v, np.ndarray):
+                setattr(m, k, part.reshape(v.shape).astype(v.dtype))
+            else:
+                setattr(m, k, type(v)(part[0]))
+    return out
 
 
 def default_metrics(num_classes: int | None = None) -> list[Metric]:
