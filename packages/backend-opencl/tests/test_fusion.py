@@ -1,0 +1,161 @@
+"""``fusion<opencl:0>``: kernel counts of the issue's programs against numpy float64 oracles, and
+random op programs fused against unfused ``opencl:0``."""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+from typing import Any
+
+import ember
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+ember_fusion = pytest.importorskip("ember_fusion")
+
+FUSED = "fusion<opencl:0>"
+#: every group through the generator, lone ops included
+GENERATED = "fusion<opencl:0,min_nodes=1>"
+
+
+def _property_module() -> Any:
+    """The random-program generator of the fusion package's property test (shared, not
+    copied: the same programs check every fusion compiler)."""
+    path = (pathlib.Path(__file__).parents[2] / "fusion" / "tests" / "test_property.py")
+    spec = importlib.util.spec_from_file_location("ember_fusion_property_programs", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+programs = _property_module()
+
+
+@pytest.fixture
+def fused(cl_device: Any) -> ember.Device:
+    dev = ember.device(FUSED)
+    dev.synchronize()  # leave nothing other tests recorded in this thread's stream
+    ember_fusion.reset_stats(dev)
+    return dev
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(1234)
+
+
+def chain(x: ember.Tensor) -> ember.Tensor:
+    v = (x * 1.5 + 0.25).relu() * 0.5 - 1
+    return v * v.sigmoid()
+
+
+def test_seven_op_chain_is_one_kernel(fused: ember.Device, rng: np.random.Generator) -> None:
+    a = rng.standard_normal(1000).astype(np.float32)
+    x = ember.tensor(a, device=fused)
+    ember_fusion.reset_stats(fused)
+    got = chain(x).numpy()
+    s = ember_fusion.stats(fused)
+    assert s.kernels_launched == 1
+    assert s.last_groups == ("rows[mul+add+clamp+mul+sub+sigmoid+mul]",)
+    source = next(k.source for k in fused.backend.kernel_cache.values())
+    assert source.count("__kernel") == 1 and source.count("out0[") == 1  # one store
+    v = np.maximum(a.astype(np.float64) * 1.5 + 0.25, 0) * 0.5 - 1
+    np.testing.assert_allclose(got, v / (1 + np.exp(-v)), rtol=2e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [(37, 11), (6, 300)])  # a work-item / a work-group per row
+def test_row_softmax_is_at_most_two_kernels(fused: ember.Device, rng: np.random.Generator,
+                                            shape: tuple[int, int]) -> None:
+    a = rng.standard_normal(shape) * 3
+    x = ember.tensor(a, device=fused)
+    ember_fusion.reset_stats(fused)
+    got = x.softmax(dim=-1).numpy()
+    assert ember_fusion.stats(fused).kernels_launched <= 2
+    e = np.exp(a - a.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(got, e / e.sum(axis=1, keepdims=True), rtol=1e-12, atol=1e-15)
+
+
+def test_adam_update_of_one_parameter_is_one_kernel(fused: ember.Device,
+                                                    rng: np.random.Generator) -> None:
+    p0 = rng.standard_normal((40, 9))
+    grads = [rng.standard_normal((40, 9)) for _ in range(3)]
+    w = ember.tensor(p0, device=fused)
+    opt = ember.optim.Adam([w], lr=0.01)
+    ember.tensor(grads[0], device=fused)  # warm the scalar cache: counts below are steady
+    for step, g in enumerate(grads, 1):
+        gt = ember.tensor(g, device=fused)
+        ember_fusion.reset_stats(fused)
+        opt.step({w: gt})
+        w.numpy()
+        assert ember_fusion.stats(fused).kernels_launched == 1, step
+    p, m, v = p0.copy(), np.zeros_like(p0), np.zeros_like(p0)
+    for t, g in enumerate(grads, 1):
+        m = 0.9 * m + 0.1 * g
+        v = 0.999 * v + 0.001 * g * g
+        p = p - 0.01 * (m / (1 - 0.9 ** t)) / (np.sqrt(v / (1 - 0.999 ** t)) + 1e-8)
+    np.testing.assert_allclose(w.numpy(), p, rtol=1e-10, atol=1e-12)
+
+
+def test_layer_norm_and_mse_loss_are_one_kernel_each(fused: ember.Device,
+                                                     rng: np.random.Generator) -> None:
+    a, b = rng.standard_normal((50, 70)), rng.standard_normal((50, 70))
+    x, y = ember.tensor(a, device=fused), ember.tensor(b, device=fused)
+    ember_fusion.reset_stats(fused)
+    got = ember.nn.functional.layer_norm(x, (70,)).numpy()
+    assert ember_fusion.stats(fused).kernels_launched == 1
+    want = (a - a.mean(1, keepdims=True)) / np.sqrt(a.var(1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+    ember_fusion.reset_stats(fused)
+    assert ((x - y) ** 2).mean().item() == pytest.approx(np.mean((a - b) ** 2), rel=1e-12)
+    assert ember_fusion.stats(fused).kernels_launched == 1
+
+
+def test_matmul_epilogue_and_reductions_over_rows(fused: ember.Device,
+                                                  rng: np.random.Generator) -> None:
+    a, w, bias = rng.standard_normal((30, 5)), rng.standard_normal((5, 4)), rng.standard_normal(4)
+    x = ember.tensor(a, device=fused)
+    wt, bt = ember.tensor(w, device=fused), ember.tensor(bias, device=fused)
+    ember_fusion.reset_stats(fused)
+    h = ((x @ wt) + bt).relu()
+    col = h.sum(dim=0)
+    got, got_col = h.numpy(), col.numpy()
+    assert ember_fusion.stats(fused).last_groups[0].startswith("rows[matmul+add+clamp")
+    want = np.maximum(a @ w + bias, 0)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    np.testing.assert_allclose(got_col, want.sum(0), rtol=1e-12)
+
+
+def test_arg_reductions_and_int_chains_match_the_oracle(rng: np.random.Generator,
+                                                        cl_device: Any) -> None:
+    a = rng.integers(-50, 50, (9, 130)).astype(np.int32)
+    x = ember.tensor(a, device=GENERATED)
+    np.testing.assert_array_equal(((x * 3) % 7 - x // 4).argmax(dim=1).numpy(),
+                                  ((a * 3) % 7 - a // 4).argmax(1))
+    np.testing.assert_array_equal(((x > 0) & (x < 20)).any(dim=1, keepdim=True).numpy(),
+                                  ((a > 0) & (a < 20)).any(1, keepdims=True))
+    f = ember.tensor(a.astype(np.float32), device=GENERATED)
+    np.testing.assert_array_equal((f.abs() - 3).argmin().numpy(), np.argmin(np.abs(a) - 3))
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(program=st.lists(programs.step, min_size=1, max_size=8),
+       shapes=st.lists(st.sampled_from(programs.SHAPES), min_size=1, max_size=3),
+       keep=st.lists(st.integers(0, 99), max_size=2),
+       dtype=st.sampled_from(["float32", "float64"]),
+       device=st.sampled_from([FUSED, GENERATED]),
+       seed=st.integers(0, 2**16))
+def test_random_programs_agree_fused_and_unfused(cl_device: Any, program: list[Any],
+                                                 shapes: list[Any], keep: list[int], dtype: str,
+                                                 device: str, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    arrays = [np.asarray(rng.standard_normal(s), dtype=dtype) for s in shapes]
+    want = programs.run(program, arrays, keep, "opencl:0")
+    got = programs.run(program, arrays, keep, device)
+    tol = 1e-4 if dtype == "float32" else 1e-10
+    for g, w in zip(got, want, strict=True):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
