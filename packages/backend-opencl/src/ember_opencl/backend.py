@@ -15,8 +15,9 @@ from .strided import contiguous
 
 __all__ = ["OpenCLBackend"]
 
-_BASE_DTYPES = (_dtype.float32, _dtype.int8, _dtype.int16, _dtype.int32, _dtype.int64,
-                _dtype.uint8, _dtype.bool_)
+# float16 and bfloat16 everywhere: stored as 16 bits, computed in float (see runtime.py)
+_BASE_DTYPES = (_dtype.float16, _dtype.bfloat16, _dtype.float32, _dtype.int8, _dtype.int16,
+                _dtype.int32, _dtype.int64, _dtype.uint8, _dtype.bool_)
 
 
 class OpenCLBackend(Backend):
@@ -50,8 +51,6 @@ class OpenCLBackend(Backend):
         dtypes = set(_BASE_DTYPES)
         if rt.fp64:
             dtypes.add(_dtype.float64)
-        if rt.fp16:
-            dtypes.add(_dtype.float16)
         self.dtypes = frozenset(dtypes)
         self.kernels: dict[Any, Kernel] = {}
         for module in (creation, elementwise, reduction, movement, linalg, nn):

@@ -15,7 +15,7 @@ from ember._host import numpy_dtype
 from ember.ops import creation as cr
 
 from . import elementwise
-from .runtime import CLArray, Runtime, compute_type, ctype
+from .runtime import CLArray, Runtime, compute_type, ctype, is_float, store_expr
 from .strided import run_map
 
 __all__ = ["PHILOX", "kernels"]
@@ -40,7 +40,7 @@ __kernel void rng(__global {t}* out, ulong n, uint s0, uint s1, uint f0, uint f1
     ulong i = get_global_id(0);
     if (i >= (ulong)total) return;
     uint4 u = philox((uint4)((uint)i, (uint)(i >> 32), f0, f1), (uint2)(s0, s1));
-    out[i] = ({t})({expr});
+    out[i] = {store};
 }}
 """
 
@@ -54,6 +54,9 @@ _EXPR = {
     ("randn", "double"): "sqrt(-2.0 * log((((ulong)(u.x >> 5) * 67108864.0 + (u.y >> 6)) + 1.0)"
                          " * (1.0 / 9007199254740992.0))) * cospi(2.0 * (((ulong)(u.z >> 5) * "
                          "67108864.0 + (u.w >> 6)) * (1.0 / 9007199254740992.0)))",
+    # the 16-bit floats draw as many bits as their mantissa holds, so rounding never gives 1
+    ("rand", "float16"): "(u.x >> 21) * (1.0f / 2048.0f)",
+    ("rand", "bfloat16"): "(u.x >> 24) * (1.0f / 256.0f)",
     ("randint", None): "lo + (long)((((ulong)u.x << 32) | u.y) % span)",
 }
 
@@ -68,8 +71,9 @@ def _random(rt: Runtime, which: str, shape: tuple[int, ...], dtype: Any, seed: i
         expr = _EXPR["randint", None]
     else:
         t = compute_type(nd)
-        expr = _EXPR[which, "double" if t == "double" else "float"]
-    src = PHILOX + _RANDOM.format(t=ctype(nd), expr=expr)
+        expr = _EXPR.get((which, nd.name)) or _EXPR[which, "double" if t == "double"
+                                                     else "float"]
+    src = PHILOX + _RANDOM.format(t=ctype(nd), store=store_expr(nd, expr, t))
     k = rt.kernel(src, "rng")
     seed &= (1 << 64) - 1
     offset &= (1 << 64) - 1
@@ -88,7 +92,7 @@ def kernels(rt: Runtime) -> dict[Any, Any]:
 
     def arange(start: Any = 0, stop: Any = 0, step: Any = 1, dtype: Any = None) -> CLArray:
         nd = numpy_dtype(dtype)
-        if nd.kind == "f":
+        if is_float(nd):
             n = max(math.ceil((stop - start) / step), 0)
             acc = "double" if rt.fp64 else "float"
             out = rt.empty((n,), nd)

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from ember.ops import elementwise as ew
 
-from .runtime import CLArray, Runtime, compute_type, ctype
+from .runtime import CLArray, Runtime, compute_type, ctype, is_float
 from .strided import run_map
 
 __all__ = ["binary_expr", "cast_expr", "clamp_expr", "kernels", "unary_expr"]
@@ -21,7 +21,7 @@ BOOL = np.dtype(np.bool_)
 
 
 def _is_float(dt: np.dtype[Any]) -> bool:
-    return dt.kind == "f"
+    return is_float(dt)
 
 
 def _bits(dt: np.dtype[Any]) -> int:
@@ -253,7 +253,7 @@ def cast_expr(src: np.dtype[Any], dst: np.dtype[Any]) -> str:
     """The C expression converting ``a`` of ``src`` to ``dst``."""
     if dst.kind == "b":
         return "a != 0"
-    if src.kind == "f" and dst.kind in "iu":
+    if is_float(src) and dst.kind in "iu":
         # float -> narrow int goes through long, as numpy does on x86 (wraps instead of UB)
         return f"({ctype(dst)})(long)a"
     return "a"

@@ -15,7 +15,16 @@ from typing import Any
 import numpy as np
 from ember.ops import movement as mv
 
-from .runtime import CLArray, Runtime, contiguous_strides, ctype
+from .runtime import (
+    CLArray,
+    Runtime,
+    compute_type,
+    contiguous_strides,
+    ctype,
+    is_float,
+    load_expr,
+    store_expr,
+)
 from .strided import contiguous, copy_into, run_map
 
 __all__ = ["gather", "kernels", "sort"]
@@ -148,7 +157,7 @@ __kernel void scatter(__global {t}* out, __global const long* ix, long io, {is_}
     for (long t = 0; t < m; t++) {{
         long id = ix[ib + t * is{dim}];
         if (id < 0) id += dimsize;
-        out[ob + id * os{dim}] {op} src[sb + t * ss{dim}];
+        {assign}
     }}
 }}
 """
@@ -175,7 +184,7 @@ def scatter(rt: Runtime, x: CLArray, index: CLArray, src: CLArray, dim: int,
         os=", ".join(f"long os{d}" for d in range(nd)),
         ns="".join(f"long n{d}, " for d in cols), decomp="\n    ".join(decomp),
         ibase=base("is"), sbase=base("ss"), obase=base("os"), dim=dim,
-        op="+=" if add else "=")
+        assign=_scatter_assign(x.dtype, dim, add))
     k = rt.kernel(src_code, "scatter")
     ncols = math.prod(index.shape[d] for d in cols)
     if index.size == 0:
@@ -188,10 +197,19 @@ def scatter(rt: Runtime, x: CLArray, index: CLArray, src: CLArray, dim: int,
     return out
 
 
+def _scatter_assign(dt: np.dtype[Any], dim: int, add: bool) -> str:
+    dst, val = f"out[ob + id * os{dim}]", f"src[sb + t * ss{dim}]"
+    if not add:
+        return f"{dst} = {val};"
+    if ctype(dt) == "ushort":  # 16-bit floats: add in float, round once per update
+        return f"{dst} = {store_expr(dt, f'{load_expr(dt, dst)} + {load_expr(dt, val)}')};"
+    return f"{dst} += {val};"
+
+
 # -- sort -------------------------------------------------------------------------------------
 
 _BITONIC = """
-int before({t} x, long ix, {t} y, long iy, long n) {{
+int before({c} x, long ix, {c} y, long iy, long n) {{
     if (ix >= n || iy >= n) return ix < iy;
     {nan}
     if (x {lt} y) return 1;
@@ -209,7 +227,8 @@ __kernel void bitonic(__global {t}* keys, __global long* idx, long P, long n, lo
     long a = row * P + i, b = row * P + l;
     {t} x = keys[a], y = keys[b];
     long ix = idx[a], iy = idx[b];
-    int sw = ((i & k) == 0) ? before(y, iy, x, ix, n) : before(x, ix, y, iy, n);
+    {c} xc = {load_x}, yc = {load_y};
+    int sw = ((i & k) == 0) ? before(yc, iy, xc, ix, n) : before(xc, ix, yc, iy, n);
     if (sw) {{ keys[a] = y; keys[b] = x; idx[a] = iy; idx[b] = ix; }}
 }}
 """
@@ -228,12 +247,14 @@ def sort(rt: Runtime, x: CLArray, dim: int, descending: bool) -> tuple[CLArray, 
     kstr = (*(s * P for s in contiguous_strides(xp.shape[:-1])), 1)
     copy_into(rt, keys.view(xp.shape, kstr, 0), xp)
     run_map(rt, "i % s0", [], out=idx, scalars=[("long", P)])
-    fl = x.dtype.kind == "f"
+    fl = is_float(x.dtype)
     if descending:
         nan = "int xn = isnan(x), yn = isnan(y); if (xn || yn) return xn && yn ? ix < iy : xn;"
     else:
         nan = "int xn = isnan(x), yn = isnan(y); if (xn || yn) return xn && yn ? ix < iy : yn;"
-    src = _BITONIC.format(t=ctype(x.dtype), nan=nan if fl else "", lt=">" if descending else "<")
+    src = _BITONIC.format(t=ctype(x.dtype), c=compute_type(x.dtype), nan=nan if fl else "",
+                          lt=">" if descending else "<", load_x=load_expr(x.dtype, "x"),
+                          load_y=load_expr(x.dtype, "y"))
     k = rt.kernel(src, "bitonic")
     size = 2
     while size <= P:
@@ -313,8 +334,6 @@ def kernels(rt: Runtime) -> dict[Any, Any]:
         return slice_view(v, z, stops, one), slice_view(i, z, stops, one)
 
     def masked_fill(x: CLArray, mask: CLArray, value: Any = 0) -> CLArray:
-        from .runtime import compute_type
-
         v = int(bool(value)) if x.dtype.kind == "b" else np.asarray(value).astype(x.dtype)[()]
         return run_map(rt, "b ? s0 : a", [x, mask], shape=x.shape, dtype=x.dtype,
                        scalars=[(compute_type(x.dtype), v)])

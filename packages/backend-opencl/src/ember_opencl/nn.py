@@ -16,7 +16,7 @@ from ember.ops import nn
 
 from . import movement
 from .linalg import matmul
-from .runtime import CLArray, Runtime, compute_type, ctype
+from .runtime import CLArray, Runtime, compute_type, ctype, is_float, load_expr, store_expr
 from .strided import contiguous, copy_into, run_map
 
 __all__ = ["conv2d", "kernels"]
@@ -146,18 +146,18 @@ __kernel void pool(__global {t}* out, __global long* outi, __global const {t}* x
 """
 
 _MAX_BODY = """
-    {t} best = 0; long bi = -1;
+    {c} best = 0; long bi = -1;
     for (long q = 0; q < kh; q++) {{
         long hh = h0 + q * dh;
         if (hh < 0 || hh >= H) continue;
         for (long j = 0; j < kw; j++) {{
             long ww = w0 + j * dw;
             if (ww < 0 || ww >= W) continue;
-            {t} v = xp[hh * xs2 + ww * xs3];
+            {c} v = {load};
             if (bi < 0 || ({nan_keep} v > best) {nan_take}) {{ best = v; bi = hh * W + ww; }}
         }}
     }}
-    out[i] = best; outi[i] = bi;
+    out[i] = {store_best}; outi[i] = bi;
 """
 
 _AVG_BODY = """
@@ -167,8 +167,8 @@ _AVG_BODY = """
     if (!include_pad) size = (hb - ha) * (wb - wa);
     {c} acc = 0;
     for (long hh = ha; hh < hb; hh++)
-        for (long ww = wa; ww < wb; ww++) acc += xp[hh * xs2 + ww * xs3];
-    out[i] = ({t})(acc / ({c})size);
+        for (long ww = wa; ww < wb; ww++) acc += {load};
+    out[i] = {store_avg};
 """
 
 
@@ -177,9 +177,12 @@ def _pool(rt: Runtime, body: str, x: CLArray, oh: int, ow: int, k: Pair, s: Pair
     n, c, h, w = x.shape
     out = rt.empty((n, c, oh, ow), x.dtype)
     outi = rt.empty((n, c, oh, ow), I64) if want_index else rt.empty((1,), I64)
-    fl = x.dtype.kind == "f"
+    fl = is_float(x.dtype)
+    c_t = compute_type(x.dtype)
     src = _POOL_HEAD.format(t=ctype(x.dtype), body=body.format(
-        t=ctype(x.dtype), c=compute_type(x.dtype),
+        t=ctype(x.dtype), c=c_t, load=load_expr(x.dtype, "xp[hh * xs2 + ww * xs3]"),
+        store_best=store_expr(x.dtype, "best", c_t),
+        store_avg=store_expr(x.dtype, f"acc / ({c_t})size", c_t),
         nan_keep="!isnan(best) &&" if fl else "", nan_take="|| (isnan(v) && !isnan(best))"
         if fl else ""))
     kern = rt.kernel(src, "pool")
@@ -203,8 +206,8 @@ __kernel void apool(__global {t}* out, __global const {t}* x, long xo, long xs0,
     long w0 = (ow * W) / OW, w1 = ((ow + 1) * W + OW - 1) / OW;
     {c} acc = 0;
     for (long hh = h0; hh < h1; hh++)
-        for (long ww = w0; ww < w1; ww++) acc += xp[hh * xs2 + ww * xs3];
-    out[i] = ({t})(acc / ({c})((h1 - h0) * (w1 - w0)));
+        for (long ww = w0; ww < w1; ww++) acc += {load};
+    out[i] = {store};
 }}
 """
 
@@ -277,7 +280,10 @@ def kernels(rt: Runtime) -> dict[Any, Any]:
         n, c, h, w = x.shape
         oh, ow = output_size
         out = rt.empty((n, c, oh, ow), x.dtype)
-        src = _ADAPTIVE.format(t=ctype(x.dtype), c=compute_type(x.dtype))
+        c_t = compute_type(x.dtype)
+        src = _ADAPTIVE.format(
+            t=ctype(x.dtype), c=c_t, load=load_expr(x.dtype, "xp[hh * xs2 + ww * xs3]"),
+            store=store_expr(x.dtype, f"acc / ({c_t})((h1 - h0) * (w1 - w0))", c_t))
         rt.launch1d(rt.kernel(src, "apool"), out.size, out.buffer, x.buffer,
                   np.int64(x.offset), *map(np.int64, x.strides),
                   *map(np.int64, (c, h, w, oh, ow)))

@@ -16,7 +16,16 @@ from typing import Any
 import numpy as np
 from ember.ops import reduction as rd
 
-from .runtime import CLArray, Runtime, compute_type, contiguous_strides, ctype
+from .runtime import (
+    CLArray,
+    Runtime,
+    compute_type,
+    contiguous_strides,
+    ctype,
+    is_float,
+    load_expr,
+    store_expr,
+)
 from .strided import collapse, run_map
 
 __all__ = ["kernels", "reduce"]
@@ -68,9 +77,10 @@ int arg_first({t} a, long ia, {t} b, long ib) {{
 }}"""
 
 
-def _source(kind: str, t: str, acc_t: str, out_t: str, fl: bool, nk: int, nr: int, tree: bool,
-            arg: bool, idx_in: bool) -> str:
-    params = [f"__global {out_t}* out", f"__global const {t}* x", "long xo"]
+def _source(kind: str, x_dt: np.dtype[Any], acc_t: str, out_dt: np.dtype[Any], fl: bool,
+            nk: int, nr: int, tree: bool, arg: bool, idx_in: bool) -> str:
+    t = compute_type(x_dt)
+    params = [f"__global {ctype(out_dt)}* out", f"__global const {ctype(x_dt)}* x", "long xo"]
     params += [f"long ks{d}" for d in range(nk)] + [f"long kn{d}" for d in range(1, nk)]
     params += [f"long rs{d}" for d in range(nr)] + [f"long rn{d}" for d in range(1, nr)]
     params += ["long R", "long chunk", "long P", "long nout", f"{acc_t} scale"]
@@ -99,14 +109,16 @@ def _source(kind: str, t: str, acc_t: str, out_t: str, fl: bool, nk: int, nr: in
     if arg:
         body += [f"{t} acc = 0; long ai = -1;",
                  "for (long j = j0 + lid; j < j1; j += L) {", *jaddr,
-                 f"    {t} v = x[addr]; long vi = {'xi[addr]' if idx_in else 'j'};",
+                 f"    {t} v = {load_expr(x_dt, 'x[addr]')}; "
+                 f"long vi = {'xi[addr]' if idx_in else 'j'};",
                  "    if (!arg_first(acc, ai, v, vi)) { acc = v; ai = vi; }", "}"]
     else:
         init, comb = _spec(kind, t, fl)[1:]
         body += [f"{acc_t} acc = {init};"]
         if kahan:
             body += [f"{acc_t} comp = 0;"]
-        body += ["for (long j = j0 + lid; j < j1; j += L) {", *jaddr, f"    {t} v = x[addr];"]
+        body += ["for (long j = j0 + lid; j < j1; j += L) {", *jaddr,
+                 f"    {t} v = {load_expr(x_dt, 'x[addr]')};"]
         if kahan:
             body += [f"    {acc_t} y = v - comp; {acc_t} s = acc + y;",
                      "    comp = (s - acc) - y; acc = s;"]
@@ -131,11 +143,11 @@ def _source(kind: str, t: str, acc_t: str, out_t: str, fl: bool, nk: int, nr: in
         if arg:
             body += ["ai = shi[0];"]
     if arg:
-        body += ["out[g] = acc; outi[g] = ai;"]
+        body += [f"out[g] = {store_expr(out_dt, 'acc')}; outi[g] = ai;"]
     elif kind == "mean":
-        body += [f"out[g] = ({out_t})(P == 1 ? acc * scale : acc);"]
+        body += [f"out[g] = {store_expr(out_dt, '(P == 1 ? acc * scale : acc)', acc_t)};"]
     else:
-        body += [f"out[g] = ({out_t})acc;"]
+        body += [f"out[g] = {store_expr(out_dt, 'acc', acc_t)};"]
     helpers = _arg_helper(t, fl, kind == "argmax") if arg else ""
     lines = "\n    ".join(body)
     return f"{helpers}\n__kernel void red({', '.join(params)})\n{{\n    {lines}\n}}\n"
@@ -214,7 +226,7 @@ void redv({', '.join(params)})
 def _launch_vec(rt: Runtime, kind: str, x: CLArray, kdims: list[int], ks: list[int], R: int,
                 out: CLArray, P: int, scale: float) -> None:
     t = ctype(x.dtype)
-    src = _vec_source(kind, t, ctype(out.dtype), x.dtype.kind == "f", len(kdims))
+    src = _vec_source(kind, t, ctype(out.dtype), is_float(x.dtype), len(kdims))
     k = rt.kernel(src, "redv")
     nout = math.prod(kdims)
     chunk = -(-R // P)
@@ -231,7 +243,7 @@ def _launch(rt: Runtime, kind: str, x: CLArray, kdims: list[int], ks: list[int],
     if outi is None and xi is None and _vec_ok(kind, x, rdims, rs):
         _launch_vec(rt, kind, x, kdims, ks, math.prod(rdims), out, P, scale)
         return
-    fl = x.dtype.kind == "f"
+    fl = is_float(x.dtype)
     arg = kind in ("argmax", "argmin")
     acc_t = t if arg else _spec(kind, t, fl)[0]
     nout = math.prod(kdims)
@@ -241,7 +253,7 @@ def _launch(rt: Runtime, kind: str, x: CLArray, kdims: list[int], ks: list[int],
     inner_dense = bool(rs) and rs[-1] == 1 and (not ks or ks[-1] != 1)
     tree = P > 1 or (R >= LOCAL and inner_dense) or (nout < 128 and R >= 4 * LOCAL)
     chunk = -(-R // P) if R else 0
-    src = _source(kind, ctype(x.dtype), acc_t, ctype(out.dtype), fl, len(kdims), len(rdims),
+    src = _source(kind, x.dtype, acc_t, out.dtype, fl, len(kdims), len(rdims),
                   tree, arg, xi is not None)
     k = rt.kernel(src, "red")
     args: list[Any] = [out.buffer, x.buffer, np.int64(x.offset), *map(np.int64, ks),
@@ -289,6 +301,8 @@ def reduce(rt: Runtime, kind: str, x: CLArray, dims: Sequence[int], keepdim: boo
         _launch(rt, kind, x, kdims, ks, rdims, rs, out, outi, None, 1, scale)
         return (out, outi) if arg else out  # type: ignore[return-value]  # outi set when arg
     acc_dt = out_dt if not arg else x.dtype
+    if not arg and ctype(acc_dt) == "ushort":  # 16-bit float partials stay float
+        acc_dt = np.dtype(np.float32)
     if kind in ("any", "all"):
         acc_dt = np.dtype(np.uint8)
     part = rt.empty((nout, P), acc_dt)
@@ -310,10 +324,10 @@ __kernel void scan(__global {t}* out, __global const {t}* x, long xo, long n, lo
     if (g >= total) return;
     long r = g, xa = xo, oa = 0;
     {decomp}
-    {t} acc = {init};
+    {c} acc = {init};
     for (long j = 0; j < n; j++) {{
-        acc = acc {op} x[xa + j * xs];
-        out[oa + j * os] = acc;
+        acc = acc {op} {load};
+        out[oa + j * os] = {store};
     }}
 }}
 """
@@ -330,7 +344,8 @@ def scan(rt: Runtime, x: CLArray, dim: int, op: str) -> CLArray:
         params += [f"long n{j}", f"long xs{j}", f"long os{j}"]
         decomp.append(f"xa += (r % n{j}) * xs{j}; oa += (r % n{j}) * os{j}; r /= n{j};")
     t = ctype(x.dtype)
-    src = _SCAN.format(t=t, params=", ".join(params) or "long unused",
+    src = _SCAN.format(t=t, c=compute_type(x.dtype), load=load_expr(x.dtype, "x[xa + j * xs]"),
+                       store=store_expr(x.dtype, "acc"), params=", ".join(params) or "long unused",
                        decomp="\n    ".join(decomp), init="0" if op == "+" else "1", op=op)
     k = rt.kernel(src, "scan")
     args: list[Any] = [out.buffer, x.buffer, np.int64(x.offset), np.int64(x.shape[dim]),

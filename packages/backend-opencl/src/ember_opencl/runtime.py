@@ -17,8 +17,8 @@ import pyopencl.tools as cl_tools
 
 GROUP = 64
 
-__all__ = ["GROUP", "CLArray", "Runtime", "compute_type", "ctype", "list_devices",
-           "load_expr", "select_devices", "store_expr"]
+__all__ = ["GROUP", "CLArray", "Runtime", "compute_type", "ctype", "is_float",
+           "list_devices", "load_expr", "select_devices", "store_expr"]
 
 # float16 and bfloat16 are stored as their 16 bits in a ``ushort`` (ember has no uint16 dtype,
 # so the C type names them unambiguously) and computed in float: loads widen exactly, stores
@@ -56,6 +56,12 @@ def compute_type(dtype: np.dtype[Any]) -> str:
     """The type arithmetic happens in: the 16-bit floats compute in ``float``."""
     t = ctype(dtype)
     return "float" if t == "ushort" else t
+
+
+def is_float(dtype: np.dtype[Any]) -> bool:
+    """Whether ``dtype`` is a floating type (ml_dtypes' bfloat16 reports kind ``V``)."""
+    dt = np.dtype(dtype)
+    return dt.kind == "f" or dt.name == "bfloat16"
 
 
 def load_expr(dtype: np.dtype[Any], value: str) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pyopencl.cltypes as cltypes
 
-from .runtime import CLArray, Runtime, compute_type, ctype
+from .runtime import CLArray, Runtime, compute_type, ctype, load_expr, store_expr
 
 __all__ = ["broadcast_view", "collapse", "copy_into", "run_map"]
 
@@ -56,21 +56,29 @@ _CACHE: dict[tuple[Any, ...], Any] = {}
 MAXD = 8
 
 
-def _source(expr: str, out_t: str, in_types: Sequence[np.dtype[Any]],
+def _source(expr: str, out_dt: np.dtype[Any], in_types: Sequence[np.dtype[Any]],
             scalar_types: Sequence[str], helpers: str) -> str:
     """Two kernels in one program (one build): ``dense`` for merged 1-d iteration spaces and
     ``general`` for up to `MAXD` axes, walked with run-time sizes and strides."""
+    out_t = ctype(out_dt)
+    wide = "double" if "double" in (*scalar_types, *map(compute_type, in_types)) else "float"
+    store = store_expr(out_dt, f"({expr})", wide)
+    # a plain copy moves the stored bits (16-bit floats, nan payloads) untouched
+    raw = expr == "a" and len(in_types) == 1 and np.dtype(in_types[0]) == np.dtype(out_dt)
+    if raw:
+        store = "a"
     tail = [f"{t} s{j}" for j, t in enumerate(scalar_types)] + ["long total"]
     loads_d, loads_g = [], []
     dparams = [f"__global {out_t}* out", "long oo", "long os"]
     gparams = [f"__global {out_t}* out", "long oo", "long8 os", "long8 shape", "int nd"]
     gwalk = []
     for j, t in enumerate(in_types):
-        c, name = compute_type(t), _NAMES[j]
+        c, name = (ctype(t) if raw else compute_type(t)), _NAMES[j]
         dparams += [f"__global const {ctype(t)}* p{j}", f"long o{j}", f"long q{j}"]
         gparams += [f"__global const {ctype(t)}* p{j}", f"long o{j}", f"long8 q{j}"]
-        loads_d.append(f"{c} {name} = ({c})p{j}[o{j} + i * q{j}];")
-        loads_g.append(f"{c} {name} = ({c})p{j}[o{j}];")
+        ld, lg = f"p{j}[o{j} + i * q{j}]", f"p{j}[o{j}]"
+        loads_d.append(f"{c} {name} = {ld if raw else load_expr(t, ld)};")
+        loads_g.append(f"{c} {name} = {lg if raw else load_expr(t, lg)};")
         lanes = ", ".join(f"q{j}.s{d}" for d in range(MAXD))
         gwalk.append(f"const long st{j}[{MAXD}] = {{{lanes}}};")
     steps = "".join(f" o{j} += k * st{j}[d];" for j in range(len(in_types)))
@@ -83,7 +91,7 @@ __kernel void dense({', '.join(dparams + tail)})
     long i = get_global_id(0);
     if (i >= total) return;
     {ld}
-    out[oo + i * os] = ({out_t})({expr});
+    out[oo + i * os] = {store};
 }}
 
 __kernel void general({', '.join(gparams + tail)})
@@ -99,7 +107,7 @@ __kernel void general({', '.join(gparams + tail)})
         oo += k * os_[d];{steps}
     }}
     {lg}
-    out[oo] = ({out_t})({expr});
+    out[oo] = {store};
 }}
 """
 
@@ -130,7 +138,7 @@ def run_map(rt: Runtime, expr: str, inputs: Sequence[CLArray], *,
     key = (rt, expr, out.dtype, tuple(x.dtype for x in inputs), stypes, helpers)
     pair = _CACHE.get(key)
     if pair is None:
-        src = _source(expr, ctype(out.dtype), [x.dtype for x in inputs], stypes, helpers)
+        src = _source(expr, out.dtype, [x.dtype for x in inputs], stypes, helpers)
         pair = _CACHE[key] = (rt.kernel(src, "dense"), rt.kernel(src, "general"))
     sargs = [_scalar(t, v) for t, v in scalars]
     if len(dims) <= 1:
