@@ -24,9 +24,15 @@ def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
+_TRITON_NAMES: dict[np.dtype[Any], str] = {}
+
+
 def triton_dtype_name(dtype: np.dtype[Any]) -> str:
     """The dtype name Triton sees for a pointer: bool is stored as bytes (``uint8``)."""
-    return "uint8" if dtype.kind == "b" else dtype.name
+    name = _TRITON_NAMES.get(dtype)
+    if name is None:  # Note: cached, since dtype.name costs microseconds in numpy
+        name = _TRITON_NAMES[dtype] = "uint8" if dtype.kind == "b" else dtype.name
+    return name
 
 
 class DeviceArray:

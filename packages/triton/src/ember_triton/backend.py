@@ -32,8 +32,10 @@ def _fast_launch_allowed() -> bool:
         return False
     from triton import knobs
 
-    # launch hooks (profilers) need the JIT's launch metadata: keep its path then
-    return knobs.runtime.launch_enter_hook is None and knobs.runtime.launch_exit_hook is None
+    # launch hooks (profilers) need the JIT's launch metadata: keep its path then.  Triton
+    # >= 3.5 keeps them in (usually empty) HookChain objects, older versions as None.
+    return not any(getattr(hook, "calls", hook) for hook in
+                   (knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook))
 
 
 def launch_key(kernel: Any, call: list[Any], meta: dict[str, Any]) -> tuple[Any, ...]:
@@ -94,6 +96,7 @@ class TritonBackend(Backend):
         #: matmul's kernel selection: timed choices per shape bucket, cached on disk per GPU
         self.selector = KernelSelector(memory.device_id(), memory.timer)
         self.use_cublas = os.environ.get("EMBER_CUBLAS", "1") != "0"
+        self._scalars: dict[tuple[Any, bytes], DeviceArray] = {}
         #: compiled kernels by `launch_key`, launched without the JIT's binding
         self._launchers: dict[Any, tuple[Any, tuple[Any, ...]]] = {}
         self.fast_launch = not memory.interpret and _fast_launch_allowed()
@@ -122,8 +125,19 @@ class TritonBackend(Backend):
         return self.memory.empty(tuple(shape), np.dtype(dtype))
 
     def scalar(self, value: Any, dtype: Any) -> DeviceArray:
-        """A one-element array holding ``value`` in ``dtype`` (kernels load scalars)."""
-        return self.memory.from_numpy(np.asarray(value).astype(np.dtype(dtype)).reshape(()))
+        """A one-element array holding ``value`` in ``dtype`` (kernels load scalars).
+
+        Kernels only read scalars, so each distinct value is uploaded once and reused: an
+        upload is a host-to-device copy that would cost more than the launch it feeds.
+        """
+        host = np.asarray(value).astype(np.dtype(dtype)).reshape(())
+        key = (host.dtype, host.tobytes())
+        arr = self._scalars.get(key)
+        if arr is None:
+            if len(self._scalars) >= 4096:
+                self._scalars.clear()
+            arr = self._scalars[key] = self.memory.from_numpy(host)
+        return arr
 
     def block_size(self, n: int, cap: int = 1024) -> int:
         # the interpreter pays per program instance, so it takes big blocks
