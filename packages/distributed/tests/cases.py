@@ -29,3 +29,22 @@ def keys(devices: list[str]) -> list[str]:
             out += [f"broadcast-{src}-{dt}-{dev}" for src in (0, 1)]
             out += [f"all_gather-{dt}-{dev}"]
     return out
+
+
+def expected(kind: str, arg: str, dt: str, n: int, rank: int) -> np.ndarray:
+    """What rank ``rank`` of ``n`` must get from the collective ``kind`` (numpy oracle)."""
+    xs = np.stack([rank_input(r, dt) for r in range(n)])
+    if kind == "all_gather":
+        return xs
+    if kind == "broadcast":
+        return xs[int(arg)]
+    exact = xs.astype(np.float64) if dt.startswith("float") else xs
+    reduced = {"sum": exact.sum(0), "max": exact.max(0), "min": exact.min(0),
+               "mean": exact.sum(0) / n}[arg]
+    if arg == "mean" and dt.startswith("int"):
+        reduced = np.trunc(reduced)  # rounds toward zero, as NCCL's average
+    reduced = reduced.astype(dt)
+    if kind == "reduce_scatter":
+        rows = SHAPE[0] // n
+        return reduced[rank * rows:(rank + 1) * rows]
+    return reduced

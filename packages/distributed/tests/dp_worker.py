@@ -19,16 +19,16 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT / "examples" / "guide"))
-from model import GuideCNN  # the guide's model itself
-
 import ember
 import ember.distributed as dist
 import ember_train
 from ember import optim
 from ember.data import DataLoader, DistributedSampler, Subset, load_digits
 from ember.nn import functional as F
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "examples" / "guide"))
+from model import GuideCNN  # noqa: E402  # the guide's own model, after the path set-up
 
 
 def main() -> int:

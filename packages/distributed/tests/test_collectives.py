@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from cases import DTYPES, OPS, SHAPE, keys, rank_input
+from cases import DTYPES, OPS, expected, keys
 from conftest import requires_mpi, run_ranks
 
 import ember
@@ -38,24 +38,6 @@ def results(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     return n, per_rank
 
 
-def _expected(kind: str, arg: str, dt: str, n: int, rank: int) -> np.ndarray:
-    xs = np.stack([rank_input(r, dt) for r in range(n)])
-    if kind == "all_gather":
-        return xs
-    if kind == "broadcast":
-        return xs[int(arg)]
-    exact = xs.astype(np.float64) if dt.startswith("float") else xs
-    reduced = {"sum": exact.sum(0), "max": exact.max(0), "min": exact.min(0),
-               "mean": exact.sum(0) / n}[arg]
-    if arg == "mean" and dt.startswith("int"):
-        reduced = np.trunc(reduced)  # rounds toward zero, as NCCL's average
-    reduced = reduced.astype(dt)
-    if kind == "reduce_scatter":
-        rows = SHAPE[0] // n
-        return reduced[rank * rows:(rank + 1) * rows]
-    return reduced
-
-
 CASES = [k for k in keys(DEVICES)]
 
 
@@ -68,7 +50,7 @@ def test_collective_matches_numpy_on_every_rank(
     dt = parts[-2]
     arg = parts[1] if len(parts) == 4 else ""
     for rank, res in enumerate(per_rank):
-        want = _expected(kind, arg, dt, n, rank)
+        want = expected(kind, arg, dt, n, rank)
         got = res[key]
         assert got.dtype == np.dtype(dt), (key, rank)
         assert got.shape == want.shape, (key, rank)

@@ -54,7 +54,10 @@ def _spawn(n: int, command: list[str], grace: float) -> int:
             children[proc.pid] = (rank, proc)
         status = 0
         while children:
-            pid, raw = os.wait()  # blocks until any child ends: no polling
+            try:
+                pid, raw = os.wait()  # blocks until any child ends: no polling
+            except ChildProcessError:
+                break
             if pid not in children:
                 continue
             rank, proc = children.pop(pid)
@@ -70,18 +73,21 @@ def _spawn(n: int, command: list[str], grace: float) -> int:
 
 
 def _stop(procs: list[subprocess.Popen[bytes]], grace: float) -> None:
-    for p in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
+    """SIGTERM now, SIGKILL after ``grace`` seconds to those still running; the main loop
+    keeps reaping them (only it waits for children, so no exit status is lost)."""
+    pids = [p.pid for p in procs if p.returncode is None]
+    for pid in pids:
+        _signal(pid, signal.SIGTERM)
+    timer = threading.Timer(grace, lambda: [_signal(pid, signal.SIGKILL) for pid in pids])
+    timer.daemon = True
+    timer.start()
 
-    def kill_later() -> None:
-        for p in procs:
-            try:
-                p.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
-                p.kill()
 
-    threading.Thread(target=kill_later, daemon=True).start()
+def _signal(pid: int, sig: signal.Signals) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:  # already gone
+        pass
 
 
 def main(argv: list[str] | None = None) -> int:

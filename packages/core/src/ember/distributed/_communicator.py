@@ -36,6 +36,9 @@ class DistributedError(RuntimeError):
     """A collective that failed or timed out; the message names the rank and the operation."""
 
 
+DistributedError.__module__ = "ember.distributed"  # as tracebacks should name it
+
+
 def env_rank_world() -> tuple[int, int]:
     """This process's ``(rank, world_size)`` as its launcher set them; ``(0, 1)`` if none did.
 
