@@ -4,13 +4,15 @@
     python benchmarks/opencl_vs_numpy.py --write docs/performance.md
 
 Each figure is the median of several timed runs after a warm-up (the warm-up also builds the
-kernels); OpenCL timings include waiting for the queue, so they are wall-clock results.
+kernels), numpy and OpenCL runs alternating; OpenCL timings include waiting for the queue, so
+they are wall-clock results.
 The numpy conv2d is ember_cpu's (im2col with sliding windows, then BLAS).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -22,14 +24,17 @@ import ember
 import ember.functional as F
 
 
-def _median(fn: Callable[[], Any], reps: int) -> float:
-    fn()
-    times = []
+def _pair(fn_np: Callable[[], Any], fn_cl: Callable[[], Any], reps: int) -> tuple[float, float]:
+    """Medians of numpy and OpenCL timings taken alternately, so both see the same load."""
+    fn_np()
+    fn_cl()
+    t_np, t_cl = [], []
     for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+        for fn, times in ((fn_np, t_np), (fn_cl, t_cl)):
+            t = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t)
+    return statistics.median(t_np), statistics.median(t_cl)
 
 
 def run(reps: int = 5) -> list[tuple[str, float, float, str]]:
@@ -41,8 +46,7 @@ def run(reps: int = 5) -> list[tuple[str, float, float, str]]:
     a = rng.standard_normal((n, n), dtype=np.float32)
     b = rng.standard_normal((n, n), dtype=np.float32)
     xa, xb = ember.tensor(a, device=dev), ember.tensor(b, device=dev)
-    t_np = _median(lambda: a @ b, reps)
-    t_cl = _median(lambda: _sync(dev, xa @ xb), reps)
+    t_np, t_cl = _pair(lambda: a @ b, lambda: _sync(dev, xa @ xb), reps)
     flop = 2 * n ** 3
     rows.append(("matmul 1024^3 float32 (GFLOP/s)", flop / t_np / 1e9, flop / t_cl / 1e9,
                  "higher is better"))
@@ -51,22 +55,18 @@ def run(reps: int = 5) -> list[tuple[str, float, float, str]]:
     u = rng.standard_normal(m, dtype=np.float32)
     v = rng.standard_normal(m, dtype=np.float32)
     xu, xv = ember.tensor(u, device=dev), ember.tensor(v, device=dev)
-    t_np = _median(lambda: u * v + u, reps)
-    t_cl = _median(lambda: _sync(dev, xu * xv + xu), reps)
+    t_np, t_cl = _pair(lambda: u * v + u, lambda: _sync(dev, xu * xv + xu), reps)
     rows.append(("x * y + x, 2^24 float32 (ms)", t_np * 1e3, t_cl * 1e3, "lower is better"))
 
-    t_np = _median(lambda: np.exp(u), reps)
-    t_cl = _median(lambda: _sync(dev, xu.exp()), reps)
+    t_np, t_cl = _pair(lambda: np.exp(u), lambda: _sync(dev, xu.exp()), reps)
     rows.append(("exp, 2^24 float32 (ms)", t_np * 1e3, t_cl * 1e3, "lower is better"))
 
-    t_np = _median(lambda: u.sum(), reps)
-    t_cl = _median(lambda: _sync(dev, xu.sum()), reps)
+    t_np, t_cl = _pair(lambda: u.sum(), lambda: _sync(dev, xu.sum()), reps)
     rows.append(("sum, 2^24 float32 (ms)", t_np * 1e3, t_cl * 1e3, "lower is better"))
 
     w2 = rng.standard_normal((4096, 4096), dtype=np.float32)
     xw2 = ember.tensor(w2, device=dev)
-    t_np = _median(lambda: w2.sum(axis=1), reps)
-    t_cl = _median(lambda: _sync(dev, xw2.sum(dim=1)), reps)
+    t_np, t_cl = _pair(lambda: w2.sum(axis=1), lambda: _sync(dev, xw2.sum(dim=1)), reps)
     rows.append(("row sums of 4096x4096 float32 (ms)", t_np * 1e3, t_cl * 1e3, "lower is better"))
 
     from ember_cpu.nn import conv2d as np_conv2d
@@ -74,8 +74,8 @@ def run(reps: int = 5) -> list[tuple[str, float, float, str]]:
     x = rng.standard_normal((8, 32, 56, 56), dtype=np.float32)
     w = rng.standard_normal((64, 32, 3, 3), dtype=np.float32)
     xx, xw = ember.tensor(x, device=dev), ember.tensor(w, device=dev)
-    t_np = _median(lambda: np_conv2d(x, w, (1, 1), (1, 1)), reps)
-    t_cl = _median(lambda: _sync(dev, F.conv2d(xx, xw, padding=1)), reps)
+    t_np, t_cl = _pair(lambda: np_conv2d(x, w, (1, 1), (1, 1)),
+                       lambda: _sync(dev, F.conv2d(xx, xw, padding=1)), reps)
     rows.append(("conv2d 8x32x56x56, 64 3x3 filters (ms)", t_np * 1e3, t_cl * 1e3,
                  "lower is better"))
     return rows
@@ -86,10 +86,12 @@ def _sync(dev: ember.Device, t: ember.Tensor) -> None:
     dev.synchronize()
 
 
-def table(rows: list[tuple[str, float, float, str]], device_name: str) -> str:
+def table(rows: list[tuple[str, float, float, str]], device_name: str,
+          load: tuple[float, float]) -> str:
     lines = [f"Measured with `python benchmarks/opencl_vs_numpy.py` on {device_name} "
-             f"({time.strftime('%Y-%m-%d')}); ratio = OpenCL speed / numpy speed (> 1: "
-             "OpenCL faster).", "",
+             f"({time.strftime('%Y-%m-%d %H:%M')}, 1-minute load average {load[0]:.2f} before, "
+             f"{load[1]:.2f} after); ratio = OpenCL speed / numpy speed (> 1: OpenCL faster).",
+             "",
              "| benchmark | numpy | OpenCL (PoCL) | ratio |", "|---|---|---|---|"]
     for name, np_v, cl_v, sense in rows:
         ratio = cl_v / np_v if sense.startswith("higher") else np_v / cl_v
@@ -99,12 +101,14 @@ def table(rows: list[tuple[str, float, float, str]], device_name: str) -> str:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--reps", type=int, default=7)
     p.add_argument("--write", default=None, help="append the table to this markdown file")
     args = p.parse_args()
     dev = ember.device("opencl:0")
     name = getattr(dev.backend, "device_name", "opencl:0")
-    text = table(run(args.reps), name)
+    before = os.getloadavg()[0]
+    rows = run(args.reps)
+    text = table(rows, name, (before, os.getloadavg()[0]))
     print(text)
     if args.write:
         with open(args.write, "a+", encoding="utf-8") as f:
