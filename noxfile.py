@@ -30,6 +30,7 @@ CONFORMANCE_DEVICES = [
     "numpyref",
     "opencl:0",
     "autodiff<opencl:0>",
+    "fusion<opencl:0>",
     "triton-interpret",
     "autodiff<triton-interpret>",
 ]
