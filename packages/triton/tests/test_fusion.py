@@ -7,10 +7,9 @@ needed a second kernel (a combine pass, a matmul head run by the backend) counts
 from __future__ import annotations
 
 import ember
+import ember_fusion
 import numpy as np
 import pytest
-
-import ember_fusion
 
 DEV = "fusion<triton-interpret>"
 

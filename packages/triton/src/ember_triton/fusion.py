@@ -301,7 +301,8 @@ class _FlatKernel:
                     lines.append("    c0 = rem")
         for k in range(nin):
             if self.single[k]:
-                lines.append(f"    x{k} = tl.load(in{k})")
+                # a block, as the unfused kernels load it (stride 0), never a 0-d scalar
+                lines.append(f"    x{k} = tl.load(in{k} + offs * 0)")
             elif rank > 1:
                 off = " + ".join(f"c{d} * A{k}_{d}" for d in range(rank))
                 lines.append(f"    x{k} = tl.load(in{k} + {off}, mask=mask)")
@@ -320,10 +321,7 @@ class _FlatKernel:
             fn = fns.get(e.body, len(n.args), len(e.scalars))
             lines.append(f"    v{j} = {conv_store(fn + '(' + ', '.join(args) + ')', e.out)}")
             if j in outputs:
-                val = f"v{j}"
-                if all(self.single):  # a value of one element: a block of it
-                    val = f"v{j} + tl.zeros([BLOCK], v{j}.dtype)"
-                lines.append(f"    tl.store(out{outputs[j]} + offs, {val}, mask=mask)")
+                lines.append(f"    tl.store(out{outputs[j]} + offs, v{j}, mask=mask)")
         params += [f"sc{i}" for i in range(len(scalars))] + ["n"]
         params += [f"S{d}" for d in range(1, rank)]
         params += [f"A{k}_{d}" for k in range(nin) if not self.single[k] for d in range(rank)]
