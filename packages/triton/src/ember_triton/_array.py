@@ -15,13 +15,24 @@ import numpy as np
 __all__ = ["DeviceArray", "contiguous_strides", "kind_of", "triton_dtype_name"]
 
 
+_STRIDES: dict[tuple[int, ...], tuple[int, ...]] = {}
+
+
 def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    if type(shape) is not tuple:
+        shape = tuple(shape)
+    got = _STRIDES.get(shape)
+    if got is not None:
+        return got
     out = []
     acc = 1
     for n in reversed(shape):
         out.append(acc)
         acc *= max(n, 1)
-    return tuple(reversed(out))
+    got = tuple(reversed(out))
+    if len(_STRIDES) < 65536:  # shapes recur in a training loop; stop caching odd workloads
+        _STRIDES[tuple(int(n) for n in shape)] = got
+    return got
 
 
 _TRITON_NAMES: dict[np.dtype[Any], str] = {}
@@ -57,6 +68,20 @@ class DeviceArray:
         self.dtype = np.dtype(dtype)
         self.strides = contiguous_strides(self.shape) if strides is None else tuple(strides)
         self.offset = int(offset)
+
+    @classmethod
+    def fresh(cls, memory: Any, storage: Any, shape: tuple[int, ...],
+              dtype: np.dtype[Any]) -> DeviceArray:
+        """A contiguous array over a new allocation; ``shape`` is a tuple of ints and
+        ``dtype`` a numpy dtype already (the allocation path skips normalising them)."""
+        a = object.__new__(cls)
+        a.memory = memory
+        a.storage = storage
+        a.shape = shape
+        a.dtype = dtype
+        a.strides = contiguous_strides(shape)
+        a.offset = 0
+        return a
 
     @property
     def ndim(self) -> int:

@@ -59,10 +59,12 @@ class Memory:
     # -- shared ----------------------------------------------------------------------------
 
     def empty(self, shape: tuple[int, ...], dtype: np.dtype[Any]) -> DeviceArray:
+        shape = tuple(int(s) for s in shape)
+        dtype = np.dtype(dtype)
         n = 1
         for s in shape:
             n *= s
-        return DeviceArray(self, self.allocate(max(n, 1) * np.dtype(dtype).itemsize), shape, dtype)
+        return DeviceArray.fresh(self, self.allocate(max(n, 1) * dtype.itemsize), shape, dtype)
 
     def from_numpy(self, array: np.ndarray) -> DeviceArray:
         flat = np.asarray(array)  # Note: not ascontiguousarray, which makes 0-d arrays 1-d

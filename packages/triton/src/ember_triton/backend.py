@@ -97,6 +97,8 @@ class TritonBackend(Backend):
         self.selector = KernelSelector(memory.device_id(), memory.timer)
         self.use_cublas = os.environ.get("EMBER_CUBLAS", "1") != "0"
         self._scalars: dict[tuple[Any, bytes], DeviceArray] = {}
+        #: recurring elementwise launches by operand layout (see `_codegen.elementwise`)
+        self.elementwise_plans: dict[Any, tuple[Any, ...]] = {}
         #: compiled kernels by `launch_key`, launched without the JIT's binding
         self._launchers: dict[Any, tuple[Any, tuple[Any, ...]]] = {}
         self.fast_launch = not memory.interpret and _fast_launch_allowed()
