@@ -33,6 +33,8 @@ CONFORMANCE_DEVICES = [
     "fusion<opencl:0>",
     "triton-interpret",
     "autodiff<triton-interpret>",
+    "fusion<triton-interpret>",
+    "autodiff<fusion<triton-interpret>>",
 ]
 
 
