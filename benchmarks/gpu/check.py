@@ -188,6 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=os.environ.get("OUT") or "artifacts/gpu-check")
     p.add_argument("--budget", type=float, default=480.0, help="seconds for everything")
     p.add_argument("--no-autodiff", action="store_true")
+    p.add_argument("--device", action="append", default=None,
+                   help="conformance on these stacks instead (repeatable), e.g. "
+                        "--device 'fusion<cuda:0>' --device 'autodiff<fusion<cuda:0>>'")
     args = p.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -200,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
         devices = ["cuda:0"]
         if not args.no_autodiff and (ROOT / "packages/autodiff").exists():
             devices.append("autodiff<cuda:0>")
+        if args.device:
+            devices = list(args.device)
         runs = []
         for i, dev in enumerate(devices):
             left = args.budget - (time.perf_counter() - t0)

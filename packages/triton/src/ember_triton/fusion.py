@@ -125,9 +125,16 @@ class TritonFusionCompiler:
             return _FlatKernel(self, group)
         limit = self.limit or (1 << 14 if interp else 4096)
         head = group.nodes[0].op is ops.linalg.matmul
-        ok_head = (not head or (group.mode == "rows" and group.rows > 1
-                                and group.nodes[0].shape[1] > 1
-                                and group.nodes[0].dtype.name in ("float32", "float64")))
+        if head:
+            # the tile of a program is BM x pad(N) (x BK for float64's multiply-add path): keep
+            # it within what a GPU program holds in registers
+            f64 = group.nodes[0].dtype.name == "float64"
+            widest = 1024 if interp else (64 if f64 else 256)
+            ok_head = (group.mode == "rows" and group.rows > 1
+                       and 1 < group.nodes[0].shape[1] <= widest
+                       and group.nodes[0].dtype.name in ("float32", "float64"))
+        else:
+            ok_head = True
         if ok_head and not any(n.op is ops.linalg.matmul for n in group.nodes[1:]):
             gen = BlockGen(group, limit, interp)
             if gen.fits:
