@@ -16,6 +16,7 @@ from ember._tensor import Tensor
 from ember.ops import Op
 
 from ._tape import Cell, Node
+from .rules import RULES
 from .tensor import AutodiffTensor
 
 __all__ = ["AutodiffBackend"]
@@ -67,6 +68,11 @@ class AutodiffBackend(Decorator):
         return value
 
     # -- dispatch ---------------------------------------------------------------------------
+
+    def implements(self, op: Op) -> bool:
+        """A composite runs as one op here when the inner device implements it and a rule
+        differentiates it; otherwise it decomposes and its primitives are recorded."""
+        return op in RULES and self.inner.implements(op)
 
     def dispatch(self, op: Op, args: Sequence[Tensor], params: dict[str, Any]) -> Any:
         cells = [a._data for a in args]

@@ -18,9 +18,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import ember
+import ember.functional as F
 from ember._apply import apply
 from ember._tensor import Tensor
-from ember.ops import Op, creation, elementwise, linalg, movement, nn, reduction
+from ember.ops import Op, composite, creation, elementwise, linalg, movement, nn, reduction
 
 __all__ = ["RULES", "sum_to"]
 
@@ -510,3 +511,35 @@ def _embedding(g: Tensor, out: Tensor, weight: Tensor, indices: Tensor) -> Grads
     index = indices.reshape(-1, 1).expand(rows.shape[0], d)
     return apply(movement.scatter_add, _zeros(weight), index, rows, dim=0), None
 
+
+
+# -- composites (ember.ops.composite) ---------------------------------------------------------
+# Recorded only where the inner device runs the composite as its own kernel (see
+# `AutodiffBackend.implements`); elsewhere the composite decomposes and its primitives are
+# recorded.  The backward composites fall back to decompositions the same way.
+
+
+RULES[composite.softmax] = lambda g, out, x, dim: (F.softmax_backward(out, g, dim),)
+RULES[composite.log_softmax] = lambda g, out, x, dim: (F.log_softmax_backward(out, g, dim),)
+
+
+@rule(composite.layer_norm)
+def _layer_norm(g: Tensor, out: tuple[Tensor, Tensor, Tensor], x: Tensor, *wb: Tensor,
+                ndim: int, eps: float, weight: bool, bias: bool) -> Grads:
+    _, mean, rstd = out
+    dx, dw, db = F.layer_norm_backward(g, x, mean, rstd, wb[0] if weight else None, ndim,
+                                       affine=weight or bias)
+    return (dx, *((dw,) if weight else ()), *((db,) if bias else ()))
+
+
+@rule(composite.rms_norm)
+def _rms_norm(g: Tensor, out: tuple[Tensor, Tensor], x: Tensor, *w: Tensor, ndim: int,
+              eps: float, weight: bool) -> Grads:
+    dx, dw = F.rms_norm_backward(g, x, out[1], w[0] if weight else None, ndim)
+    return (dx, dw) if weight else (dx,)
+
+
+@rule(composite.cross_entropy)
+def _cross_entropy(g: Tensor, out: tuple[Tensor, Tensor, Tensor], logits: Tensor,
+                   target: Tensor, **params: Any) -> Grads:
+    return F.cross_entropy_backward(g, logits, target, out[1], out[2], **params), None

@@ -67,6 +67,14 @@ class Backend:
 
     # -- dispatch ---------------------------------------------------------------------------
 
+    def implements(self, op: Op) -> bool:
+        """Whether ``op`` runs here as a kernel of this backend's own.
+
+        Core asks this of composite ops (`ember.ops.composite`) before dispatching one, and
+        computes the op from primitives when the answer is no.  A table look-up.
+        """
+        return op in self.kernels
+
     def dispatch(self, op: Op, args: Sequence[Tensor], params: dict[str, Any]) -> Any:
         """Run ``op`` on tensors of this device and wrap the result(s) as tensors."""
         kernel = self.kernels.get(op)
@@ -112,6 +120,11 @@ class Decorator(Backend):
 
     def supports(self, dtype: DType) -> bool:
         return self.inner.supports(dtype)
+
+    def implements(self, op: Op) -> bool:
+        """Composites decompose into primitives unless a decorator says it handles the op
+        (then its inner device must implement it too)."""
+        return False
 
     def synchronize(self) -> None:
         self.inner.synchronize()

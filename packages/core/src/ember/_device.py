@@ -97,7 +97,8 @@ class Device:
     ('cpu', True)
     """
 
-    __slots__ = ("_backend", "dispatch", "index", "inner", "name", "options", "tensor_type")
+    __slots__ = ("_backend", "dispatch", "implements", "index", "inner", "name", "options",
+                 "tensor_type")
 
     name: str
     index: int | None
@@ -115,6 +116,8 @@ class Device:
         self._backend = backend
         # bound once so that per-op dispatch is a single attribute look-up
         self.dispatch = backend.dispatch
+        #: ``implements(op)``: whether a composite op runs as this device's own kernel
+        self.implements = backend.implements
         self.tensor_type: type[Tensor] = getattr(backend, "tensor_type", Tensor)
         backend.device = self
 

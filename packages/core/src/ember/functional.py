@@ -1,7 +1,10 @@
 """Composite ops built from primitives: activations, normalisation, losses, layers' maths.
 
-A backend need not implement any of these; it may override one for speed by putting a kernel
-for the composite's name in its table (see `docs/writing-a-backend.md`).
+A backend need not implement any of these.  The softmax family, the norms and cross entropy
+are also ops (`ember.ops.composite`): where ``x.device.implements(op)`` (a kernel for the op in
+the backend's table, see `docs/writing-a-backend.md`) the op runs as that kernel, otherwise
+the decomposition below runs on the device.  Their backward composites live in
+`ember._backward` and are re-exported here.
 """
 
 from __future__ import annotations
@@ -12,8 +15,15 @@ from typing import TYPE_CHECKING
 
 from . import _dtype as dt
 from ._apply import apply, cast, normalize_dim, to_float
+from ._backward import (
+    cross_entropy_backward,
+    layer_norm_backward,
+    log_softmax_backward,
+    rms_norm_backward,
+    softmax_backward,
+)
 from ._errors import ShapeError
-from .ops import nn as nnops
+from .ops import composite as cops, nn as nnops
 from .ops._op import Op
 
 if TYPE_CHECKING:
@@ -22,10 +32,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "adaptive_avg_pool2d", "avg_pool2d", "conv1d", "conv2d", "conv_transpose1d",
-    "conv_transpose2d", "cross_entropy", "dropout", "elu", "embedding", "gelu", "hardtanh",
-    "interpolate", "layer_norm", "leaky_relu", "linear", "log_softmax", "logsumexp",
-    "max_pool2d", "mish", "mse_loss", "nll_loss", "one_hot", "relu", "rms_norm", "silu",
-    "softmax", "softplus",
+    "conv_transpose2d", "cross_entropy", "cross_entropy_backward", "dropout", "elu",
+    "embedding", "gelu", "hardtanh", "interpolate", "layer_norm", "layer_norm_backward",
+    "leaky_relu", "linear", "log_softmax", "log_softmax_backward", "logsumexp", "max_pool2d",
+    "mish", "mse_loss", "nll_loss", "one_hot", "relu", "rms_norm", "rms_norm_backward", "silu",
+    "softmax", "softmax_backward", "softplus",
 ]
 
 IntPair = int | Sequence[int]
@@ -111,6 +122,8 @@ def softmax(x: Tensor, dim: int = -1) -> Tensor:
     0.5
     """
     x = to_float(x)
+    if x.ndim and x._device.implements(cops.softmax):
+        return apply(cops.softmax, x, dim=normalize_dim(dim, x.ndim))  # type: ignore[no-any-return]
     e = (x - x.amax(dim=dim, keepdim=True).detach()).exp()
     return e / e.sum(dim=dim, keepdim=True)
 
@@ -118,6 +131,9 @@ def softmax(x: Tensor, dim: int = -1) -> Tensor:
 def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
     """``log(softmax(x))`` computed stably."""
     x = to_float(x)
+    if x.ndim and x._device.implements(cops.log_softmax):
+        return apply(cops.log_softmax, x,  # type: ignore[no-any-return]
+                     dim=normalize_dim(dim, x.ndim))
     shifted = x - x.amax(dim=dim, keepdim=True).detach()
     return shifted - shifted.exp().sum(dim=dim, keepdim=True).log()
 
@@ -132,6 +148,12 @@ def layer_norm(x: Tensor, normalized_shape: int | Sequence[int], weight: Tensor 
     if tuple(x.shape[x.ndim - len(shape):]) != shape:
         raise ShapeError(f"layer_norm: normalized_shape {shape} does not match the last axes "
                          f"of input {x.shape}")
+    if (shape and x.dtype.is_floating_point and _fits(weight, x, shape) and _fits(bias, x, shape)
+            and x._device.implements(cops.layer_norm)):
+        args = [t for t in (x, weight, bias) if t is not None]
+        out = apply(cops.layer_norm, *args, ndim=len(shape), eps=float(eps),
+                    weight=weight is not None, bias=bias is not None)
+        return out[0]  # type: ignore[no-any-return]
     dims = tuple(range(x.ndim - len(shape), x.ndim))
     mu = x.mean(dim=dims, keepdim=True)
     centred = x - mu
@@ -150,8 +172,19 @@ def rms_norm(x: Tensor, normalized_shape: int | Sequence[int], weight: Tensor | 
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     dims = tuple(range(x.ndim - len(shape), x.ndim))
     eps = eps if eps is not None else float(_finfo_eps(x.dtype))
+    if (shape and x.dtype.is_floating_point and tuple(x.shape[x.ndim - len(shape):]) == shape
+            and _fits(weight, x, shape) and x._device.implements(cops.rms_norm)):
+        args = [x] if weight is None else [x, weight]
+        out = apply(cops.rms_norm, *args, ndim=len(shape), eps=float(eps),
+                    weight=weight is not None)
+        return out[0]  # type: ignore[no-any-return]
     out = x * ((x * x).mean(dim=dims, keepdim=True) + eps).rsqrt()
     return out * weight if weight is not None else out
+
+
+def _fits(t: Tensor | None, x: Tensor, shape: tuple[int, ...]) -> bool:
+    """Whether an optional weight or bias can go to a fused norm kernel as it is."""
+    return t is None or (t._dtype is x._dtype and tuple(t.shape) == shape)
 
 
 def _finfo_eps(dtype: dt.DType) -> float:
@@ -331,6 +364,11 @@ def cross_entropy(logits: Tensor, target: Tensor, weight: Tensor | None = None,
     1.3863
     """
     cdim = 1 if logits.ndim > 1 else 0
+    if (weight is None and not target.dtype.is_floating_point and logits.ndim
+            and logits.dtype.is_floating_point and reduction in ("mean", "sum", "none")
+            and tuple(target.shape) == tuple(logits.shape[:cdim] + logits.shape[cdim + 1:])
+            and logits._device.implements(cops.cross_entropy)):
+        return _fused_cross_entropy(logits, target, ignore_index, reduction, label_smoothing)
     logp = log_softmax(logits, dim=cdim)
     if target.dtype.is_floating_point:  # class probabilities
         c = logits.shape[cdim]
@@ -351,6 +389,20 @@ def cross_entropy(logits: Tensor, target: Tensor, weight: Tensor | None = None,
     else:
         smooth_r = _reduce_loss(smooth, reduction)
     return nll * (1 - label_smoothing) + smooth_r * label_smoothing
+
+
+def _fused_cross_entropy(logits: Tensor, target: Tensor, ignore_index: int, reduction: str,
+                         label_smoothing: float) -> Tensor:
+    """The composite op over ``[M, C]`` rows: the class axis moved last, other axes flattened."""
+    c = logits.shape[1] if logits.ndim > 1 else logits.shape[0]
+    if logits.ndim > 2:
+        logits = logits.permute(0, *range(2, logits.ndim), 1)
+    rows = logits.reshape(-1, c)
+    out = apply(cops.cross_entropy, rows, cast(target, dt.int64).reshape(-1),
+                ignore_index=int(ignore_index), label_smoothing=float(label_smoothing),
+                reduction=reduction)
+    loss: Tensor = out[0]
+    return loss.reshape(target.shape) if reduction == "none" else loss
 
 
 def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:

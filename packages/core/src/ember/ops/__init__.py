@@ -1,20 +1,25 @@
 """The primitive set every backend fills, grouped like the array API standard.
 
 Each primitive is an :class:`Op`; a backend's op table maps ops to kernels.  Composite ops
-(softmax, layer_norm, ...) are built from these in :mod:`ember.functional` and need nothing
-from a backend.
+(softmax, layer_norm, ...) are also `Op` objects (:mod:`ember.ops.composite`), but core
+computes them from primitives wherever a backend has no kernel of its own for them.
 """
 
-from . import creation, elementwise, linalg, movement, nn, reduction
+from . import composite, creation, elementwise, linalg, movement, nn, reduction
 from ._op import Op, registry
 
-__all__ = ["Op", "creation", "elementwise", "linalg", "movement", "nn", "primitives",
-           "reduction", "registry"]
+__all__ = ["Op", "composite", "composites", "creation", "elementwise", "linalg", "movement",
+           "nn", "primitives", "reduction", "registry"]
 
 
 def primitives() -> tuple[Op, ...]:
-    """Every primitive of the core set (custom ops of plugins excluded)."""
-    return tuple(op for op in registry.values() if op.group != "custom")
+    """Every primitive of the core set (custom ops of plugins and composites excluded)."""
+    return tuple(op for op in registry.values() if op.group not in ("custom", "composite"))
+
+
+def composites() -> tuple[Op, ...]:
+    """Every composite op: a backend may implement any of them for speed, none is required."""
+    return tuple(op for op in registry.values() if op.composite)
 
 
 def __getattr__(name: str) -> Op:

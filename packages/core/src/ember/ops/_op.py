@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-from .._dtype import DType, bool_, int64
+from .._dtype import DType, bool_, float32, int64
 
 __all__ = ["Op", "registry"]
 
@@ -45,6 +45,29 @@ def _same_and_index(args: Sequence[Any], params: dict[str, Any]) -> tuple[DType,
     return args[0]._dtype, int64
 
 
+def _stat(dtype: DType) -> DType:
+    """Row statistics (mean, rstd, logsumexp) of half types are kept in float32."""
+    return float32 if dtype.itemsize < 4 else dtype
+
+
+def _same_and_stats(args: Sequence[Any], params: dict[str, Any]) -> tuple[DType, DType, DType]:
+    d: DType = args[0]._dtype
+    return d, _stat(d), _stat(d)
+
+
+def _same_and_stat(args: Sequence[Any], params: dict[str, Any]) -> tuple[DType, DType]:
+    d: DType = args[0]._dtype
+    return d, _stat(d)
+
+
+def _same_twice(args: Sequence[Any], params: dict[str, Any]) -> tuple[DType, DType]:
+    return args[0]._dtype, args[0]._dtype
+
+
+def _same_thrice(args: Sequence[Any], params: dict[str, Any]) -> tuple[DType, DType, DType]:
+    return args[0]._dtype, args[0]._dtype, args[0]._dtype
+
+
 RESULT_RULES: Final[dict[str, DTypeRule]] = {
     "same": _same,
     "last": _last,
@@ -52,21 +75,28 @@ RESULT_RULES: Final[dict[str, DTypeRule]] = {
     "index": _index,
     "param": _param,
     "same+index": _same_and_index,
+    "same+stats": _same_and_stats,
+    "same+stat": _same_and_stat,
+    "same*2": _same_twice,
+    "same*3": _same_thrice,
 }
 
 
 class Op:
-    """A primitive operation.
+    """A primitive or composite operation.
 
     Parameters
     ----------
     name : the op's name, unique in :data:`registry`.
     group : the array-API section it belongs to: ``creation``, ``elementwise``, ``reduction``,
-        ``movement``, ``linalg``, ``nn``.
+        ``movement``, ``linalg``, ``nn``; ``composite`` for ops that core can also compute
+        from primitives (a backend may implement them, it need not: see `ember.ops.composite`).
     arity : number of tensor inputs; ``-1`` for a variadic op (``cat``).
     params : names of the keyword parameters kernels receive, already normalised by core.
     result : rule giving the output dtype(s) from the input dtypes and params: ``same``,
-        ``last``, ``bool``, ``index`` (int64), ``param`` (``params["dtype"]``) or ``same+index``.
+        ``last``, ``bool``, ``index`` (int64), ``param`` (``params["dtype"]``), ``same+index``;
+        composites also use ``same+stats`` / ``same+stat`` (the input's dtype, then two / one
+        row statistics in float32 for half types) and ``same*2`` / ``same*3``.
     outputs : number of outputs (``sort`` returns values and indices).
     differentiable : whether gradients flow through it (Autodiff keeps a rule for each).
     dtypes : which input dtypes it accepts: ``any``, ``float``, ``int`` (ints and bool), ``number``
@@ -82,6 +112,7 @@ class Op:
     __slots__ = (
         "__weakref__",
         "arity",
+        "composite",
         "differentiable",
         "dtypes",
         "group",
@@ -115,6 +146,8 @@ class Op:
         self.outputs = outputs
         self.differentiable = differentiable
         self.dtypes = dtypes
+        #: a composite has a decomposition in core; backends may, but need not, implement it
+        self.composite = group == "composite"
         registry[name] = self
 
     def __repr__(self) -> str:

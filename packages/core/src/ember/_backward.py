@@ -1,0 +1,139 @@
+"""Backward composites: the gradients of softmax, the norms and cross entropy.
+
+Autodiff's rules for the composite ops call these.  Each runs the device's own kernel for its
+op (`ember.ops.composite`) where ``device.implements(op)``, and its decomposition from ember
+ops otherwise, so it works on any device and, under ``create_graph``, is itself
+differentiable.  Row statistics (``mean``, ``rstd``, ``lse``, ``count``) are what the forward
+composite op returned: float32 for half inputs, shaped like the input without its normalised
+(or class) axes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from . import _dtype as dt
+from ._apply import apply, cast, normalize_dim
+from .ops import composite as cops
+
+if TYPE_CHECKING:
+    from ._tensor import Tensor
+
+__all__ = ["cross_entropy_backward", "layer_norm_backward", "log_softmax_backward",
+           "rms_norm_backward", "softmax_backward"]
+
+
+def softmax_backward(y: Tensor, g: Tensor, dim: int = -1) -> Tensor:
+    """The gradient of ``x`` given ``y = softmax(x, dim)`` and ``g``, the gradient of ``y``:
+    ``y * (g - sum(g * y, dim))``.
+
+    Examples
+    --------
+    >>> import ember
+    >>> y = ember.tensor([0.5, 0.5])
+    >>> ember.functional.softmax_backward(y, ember.tensor([1.0, 0.0])).tolist()
+    [0.25, -0.25]
+    """
+    d = normalize_dim(dim, y.ndim)
+    if y.ndim and g._dtype is y._dtype and y._device.implements(cops.softmax_backward):
+        return apply(cops.softmax_backward, y, g, dim=d)  # type: ignore[no-any-return]
+    return y * (g - (g * y).sum(dim=d, keepdim=True))
+
+
+def log_softmax_backward(y: Tensor, g: Tensor, dim: int = -1) -> Tensor:
+    """The gradient of ``x`` given ``y = log_softmax(x, dim)`` and ``g``, the gradient of
+    ``y``: ``g - exp(y) * sum(g, dim)``."""
+    d = normalize_dim(dim, y.ndim)
+    if y.ndim and g._dtype is y._dtype and y._device.implements(cops.log_softmax_backward):
+        return apply(cops.log_softmax_backward, y, g, dim=d)  # type: ignore[no-any-return]
+    return g - y.exp() * g.sum(dim=d, keepdim=True)
+
+
+def _keep(stat: Tensor, x: Tensor, ndim: int) -> Tensor:
+    """A row statistic with the normalised axes back, as size-1 axes."""
+    return stat.reshape(*x.shape[:x.ndim - ndim], *([1] * ndim))
+
+
+def layer_norm_backward(g: Tensor, x: Tensor, mean: Tensor, rstd: Tensor,
+                        weight: Tensor | None, ndim: int, affine: bool
+                        ) -> tuple[Tensor, Tensor | None, Tensor | None]:
+    """Gradients of ``layer_norm``'s input, weight and bias (the last two when ``affine``).
+
+    With ``xhat = (x - mean) * rstd`` and ``h = g * weight``:
+    ``dx = rstd * (h - mean(h) - xhat * mean(h * xhat))``, ``dweight = sum(g * xhat)`` and
+    ``dbias = sum(g)`` over the leading axes.
+    """
+    if g._dtype is x._dtype and x._device.implements(cops.layer_norm_backward):
+        args = [g, x, mean, rstd] + ([weight] if weight is not None else [])
+        dx, dw, db = apply(cops.layer_norm_backward, *args, ndim=ndim,
+                           weight=weight is not None, affine=affine)
+        if not affine:
+            return dx, None, None
+        shape = tuple(x.shape[x.ndim - ndim:])
+        return dx, dw.reshape(shape), db.reshape(shape)
+    dims = tuple(range(x.ndim - ndim, x.ndim))
+    lead = tuple(range(x.ndim - ndim))
+    r = _keep(rstd, x, ndim)
+    xhat = (x - _keep(mean, x, ndim)) * r
+    h = g if weight is None else g * weight
+    dx = r * (h - h.mean(dim=dims, keepdim=True) - xhat * (h * xhat).mean(dim=dims, keepdim=True))
+    dx = cast(dx, x._dtype)
+    if not affine:
+        return dx, None, None
+    dw = cast((g * xhat).sum(dim=lead) if lead else g * xhat, x._dtype)
+    db = g.sum(dim=lead) if lead else g
+    return dx, dw, db
+
+
+def rms_norm_backward(g: Tensor, x: Tensor, rstd: Tensor, weight: Tensor | None,
+                      ndim: int) -> tuple[Tensor, Tensor | None]:
+    """Gradients of ``rms_norm``'s input and weight (None without one).
+
+    With ``h = g * weight``: ``dx = rstd * (h - x * rstd**2 * mean(h * x))`` and
+    ``dweight = sum(g * x * rstd)`` over the leading axes.
+    """
+    if g._dtype is x._dtype and x._device.implements(cops.rms_norm_backward):
+        args = [g, x, rstd] + ([weight] if weight is not None else [])
+        dx, dw = apply(cops.rms_norm_backward, *args, ndim=ndim, weight=weight is not None)
+        if weight is None:
+            return dx, None
+        return dx, dw.reshape(tuple(x.shape[x.ndim - ndim:]))
+    dims = tuple(range(x.ndim - ndim, x.ndim))
+    lead = tuple(range(x.ndim - ndim))
+    r = _keep(rstd, x, ndim)
+    h = g if weight is None else g * weight
+    dx = cast(r * (h - x * (r * r) * (h * x).mean(dim=dims, keepdim=True)), x._dtype)
+    if weight is None:
+        return dx, None
+    gx = g * x * r
+    return dx, cast(gx.sum(dim=lead) if lead else gx, x._dtype)
+
+
+def cross_entropy_backward(g: Tensor, logits: Tensor, target: Tensor, lse: Tensor,
+                           count: Tensor, ignore_index: int, label_smoothing: float,
+                           reduction: str) -> Tensor:
+    """Gradient of ``cross_entropy``'s ``logits[M, C]`` (integer ``target[M]``).
+
+    ``(softmax(logits) - (1 - s) onehot(target) - s / C)`` times ``g`` (divided by ``count``
+    for ``mean``), zero on rows whose target is ``ignore_index``.
+    """
+    if g._dtype is logits._dtype and logits._device.implements(cops.cross_entropy_backward):
+        return apply(cops.cross_entropy_backward, g, logits,  # type: ignore[no-any-return]
+                     target, lse, count, ignore_index=ignore_index,
+                     label_smoothing=label_smoothing, reduction=reduction)
+    from ._creation import arange
+
+    c = logits.shape[1]
+    p = (logits - lse.unsqueeze(1)).exp()
+    valid = target != ignore_index
+    safe = target * cast(valid, dt.int64)
+    onehot = cast(safe.unsqueeze(1) == arange(c, device=logits.device), p._dtype)
+    d = p - onehot * (1.0 - label_smoothing)
+    if label_smoothing:
+        d = d - label_smoothing / c
+    scale = cast(valid, p._dtype)
+    if reduction == "none":
+        scale = scale * g
+    else:
+        scale = scale * (g / count if reduction == "mean" else g)
+    return cast(d * scale.unsqueeze(1), logits._dtype)

@@ -1,0 +1,57 @@
+"""Composite ops: core computes each from primitives, a backend may run it as one kernel.
+
+``ember.functional`` calls a composite's op when the tensor's device implements it
+(``device.implements(op)``: a kernel in the backend's table; a decorator decides for itself)
+and runs the decomposition in core otherwise, so a backend never *has* to fill these.  The
+backward composites (``*_backward``) are what Autodiff's rules for the forward ones call; they
+fall back to decompositions the same way.
+
+Parameters arrive normalised: ``dim`` is a non-negative axis; ``ndim`` (the number of trailing
+normalised axes) is at least 1; weights and biases have the normalised shape and the input's
+dtype; row statistics (``mean``, ``rstd``, ``lse``, ``count``) are float32 for half inputs and
+the input's dtype otherwise, shaped like the input without its normalised (or class) axes.
+Optional tensor inputs are left out of the argument list, and ``weight``/``bias`` flags say
+which are there.
+"""
+
+from ._op import Op
+
+_ROWS = ("dim",)
+
+#: ``softmax(x, dim=)``
+softmax = Op("softmax", "composite", 1, _ROWS, dtypes="float")
+#: ``log_softmax(x, dim=)``
+log_softmax = Op("log_softmax", "composite", 1, _ROWS, dtypes="float")
+#: ``softmax_backward(y, g, dim=)`` -> ``y * (g - sum(g * y, dim))`` where ``y`` = softmax(x).
+softmax_backward = Op("softmax_backward", "composite", 2, _ROWS, dtypes="float")
+#: ``log_softmax_backward(y, g, dim=)`` -> ``g - exp(y) * sum(g, dim)``, ``y`` = log_softmax(x).
+log_softmax_backward = Op("log_softmax_backward", "composite", 2, _ROWS, dtypes="float")
+
+#: ``layer_norm(x, [weight], [bias], ndim=, eps=, weight=bool, bias=bool)`` ->
+#: ``(y, mean, rstd)`` with the biased variance, as PyTorch.
+layer_norm = Op("layer_norm", "composite", -1, ("ndim", "eps", "weight", "bias"),
+                result="same+stats", outputs=3, dtypes="float")
+#: ``layer_norm_backward(g, x, mean, rstd, [weight], ndim=, weight=bool, affine=bool)`` ->
+#: ``(dx, dweight, dbias)``; ``dweight`` and ``dbias`` (normalised shape) are computed when
+#: ``affine``, else they are empty ``(0,)`` tensors.
+layer_norm_backward = Op("layer_norm_backward", "composite", -1, ("ndim", "weight", "affine"),
+                         result="same*3", outputs=3, dtypes="float")
+
+#: ``rms_norm(x, [weight], ndim=, eps=, weight=bool)`` -> ``(y, rstd)``.
+rms_norm = Op("rms_norm", "composite", -1, ("ndim", "eps", "weight"), result="same+stat",
+              outputs=2, dtypes="float")
+#: ``rms_norm_backward(g, x, rstd, [weight], ndim=, weight=bool)`` -> ``(dx, dweight)``;
+#: ``dweight`` is empty ``(0,)`` without a weight.
+rms_norm_backward = Op("rms_norm_backward", "composite", -1, ("ndim", "weight"),
+                       result="same*2", outputs=2, dtypes="float")
+
+_CE = ("ignore_index", "label_smoothing", "reduction")
+#: ``cross_entropy(logits[M, C], target[M] int64, ignore_index=, label_smoothing=,
+#: reduction=("mean"|"sum"|"none"))`` -> ``(loss, lse[M], count[])``: the loss (0-d, or
+#: ``[M]`` for ``none``), each row's logsumexp and the number of targets not ignored.
+cross_entropy = Op("cross_entropy", "composite", 2, _CE, result="same+stats", outputs=3,
+                   dtypes="float")
+#: ``cross_entropy_backward(g, logits, target, lse, count, ...)`` -> ``dlogits``:
+#: ``(softmax - (1 - s) onehot - s / C)`` scaled by ``g`` (and ``1 / count`` for ``mean``),
+#: zero on ignored rows.
+cross_entropy_backward = Op("cross_entropy_backward", "composite", 5, _CE, dtypes="float")
