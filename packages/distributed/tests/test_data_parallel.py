@@ -84,5 +84,7 @@ def test_a_hung_rank_makes_the_other_time_out_and_abort_the_job(tmp_path: Path) 
     assert proc.returncode != 0, out
     assert "DistributedError: rank 0 of 2 (mpi): all_reduce" in out, out
     assert "timed out after 3." in out and "EMBER_DIST_TIMEOUT=3" in out, out
-    assert "MPI_ABORT was invoked on rank 0" in out, out
+    # the stopped rank 1 never exits by itself: the job ending at all shows that rank 0's
+    # MPI_Abort tore it down (mpirun's own "MPI_ABORT was invoked" banner is not always
+    # flushed before it exits, so it is not asserted)
     assert elapsed < 60, f"took {elapsed:.1f} s"
