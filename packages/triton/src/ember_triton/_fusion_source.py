@@ -165,7 +165,8 @@ def combine_source(op: str, acc: np.dtype[Any], out: np.dtype[Any], count: int) 
             "    q = tl.program_id(0).to(tl.int64) * BQ + tl.arange(0, BQ)\n"
             "    m = q < Q\n"
             f"    acc = tl.full([BQ], {ident}, {ta})\n"
+            "    q64 = q * 0 + Q  # int64: P * Q may pass 2^31\n"
             "    for p in range(0, P):\n"
-            "        v = tl.load(part + p * Q + q, mask=m)\n"
+            "        v = tl.load(part + p * q64 + q, mask=m)\n"
             f"        {step}\n"
             f"    tl.store(out + q, {conv_store(fin, out)}, mask=m)\n")
