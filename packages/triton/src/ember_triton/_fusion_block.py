@@ -82,8 +82,10 @@ class BlockGen:
         self.cross = sorted(group.cross)
         inner = max([self._inner(self.cshape(j)) for j in range(len(group.nodes))
                      if j not in group.cross] + [1])
+        self.used = {-1 - a for n in group.nodes for a in n.args if a < 0}
         for k, (s, _) in enumerate(group.inputs):
-            inner = max(inner, self._inner(self.in_shape(k, len(s) + self.whole)))
+            if k in self.used:
+                inner = max(inner, self._inner(self.in_shape(k, len(s) + self.whole)))
         if self.head:
             nn = group.nodes[0].shape[1]
             self.pads[nn] = max(16, pad(nn))
@@ -131,7 +133,7 @@ class BlockGen:
 
     def row_len(self) -> int:
         return max(cs[1] for cs in [self.cshape(j) for j in range(len(self.g.nodes))]
-                   + [self.in_shape(k, 2) for k in range(len(self.g.inputs))] if len(cs) > 1)
+                   + [self.in_shape(k, 2) for k in sorted(self.used)] if len(cs) > 1)
 
     def dims(self, cs: tuple[int, ...]) -> list[str]:
         """Block dims of a value of shape ``cs``."""
@@ -368,7 +370,7 @@ class BlockGen:
                 "    rows = tl.program_id(0).to(tl.int64) * BM + tl.arange(0, BM)"]
         pads = sorted({self.pad(e) for j in range(len(g.nodes)) if j not in g.cross
                        for e in self.cshape(j)[1:] if e > 1}
-                      | {self.pad(e) for k, (s, _) in enumerate(g.inputs)
+                      | {self.pad(e) for k, (s, _) in enumerate(g.inputs) if k in self.used
                          for e in self.in_shape(k, len(s) + self.whole)[1:] if e > 1})
         if not self.loop:
             head += [f"    ar{p} = tl.arange(0, {p}).to(tl.int64)" for p in pads]

@@ -281,8 +281,12 @@ class _FlatKernel:
         self.shape = group.nodes[0].shape
         self.size = math.prod(self.shape)
         self.outputs = [numpy_dtype(group.nodes[j].dtype) for j in group.outputs]
-        #: inputs of one element are loaded once, not per element
-        self.single = [math.prod(s) == 1 for s, _ in group.inputs]
+        #: inputs of one element are loaded once, not per element; unused ones (left by a
+        #: split head) not at all
+        used = {-1 - a for n in group.nodes for a in n.args if a < 0}
+        self.single = [math.prod(s) == 1 or k not in used
+                       for k, (s, _) in enumerate(group.inputs)]
+        self.used = used
         self.kernels: dict[int, tuple[Any, list[DeviceArray]]] = {}
         be = c.be
         if be.memory.interpret:
@@ -307,6 +311,8 @@ class _FlatKernel:
                 else:
                     lines.append("    c0 = rem")
         for k in range(nin):
+            if k not in self.used:
+                continue
             if self.single[k]:
                 # a block, as the unfused kernels load it (stride 0), never a 0-d scalar
                 lines.append(f"    x{k} = tl.load(in{k} + offs * 0)")
