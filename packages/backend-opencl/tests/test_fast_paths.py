@@ -117,3 +117,19 @@ def test_16_bit_float_matmul_and_sort(cl_device: object, dt: object, npdt: type)
     np.testing.assert_array_equal(i.numpy(), np.argsort(a.astype(np.float32), axis=1,
                                                          kind="stable"))
     np.testing.assert_array_equal(_bits(v.numpy()), _bits(np.sort(a, axis=1)))
+
+
+@pytest.mark.parametrize("shape,dims", [((4096, 37), (0,)), ((3, 500, 40), (1,)),
+                                        ((1000, 16), (0,)), ((7, 5, 33), (0,))])
+def test_column_reductions_match_numpy(cl_device: object, shape: tuple, dims: tuple) -> None:
+    a = RNG.standard_normal(shape).astype(np.float32)
+    a.flat[35] = np.nan
+    x = _t(a, cl_device)
+    a64 = a.astype(np.float64)
+    check(x.sum(dim=dims), a64.sum(axis=dims), rtol=1e-5, atol=1e-4)
+    check(x.mean(dim=dims), a64.mean(axis=dims), rtol=1e-5, atol=1e-5)
+    check(x.amax(dim=dims), a64.max(axis=dims))
+    check(x.amin(dim=dims), a64.min(axis=dims))
+    i = RNG.integers(-100, 100, shape).astype(np.int32)
+    check(_t(i, cl_device).sum(dim=dims), i.astype(np.int64).sum(axis=dims))
+    check(_t(i, cl_device).amax(dim=dims), i.max(axis=dims))

@@ -174,19 +174,24 @@ def _vec_ok(kind: str, x: CLArray, rdims: list[int], rs: list[int]) -> bool:
             and len(rdims) == 1 and rs[0] == 1 and rdims[0] >= 4 * VEC)
 
 
+def _vec_step(kind: str, t: str, fl: bool) -> str:
+    """One step of a vector accumulator ``acc`` (and Kahan ``comp``) over a vector ``v``."""
+    v = f"{t}{VEC}"
+    if kind in ("sum", "mean"):
+        return (f"{v} y = v - comp; {v} s = acc + y; comp = (s - acc) - y; acc = s;"
+                if fl else "acc += v;")
+    if kind == "prod":
+        return "acc *= v;"
+    if fl:  # nan sticks: once acc is nan no comparison replaces it
+        return f"acc = select(acc, v, (v {'>' if kind == 'max' else '<'} acc) | isnan(v));"
+    return f"acc = {kind}(acc, v);"
+
+
 def _vec_source(kind: str, t: str, out_t: str, fl: bool, nk: int) -> str:
     v = f"{t}{VEC}"
     init, comb = _spec(kind, t, fl)[1:]
     kahan = kind in ("sum", "mean") and fl
-    if kind in ("sum", "mean"):
-        vstep = (f"{v} y = v - comp; {v} s = acc + y; comp = (s - acc) - y; acc = s;"
-                 if kahan else "acc += v;")
-    elif kind == "prod":
-        vstep = "acc *= v;"
-    elif fl:  # nan sticks: once acc is nan no comparison replaces it
-        vstep = f"acc = select(acc, v, (v {'>' if kind == 'max' else '<'} acc) | isnan(v));"
-    else:
-        vstep = f"acc = {kind}(acc, v);"
+    vstep = _vec_step(kind, t, fl)
     params = [f"__global {out_t}* out", f"__global const {t}* x", "long xo"]
     params += [f"long ks{d}" for d in range(nk)] + [f"long kn{d}" for d in range(1, nk)]
     params += ["long R", "long chunk", "long P", f"{t} scale"]
@@ -223,6 +228,73 @@ void redv({', '.join(params)})
 """
 
 
+# Reduced axis outer, kept axis dense (column sums): a work-item owns 16 neighbouring outputs
+# and walks the reduced axis with one vector load per step.
+_COLS = """
+__kernel __attribute__((reqd_work_group_size(1, 1, 1)))
+void redc(__global {out_t}* out, __global const {t}* x, long xo, long ncol, long R, long rs0,
+          {t} scale {kparams})
+{{
+    long g = get_global_id(0), nblk = (ncol + {V} - 1) / {V};
+    long ob = g / nblk, c0 = (g % nblk) * {V}, rr = ob, base = xo + c0;
+    {decomp}
+    __global const {t}* p = x + base;
+    if (c0 + {V} <= ncol) {{
+        {v} acc = ({v})({init}), comp = ({v})0;
+        for (long j = 0; j < R; j++) {{
+            {v} v = vload{V}(0, p + j * rs0);
+            {vstep}
+        }}
+        {v} res = {vres};
+        vstore{V}(res, 0, out + ob * ncol + c0);
+        return;
+    }}
+    for (long l = 0; c0 + l < ncol; l++) {{
+        {t} acc1 = {init}, comp1 = 0;
+        for (long j = 0; j < R; j++) {{ {t} v = p[l + j * rs0]; {scalar} }}
+        out[ob * ncol + c0 + l] = ({out_t})({sres});
+    }}
+}}
+"""
+
+
+def _cols_ok(kind: str, x: CLArray, kdims: list[int], ks: list[int], rdims: list[int],
+             rs: list[int]) -> bool:
+    return (kind in _VEC_KINDS and ctype(x.dtype) in _VEC_TYPES and x.dtype.kind != "b"
+            and len(rdims) == 1 and bool(ks) and ks[-1] == 1 and kdims[-1] >= VEC)
+
+
+def _launch_cols(rt: Runtime, kind: str, x: CLArray, kdims: list[int], ks: list[int], R: int,
+                 rs0: int, out: CLArray, scale: float) -> None:
+    t = ctype(x.dtype)
+    v = f"{t}{VEC}"
+    fl = is_float(x.dtype)
+    init, comb = _spec(kind, t, fl)[1:]
+    kahan = kind in ("sum", "mean") and fl
+    vstep = _vec_step(kind, t, fl)
+    scalar = (f"{{ {t} y = v - comp1; {t} s = acc1 + y; comp1 = (s - acc1) - y; acc1 = s; }}"
+              if kahan else f"acc1 = {comb.replace('acc', 'acc1')};")
+    outer = kdims[:-1]
+    nk = len(outer)
+    kparams = "".join(f", long ks{d}, long kn{d}" for d in range(nk))
+    decomp = "\n    ".join(f"base += (rr % kn{d}) * ks{d}; rr /= kn{d};"
+                            for d in range(nk - 1, -1, -1))
+    vres = "(acc - comp)" if kahan else "acc"
+    if kind == "mean":
+        vres, sres = f"{vres} * scale", "acc1 * scale"
+    else:
+        sres = "acc1"
+    src = _COLS.format(out_t=ctype(out.dtype), t=t, v=v, V=VEC, kparams=kparams, decomp=decomp,
+                       init=init, vstep=vstep, scalar=scalar, vres=vres, sres=sres)
+    k = rt.kernel(src, "redc")
+    ncol = kdims[-1]
+    args: list[Any] = [out.buffer, x.buffer, np.int64(x.offset), np.int64(ncol), np.int64(R),
+                       np.int64(rs0), _np_of(t)(scale if fl else 0)]
+    for d in range(nk):
+        args += [np.int64(ks[d]), np.int64(outer[d])]
+    rt.launch(k, (math.prod(outer) * -(-ncol // VEC),), (1,), *args)
+
+
 def _launch_vec(rt: Runtime, kind: str, x: CLArray, kdims: list[int], ks: list[int], R: int,
                 out: CLArray, P: int, scale: float) -> None:
     t = ctype(x.dtype)
@@ -242,6 +314,9 @@ def _launch(rt: Runtime, kind: str, x: CLArray, kdims: list[int], ks: list[int],
     t = compute_type(x.dtype)
     if outi is None and xi is None and _vec_ok(kind, x, rdims, rs):
         _launch_vec(rt, kind, x, kdims, ks, math.prod(rdims), out, P, scale)
+        return
+    if outi is None and xi is None and P == 1 and _cols_ok(kind, x, kdims, ks, rdims, rs):
+        _launch_cols(rt, kind, x, kdims, ks, math.prod(rdims), rs[0], out, scale)
         return
     fl = is_float(x.dtype)
     arg = kind in ("argmax", "argmin")
@@ -293,6 +368,8 @@ def reduce(rt: Runtime, kind: str, x: CLArray, dims: Sequence[int], keepdim: boo
     if _vec_ok(kind, x, rdims, rs) and not arg:
         if nout < 64:  # split long rows so both cores (or every compute unit) get chunks
             P = max(1, min(R // 32768, 64 // max(nout, 1)))
+    elif _cols_ok(kind, x, kdims, ks, rdims, rs) and not arg:
+        pass  # one pass: every work-item owns 16 columns
     elif nout < 64 and R >= 16 * LOCAL * 8:
         P = max(1, min(-(-R // (LOCAL * 64)), 64 // max(nout, 1)))
     if P == 1:
