@@ -15,7 +15,7 @@ from ember import _dtype
 from ember._backend import Backend
 from ember._host import numpy_dtype
 
-from . import creation, elementwise, linalg, movement, nn, reduction, rows
+from . import creation, elementwise, linalg, movement, nn, optim, reduction, rows
 from ._array import DeviceArray
 from ._autotune import KernelSelector
 from ._codegen import contiguous
@@ -24,7 +24,7 @@ from ._memory import Memory
 
 __all__ = ["TritonBackend"]
 
-_FAMILIES = (creation, elementwise, reduction, movement, linalg, nn, rows)
+_FAMILIES = (creation, elementwise, reduction, movement, linalg, nn, rows, optim)
 
 
 def _fast_launch_allowed() -> bool:

@@ -55,3 +55,13 @@ cross_entropy = Op("cross_entropy", "composite", 2, _CE, result="same+stats", ou
 #: ``(softmax - (1 - s) onehot - s / C)`` scaled by ``g`` (and ``1 / count`` for ``mean``),
 #: zero on ignored rows.
 cross_entropy_backward = Op("cross_entropy_backward", "composite", 5, _CE, dtypes="float")
+
+#: ``adam_step(p, g, exp_avg, exp_avg_sq, lr=, beta1=, beta2=, eps=, weight_decay=,
+#: decoupled=, maximize=, step_size=, bias_correction2_sqrt=)`` -> ``(p, exp_avg, exp_avg_sq)``:
+#: one Adam/AdamW update of one parameter, as `ember.optim.Adam` computes it without AMSGrad
+#: (``step_size = lr / (1 - beta1**t)``, ``bias_correction2_sqrt = sqrt(1 - beta2**t)``).
+#: float16 / bfloat16 / float32 parameters; all four tensors share shape and dtype.
+adam_step = Op("adam_step", "composite", 4,
+               ("lr", "beta1", "beta2", "eps", "weight_decay", "decoupled", "maximize",
+                "step_size", "bias_correction2_sqrt"),
+               result="same*3", outputs=3, differentiable=False, dtypes="float")

@@ -5,11 +5,17 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .. import _creation as cr
+from .. import _creation as cr, _dtype as dt
+from .._apply import apply
 from .._tensor import Tensor
+from ..ops import composite
 from .optimizer import Optimizer, ParamsArg
 
 __all__ = ["Adam", "AdamW"]
+
+#: parameter dtypes the fused update (`ember.ops.composite.adam_step`) is used for; its
+#: scalars travel as float32, so float64 parameters keep the op-by-op update
+_FUSED_DTYPES = frozenset({dt.float32, dt.float16, dt.bfloat16})
 
 
 class Adam(Optimizer):
@@ -40,6 +46,9 @@ class Adam(Optimizer):
     def update(self, p: Tensor, g: Tensor, state: dict[str, Any],
                group: dict[str, Any]) -> Tensor:
         lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+        if (not group["amsgrad"] and p._dtype in _FUSED_DTYPES
+                and p._device.implements(composite.adam_step)):
+            return self._fused(p, g, state, group)
         if group["maximize"]:
             g = -g
         if wd:
@@ -66,6 +75,24 @@ class Adam(Optimizer):
             state["max_exp_avg_sq"] = v
         denom = v.sqrt() / bc2_sqrt + float(eps)
         return p - (m / denom) * step_size
+
+    def _fused(self, p: Tensor, g: Tensor, state: dict[str, Any],
+               group: dict[str, Any]) -> Tensor:
+        """The same update as one op (one kernel) on devices that implement `adam_step`."""
+        lr, (b1, b2) = float(group["lr"]), group["betas"]
+        if not state:
+            state["step"] = 0
+            state["exp_avg"] = cr.zeros_like(p)
+            state["exp_avg_sq"] = cr.zeros_like(p)
+        state["step"] += 1
+        t = state["step"]
+        out, state["exp_avg"], state["exp_avg_sq"] = apply(
+            composite.adam_step, p, g, state["exp_avg"], state["exp_avg_sq"], lr=lr,
+            beta1=float(b1), beta2=float(b2), eps=float(group["eps"]),
+            weight_decay=float(group["weight_decay"]), decoupled=self._decoupled,
+            maximize=bool(group["maximize"]), step_size=lr / (1 - b1 ** t),
+            bias_correction2_sqrt=math.sqrt(1 - b2 ** t))
+        return out  # type: ignore[no-any-return]
 
 
 class AdamW(Adam):
