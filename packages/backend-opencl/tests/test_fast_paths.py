@@ -133,3 +133,19 @@ def test_column_reductions_match_numpy(cl_device: object, shape: tuple, dims: tu
     i = RNG.integers(-100, 100, shape).astype(np.int32)
     check(_t(i, cl_device).sum(dim=dims), i.astype(np.int64).sum(axis=dims))
     check(_t(i, cl_device).amax(dim=dims), i.max(axis=dims))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64, np.int16])
+@pytest.mark.parametrize("shape", [(1 << 20) + 5, (37, 1000), (3, 17)])
+def test_vector_arg_reductions_pick_the_first_extreme(cl_device: object, dtype: type,
+                                                      shape: object) -> None:
+    a = RNG.integers(-20, 20, shape).astype(dtype)  # many ties across lanes and chunks
+    x = _t(a, cl_device)
+    dim = a.ndim - 1
+    check(x.argmax(dim=dim), a.argmax(axis=dim))
+    check(x.argmin(dim=dim), a.argmin(axis=dim))
+    if a.dtype.kind == "f":
+        a.flat[[a.size // 2, a.size // 3]] = np.nan  # the first nan wins, as in numpy
+        x = _t(a, cl_device)
+        check(x.argmax(dim=dim), a.argmax(axis=dim))
+        check(x.argmin(dim=dim), a.argmin(axis=dim))

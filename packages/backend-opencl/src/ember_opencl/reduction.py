@@ -308,12 +308,88 @@ def _launch_vec(rt: Runtime, kind: str, x: CLArray, kdims: list[int], ks: list[i
               np.int64(P), _np_of(t)(scale if t in ("float", "double") else 0))
 
 
+# Arg-reductions over dense rows of float/double/int/long: per-lane best value and index in
+# vectors (strict comparisons keep each lane's first occurrence; the first nan wins), then the
+# lanes and the tail are combined with ``arg_first``.
+_ARGV_INDEX = {"float": "int", "double": "long", "int": "int", "long": "long"}
+
+_ARGV = """
+__kernel __attribute__((reqd_work_group_size(1, 1, 1)))
+void argv(__global {st}* out, __global long* outi, __global const {st}* x, long xo,
+          long R, long chunk, long P {kparams})
+{{
+    long g = get_global_id(0), o = g / P, p = g % P, rr = o, base = xo;
+    {decomp}
+    __global const {t}* row = x + base;
+    long j = p * chunk, j1 = min(R, j + chunk);
+    {t} best = 0; long bi = -1;
+    if (j + {V} <= j1) {{
+        {t}{V} acc = vload{V}(0, row + j);
+        {it}{V} ai = ({it}{V})({lanes}) + ({it})j, step = ({it}{V})({V});
+        {it}{V} vi = ai;
+        for (j += {V}; j + {V} <= j1; j += {V}) {{
+            {t}{V} v = vload{V}(0, row + j);
+            vi += step;
+            {it}{V} take = {take};
+            acc = select(acc, v, take); ai = select(ai, vi, take);
+        }}
+        {t} la[{V}]; {it} li[{V}];
+        vstore{V}(acc, 0, la); vstore{V}(ai, 0, li);
+        for (int l = 0; l < {V}; l++)
+            if (!arg_first(best, bi, la[l], li[l])) {{ best = la[l]; bi = li[l]; }}
+    }}
+    for (; j < j1; j++)
+        if (!arg_first(best, bi, row[j], j)) {{ best = row[j]; bi = j; }}
+    out[g] = best; outi[g] = bi;
+}}
+"""
+
+
+def _argv_ok(kind: str, x: CLArray, rdims: list[int], rs: list[int]) -> bool:
+    return (kind in ("argmax", "argmin") and ctype(x.dtype) in _ARGV_INDEX
+            and len(rdims) == 1 and rs[0] == 1 and rdims[0] < (1 << 31))
+
+
+def _launch_argv(rt: Runtime, kind: str, x: CLArray, kdims: list[int], ks: list[int], R: int,
+                 out: CLArray, outi: CLArray, P: int) -> None:
+    t = ctype(x.dtype)
+    fl = is_float(x.dtype)
+    cmp = ">" if kind == "argmax" else "<"
+    take = f"(v {cmp} acc) | (isnan(v) & !isnan(acc))" if fl else f"v {cmp} acc"
+    it = _ARGV_INDEX[t]
+    if fl and t == "float":
+        take = f"({take})"
+    nk = len(kdims)
+    kparams = "".join(f", long ks{d}" for d in range(nk)) + "".join(
+        f", long kn{d}" for d in range(1, nk))
+    decomp = [f"base += (rr % kn{d}) * ks{d}; rr /= kn{d};" for d in range(nk - 1, 0, -1)]
+    if nk:
+        decomp.append("base += rr * ks0;")
+    src = _arg_helper(t, fl, kind == "argmax") + _ARGV.format(
+        st=t, t=t, it=it, V=VEC, kparams=kparams, decomp="\n    ".join(decomp),
+        lanes=", ".join(map(str, range(VEC))), take=take)
+    k = rt.kernel(src, "argv")
+    per = -(-R // P)
+    chunk = -(-per // VEC) * VEC  # chunks start on whole vectors
+    rt.launch(k, (math.prod(kdims) * P,), (1,), out.buffer, outi.buffer, x.buffer,
+              np.int64(x.offset), np.int64(R), np.int64(chunk), np.int64(P),
+              *map(np.int64, ks), *map(np.int64, kdims[1:]))
+
+
+def _serial_ok(kind: str, rdims: list[int], rs: list[int]) -> bool:
+    """Arg-reductions over dense rows: one work-item walks a contiguous chunk (no barriers)."""
+    return kind in ("argmax", "argmin") and len(rdims) == 1 and rs[0] == 1
+
+
 def _launch(rt: Runtime, kind: str, x: CLArray, kdims: list[int], ks: list[int],
             rdims: list[int], rs: list[int], out: CLArray, outi: CLArray | None,
             xi: CLArray | None, P: int, scale: float) -> None:
     t = compute_type(x.dtype)
     if outi is None and xi is None and _vec_ok(kind, x, rdims, rs):
         _launch_vec(rt, kind, x, kdims, ks, math.prod(rdims), out, P, scale)
+        return
+    if outi is not None and xi is None and _argv_ok(kind, x, rdims, rs):
+        _launch_argv(rt, kind, x, kdims, ks, math.prod(rdims), out, outi, P)
         return
     if outi is None and xi is None and P == 1 and _cols_ok(kind, x, kdims, ks, rdims, rs):
         _launch_cols(rt, kind, x, kdims, ks, math.prod(rdims), rs[0], out, scale)
@@ -327,6 +403,8 @@ def _launch(rt: Runtime, kind: str, x: CLArray, kdims: list[int], ks: list[int],
     # work-item per output when neighbouring outputs are neighbours in memory (columns)
     inner_dense = bool(rs) and rs[-1] == 1 and (not ks or ks[-1] != 1)
     tree = P > 1 or (R >= LOCAL and inner_dense) or (nout < 128 and R >= 4 * LOCAL)
+    if _serial_ok(kind, rdims, rs):
+        tree = False  # each work-item walks its dense chunk in order
     chunk = -(-R // P) if R else 0
     src = _source(kind, x.dtype, acc_t, out.dtype, fl, len(kdims), len(rdims),
                   tree, arg, xi is not None)
@@ -367,6 +445,9 @@ def reduce(rt: Runtime, kind: str, x: CLArray, dims: Sequence[int], keepdim: boo
     P = 1
     if _vec_ok(kind, x, rdims, rs) and not arg:
         if nout < 64:  # split long rows so both cores (or every compute unit) get chunks
+            P = max(1, min(R // 32768, 64 // max(nout, 1)))
+    elif _serial_ok(kind, rdims, rs):
+        if nout < 64:
             P = max(1, min(R // 32768, 64 // max(nout, 1)))
     elif _cols_ok(kind, x, kdims, ks, rdims, rs) and not arg:
         pass  # one pass: every work-item owns 16 columns
