@@ -149,3 +149,22 @@ def test_vector_arg_reductions_pick_the_first_extreme(cl_device: object, dtype: 
         x = _t(a, cl_device)
         check(x.argmax(dim=dim), a.argmax(axis=dim))
         check(x.argmin(dim=dim), a.argmin(axis=dim))
+
+
+@pytest.mark.parametrize("shape,dim", [((100_003,), 0), ((33, 1000), 1), ((300, 7), 0),
+                                       ((5, 33), 1)])
+@pytest.mark.parametrize("descending", [False, True])
+def test_merge_sort_is_stable_and_orders_nan_like_pytorch(cl_device: object, shape: tuple,
+                                                          dim: int, descending: bool) -> None:
+    a = RNG.integers(-50, 50, shape).astype(np.float32)  # many ties
+    a.flat[[1, a.size // 2]] = np.nan
+    v, i = ember.sort(_t(a, cl_device), dim=dim, descending=descending, stable=True)
+    # the oracle: numpy's stable argsort of a key with nan mapped past +-inf
+    key = np.where(np.isnan(a), 1e300, a.astype(np.float64))
+    idx = np.argsort(-key if descending else key, axis=dim, kind="stable")
+    check(i, idx)
+    check(v, np.take_along_axis(a, idx, axis=dim).astype(np.float64))
+    ai = np.nan_to_num(a, nan=77).astype(np.int64)
+    vi, ii = ember.sort(_t(ai, cl_device), dim=dim, descending=descending, stable=True)
+    idx = np.argsort(-ai if descending else ai, axis=dim, kind="stable")
+    check(ii, idx)
