@@ -106,6 +106,9 @@ for _d in FLOATS:
         out = (x - mu) / np.sqrt(var + 1e-5)
         return out * (w if w is not None else 1) + (b if b is not None else 0)
 
+    def _ln_one(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> Any:
+        return np.zeros_like(x) * w + b  # a row of one element is its own mean
+
     eps = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7, "float32": 2.0 ** -23,
            "float64": 2.0 ** -52}[_d.name]
 
@@ -121,6 +124,14 @@ for _d in FLOATS:
     case(f"layer_norm-2d-weight-{_d.name}", "functional",
          lambda a, w: F.layer_norm(a, (3, 4), w), lambda a, w: _ln(a, w, None, 2), [x, w34],
          _d, **t)
+    case(f"layer_norm-bias-{_d.name}", "functional",
+         lambda a, b: F.layer_norm(a, 4, None, b), lambda a, b: _ln(a, None, b), [xp, b4], _d,
+         **t)
+    case(f"layer_norm-rows-of-one-{_d.name}", "functional",
+         lambda a, w, b: F.layer_norm(a, 1, w, b, eps=0.5), _ln_one,
+         [Arg(np.asarray(sample((3, 1), _d, rng)), "", (), _d),
+          Arg(np.asarray(sample((1,), _d, rng)), "", (), _d),
+          Arg(np.asarray(sample((1,), _d, rng)), "", (), _d)], _d, **t)
     case(f"rms_norm-{_d.name}", "functional", lambda a: F.rms_norm(a, 4), _rms, [x], _d, **t)
     case(f"rms_norm-weight-permuted-{_d.name}", "functional",
          lambda a, w: F.rms_norm(a, (4,), w), _rms, [xp, w4], _d, **t)
@@ -187,6 +198,14 @@ for _d in FLOATS:
          lambda z, y: F.cross_entropy(z, y, label_smoothing=0.1),
          lambda z, y: 0.9 * _nll(_logp(z), y) - 0.1 * _logp(z).sum(1).mean() / 3,
          [logits, target], _d, **t)
+    case(f"cross_entropy-ignore_index-label_smoothing-{_d.name}", "functional",
+         lambda z, y: F.cross_entropy(z, y, label_smoothing=0.1),
+         lambda z, y: 0.9 * _nll(_logp(z), y) - 0.1 * (
+             _logp(z).sum(1) * (y != -100)).sum() / 3 / (y != -100).sum(),
+         [logits, target_ign], _d, **t)
+    case(f"cross_entropy-1d-{_d.name}", "functional", F.cross_entropy,
+         lambda z, y: -np.log(_softmax(z, 0))[y], [Arg(logits.value[0], "", (), _d),
+                                                   Arg(np.array(2), "", (), dt.int64)], _d, **t)
     case(f"nll_loss-weight-{_d.name}", "functional", lambda z, y, w: F.nll_loss(z, y, w),
          lambda z, y, w: _nll(z, y, w), [logits, target_ign, weight], _d, grad=(0,), **t)
 
