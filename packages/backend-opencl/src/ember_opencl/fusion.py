@@ -385,10 +385,7 @@ class _Source:
         lines = scope.lines
         lines.append(f"{acc_t} {acc} = {init};" + (f" {acc_t} m{c} = 0;" if kahan else "")
                      + (f" long i{c} = -1;" if arg else ""))
-        step = f"{k} += {LANES}" if tree else f"{k}++"
-        lines.append(f"for (long {k} = {'lid' if tree else '0'}; {k} < {total}; {step}) {{")
-        lines.extend("    " + line for line in body.lines)
-        lines.append("}")
+        lines.extend(_for(k, total, tree, body.lines))
         if tree:
             sh = f"sh{c}"
             self.decls.append(f"__local {acc_t} {sh}[{LANES}];")
@@ -484,9 +481,7 @@ class _Source:
             self.store_one(t, tuple(inner_idx), outs, loop, [])
         self.chain = [self.top]
         total = self.sym(math.prod(inner))
-        start, step = ("lid", f"{k} += {LANES}") if self.lanes > 1 else ("0", f"{k}++")
-        lines = [f"for (long {k} = {start}; {k} < {total}; {step}) {{",
-                 *("    " + line for line in loop.lines), "}"]
+        lines = _for(k, total, self.lanes > 1, loop.lines)
         if cond:
             lines = [f"if ({' && '.join(cond)}) {{", *("    " + line for line in lines), "}"]
         self.top.lines.extend(lines)
@@ -502,6 +497,17 @@ class _Source:
                                    if x != "0"])
         store = f"out{outs[t]}[{addr}] = {v};"
         scope.lines.append(f"if ({' && '.join(cond)}) {store}" if cond else store)
+
+
+def _for(k: str, total: str, lanes: bool, body: list[str]) -> list[str]:
+    """A loop of ``k`` over ``[0, total)``; split over the lanes with a trip count every lane
+    shares (PoCL vectorises a work-group's lanes only through uniform loops)."""
+    if not lanes:
+        return [f"for (long {k} = 0; {k} < {total}; {k}++) {{",
+                *("    " + line for line in body), "}"]
+    return [f"for (long {k}b = 0; {k}b < {total}; {k}b += {LANES}) {{",
+            f"    const long {k} = {k}b + lid;", f"    if ({k} < {total}) {{",
+            *("        " + line for line in body), "    }", "}"]
 
 
 def _combine(comb: str, acc: str, v: str) -> str:
