@@ -168,3 +168,4 @@ def test_merge_sort_is_stable_and_orders_nan_like_pytorch(cl_device: object, sha
     vi, ii = ember.sort(_t(ai, cl_device), dim=dim, descending=descending, stable=True)
     idx = np.argsort(-ai if descending else ai, axis=dim, kind="stable")
     check(ii, idx)
+    check(vi, np.take_along_axis(ai, idx, axis=dim))

@@ -109,6 +109,23 @@ __kernel void general({', '.join(gparams + tail)})
     {lg}
     out[oo] = {store};
 }}
+
+__kernel void general32({', '.join(gparams + tail)})
+{{
+    /* the same walk with 32-bit index arithmetic (total < 2^31): divisions cost a third */
+    uint i = get_global_id(0);
+    if (i >= (uint)total) return;
+    const uint n_[{MAXD}] = {{{vec.format(v="(uint)shape")}}};
+    const long os_[{MAXD}] = {{{vec.format(v="os")}}};
+    {walk}
+    uint r = i;
+    for (int d = nd - 1; d >= 0; d--) {{
+        uint k = r % n_[d]; r /= n_[d];
+        oo += k * os_[d];{steps}
+    }}
+    {lg}
+    out[oo] = {store};
+}}
 """
 
 
@@ -139,7 +156,8 @@ def run_map(rt: Runtime, expr: str, inputs: Sequence[CLArray], *,
     pair = _CACHE.get(key)
     if pair is None:
         src = _source(expr, out.dtype, [x.dtype for x in inputs], stypes, helpers)
-        pair = _CACHE[key] = (rt.kernel(src, "dense"), rt.kernel(src, "general"))
+        pair = _CACHE[key] = (rt.kernel(src, "dense"), rt.kernel(src, "general"),
+                              rt.kernel(src, "general32"))
     sargs = [_scalar(t, v) for t, v in scalars]
     if len(dims) <= 1:
         args: list[Any] = [out.buffer, np.int64(out.offset), np.int64(sts[0][0] if dims else 0)]
@@ -150,7 +168,7 @@ def run_map(rt: Runtime, expr: str, inputs: Sequence[CLArray], *,
     args = [out.buffer, np.int64(out.offset), _long8(sts[0]), _long8(dims), np.int32(len(dims))]
     for v, s in zip(views, sts[1:], strict=True):
         args += [v.buffer, np.int64(v.offset), _long8(s)]
-    rt.launch1d(pair[1], total, *args, *sargs)
+    rt.launch1d(pair[2] if total < (1 << 31) else pair[1], total, *args, *sargs)
     return out
 
 
