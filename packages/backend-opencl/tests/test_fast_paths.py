@@ -169,3 +169,15 @@ def test_merge_sort_is_stable_and_orders_nan_like_pytorch(cl_device: object, sha
     idx = np.argsort(-ai if descending else ai, axis=dim, kind="stable")
     check(ii, idx)
     check(vi, np.take_along_axis(ai, idx, axis=dim))
+
+
+@pytest.mark.parametrize("shape,dim", [((300, 1000), 1), ((64, 3, 77), 2), ((100, 50), 1)])
+@pytest.mark.parametrize("correction", [0, 1])
+def test_row_variance_matches_numpy(cl_device: object, shape: tuple, dim: int,
+                                    correction: int) -> None:
+    a = (RNG.standard_normal(shape) * 3 + 1000).astype(np.float32)  # a large mean
+    got = _t(a, cl_device).var(dim=dim, correction=correction)
+    check(got, a.astype(np.float64).var(axis=dim, ddof=correction), rtol=1e-4, atol=1e-4)
+    d = RNG.standard_normal(shape)
+    check(_t(d, cl_device).var(dim=dim, correction=correction, keepdim=True),
+          d.var(axis=dim, ddof=correction, keepdims=True), rtol=1e-10, atol=1e-12)

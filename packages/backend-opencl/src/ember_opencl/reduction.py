@@ -174,6 +174,73 @@ def _vec_ok(kind: str, x: CLArray, rdims: list[int], rs: list[int]) -> bool:
             and len(rdims) == 1 and rs[0] == 1 and rdims[0] >= 4 * VEC)
 
 
+# var over dense rows: a work-item makes both passes over its row (the mean, then the squared
+# deviations) with vector accumulators; the row is still in cache for the second pass.
+_VAR_ROWS = """
+__kernel __attribute__((reqd_work_group_size(1, 1, 1)))
+void varr(__global {t}* out, __global const {t}* x, long xo, long R, {t} inv_n, {t} inv_d
+          {kparams})
+{{
+    long g = get_global_id(0), rr = g, base = xo;
+    {decomp}
+    __global const {t}* row = x + base;
+    {v} acc = ({v})0, comp = ({v})0;
+    long j = 0;
+    for (; j + {V} <= R; j += {V}) {{
+        {v} v = vload{V}(0, row + j);
+        {step}
+    }}
+    {t} la[{V}], lc[{V}];
+    vstore{V}(acc, 0, la); vstore{V}(comp, 0, lc);
+    {t} m = 0;
+    for (int l = 0; l < {V}; l++) m += la[l] - lc[l];
+    for (; j < R; j++) m += row[j];
+    m *= inv_n;
+    acc = ({v})0; comp = ({v})0;
+    for (j = 0; j + {V} <= R; j += {V}) {{
+        {v} v = vload{V}(0, row + j) - m;
+        v = v * v;
+        {step}
+    }}
+    vstore{V}(acc, 0, la); vstore{V}(comp, 0, lc);
+    {t} s2 = 0;
+    for (int l = 0; l < {V}; l++) s2 += la[l] - lc[l];
+    for (; j < R; j++) {{ {t} d = row[j] - m; s2 += d * d; }}
+    out[g] = s2 * inv_d;
+}}
+"""
+
+
+def var_rows(rt: Runtime, x: CLArray, dims: Sequence[int], keepdim: bool,
+             correction: float) -> CLArray | None:
+    """var over one dense reduced axis of a float/double ``x`` with many rows, else None."""
+    kdims, ks, rdims, rs = _view_split(x, dims)
+    t = ctype(x.dtype)
+    if t not in ("float", "double") or not _vec_ok("sum", x, rdims, rs) or \
+            math.prod(kdims) < 64:
+        return None
+    R = rdims[0]
+    out_shape = tuple(1 if d in dims else n for d, n in enumerate(x.shape) if keepdim or
+                      d not in dims)
+    out = rt.empty(out_shape, x.dtype)
+    nk = len(kdims)
+    kparams = "".join(f", long ks{d}" for d in range(nk)) + "".join(
+        f", long kn{d}" for d in range(1, nk))
+    decomp = [f"base += (rr % kn{d}) * ks{d}; rr /= kn{d};" for d in range(nk - 1, 0, -1)]
+    if nk:
+        decomp.append("base += rr * ks0;")
+    v = f"{t}{VEC}"
+    src = _VAR_ROWS.format(t=t, v=v, V=VEC, kparams=kparams, decomp="\n    ".join(decomp),
+                           step=_vec_step("sum", t, True))
+    denom = max(R - correction, 0)
+    np_t = _np_of(t)
+    rt.launch(rt.kernel(src, "varr"), (math.prod(kdims),), (1,), out.buffer, x.buffer,
+              np.int64(x.offset), np.int64(R), np_t(1.0 / R),
+              np_t(1.0 / denom if denom else math.inf), *map(np.int64, ks),
+              *map(np.int64, kdims[1:]))
+    return out
+
+
 def _vec_step(kind: str, t: str, fl: bool) -> str:
     """One step of a vector accumulator ``acc`` (and Kahan ``comp``) over a vector ``v``."""
     v = f"{t}{VEC}"
@@ -527,6 +594,9 @@ def kernels(rt: Runtime) -> dict[Any, Any]:
 
     def var(x: CLArray, dims: tuple[int, ...] = (), keepdim: bool = False,
             correction: float = 1) -> CLArray:
+        fast = var_rows(rt, x, dims, keepdim, correction)
+        if fast is not None:
+            return fast
         n = math.prod(x.shape[d] for d in dims)
         mean = reduce(rt, "mean", x, dims, True, 1.0 / n if n else math.inf)
         dev = run_map(rt, "(a - b) * (a - b)", [x, mean])  # type: ignore[list-item]
