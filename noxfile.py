@@ -31,6 +31,7 @@ CONFORMANCE_DEVICES = [
     "opencl:0",
     "autodiff<opencl:0>",
     "fusion<opencl:0>",
+    "autodiff<fusion<opencl:0>>",
     "triton-interpret",
     "autodiff<triton-interpret>",
     "fusion<triton-interpret>",
