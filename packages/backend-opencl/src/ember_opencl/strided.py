@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pyopencl.cltypes as cltypes
 
-from .runtime import CLArray, Runtime, compute_type, ctype, load_expr, store_expr
+from .runtime import GROUP, CLArray, Runtime, compute_type, ctype, load_expr, store_expr
 
 __all__ = ["broadcast_view", "collapse", "copy_into", "run_map"]
 
@@ -54,6 +54,7 @@ _CACHE: dict[tuple[Any, ...], Any] = {}
 
 
 MAXD = 8
+GRID_MIN = 32  # inner extent from which two axes run on a 2-d grid (fewer idle lanes below)
 
 
 def _source(expr: str, out_dt: np.dtype[Any], in_types: Sequence[np.dtype[Any]],
@@ -82,6 +83,8 @@ def _source(expr: str, out_dt: np.dtype[Any], in_types: Sequence[np.dtype[Any]],
         lanes = ", ".join(f"q{j}.s{d}" for d in range(MAXD))
         gwalk.append(f"const long st{j}[{MAXD}] = {{{lanes}}};")
     steps = "".join(f" o{j} += k * st{j}[d];" for j in range(len(in_types)))
+    grid_steps = "".join(f"\n    o{j} += i0 * q{j}.s0 + i1 * q{j}.s1;"
+                         for j in range(len(in_types)))
     ld, lg = "\n    ".join(loads_d), "\n    ".join(loads_g)
     walk = "\n    ".join(gwalk)
     vec = ", ".join(f"{{v}}.s{d}" for d in range(MAXD))
@@ -106,6 +109,17 @@ __kernel void general({', '.join(gparams + tail)})
         long k = r % n_[d]; r /= n_[d];
         oo += k * os_[d];{steps}
     }}
+    {lg}
+    out[oo] = {store};
+}}
+
+__kernel void grid2({', '.join(gparams + tail)})
+{{
+    /* two merged axes on a 2-d grid: no index division at all (cat, pad, row broadcasts) */
+    long i1 = get_global_id(0), i0 = get_global_id(1);
+    if (i1 >= shape.s1) return;
+    long i = i0 * shape.s1 + i1;  /* the linear index expressions may use */
+    oo += i0 * os.s0 + i1 * os.s1;{grid_steps}
     {lg}
     out[oo] = {store};
 }}
@@ -157,7 +171,7 @@ def run_map(rt: Runtime, expr: str, inputs: Sequence[CLArray], *,
     if pair is None:
         src = _source(expr, out.dtype, [x.dtype for x in inputs], stypes, helpers)
         pair = _CACHE[key] = (rt.kernel(src, "dense"), rt.kernel(src, "general"),
-                              rt.kernel(src, "general32"))
+                              rt.kernel(src, "general32"), rt.kernel(src, "grid2"))
     sargs = [_scalar(t, v) for t, v in scalars]
     if len(dims) <= 1:
         args: list[Any] = [out.buffer, np.int64(out.offset), np.int64(sts[0][0] if dims else 0)]
@@ -168,6 +182,10 @@ def run_map(rt: Runtime, expr: str, inputs: Sequence[CLArray], *,
     args = [out.buffer, np.int64(out.offset), _long8(sts[0]), _long8(dims), np.int32(len(dims))]
     for v, s in zip(views, sts[1:], strict=True):
         args += [v.buffer, np.int64(v.offset), _long8(s)]
+    if len(dims) == 2 and dims[1] >= GRID_MIN:
+        rt.launch(pair[3], (-(-dims[1] // GROUP) * GROUP, dims[0]), (GROUP, 1), *args, *sargs,
+                  np.int64(total))
+        return out
     rt.launch1d(pair[2] if total < (1 << 31) else pair[1], total, *args, *sargs)
     return out
 
