@@ -1,0 +1,403 @@
+"""The OpenCL C writer of the fusion compiler (`fusion.py`): one kernel from a group's nodes.
+
+`KernelSource` gives each outer position a work-item (or a work-group of `LANES` lanes) and
+writes every node it needs as C: an elementwise node is one statement in registers (the
+backend's own expression), a reduction a loop recomputing its prologue (a local-memory tree
+across the lanes at the outer level), and only the targets are stored.  Values are emitted once
+per loop scope and index, hoisted to the outermost scope whose loop variables they use.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from ember import ops
+from ember._host import numpy_dtype
+
+from .elementwise import binary_expr, cast_expr, clamp_expr, unary_expr
+from .reduction import _arg_helper, _spec
+from .runtime import compute_type, contiguous_strides, ctype
+
+if TYPE_CHECKING:
+    from ember.ops import Op
+    from ember_fusion import FusedGroup
+
+__all__ = ["ELEMENTWISE", "LANES", "REDUCE", "Graph", "KernelSource", "reduced_dims"]
+
+EW = ops.elementwise
+RD = ops.reduction
+#: lanes of a work-group kernel (PoCL compiles one work-group function per local size: fixed)
+LANES = 64
+
+_UNARY = frozenset(getattr(EW, n) for n in (*EW.FLOAT_UNARY, *EW.NUMERIC_UNARY, *EW.BOOL_UNARY,
+                                            "bitwise_not"))
+_BINARY = frozenset(getattr(EW, n) for n in (*EW.ARITHMETIC_BINARY, *EW.FLOAT_BINARY,
+                                             *EW.COMPARISON_BINARY, *EW.LOGICAL_BINARY,
+                                             *EW.BITWISE_BINARY))
+REDUCE: dict[Op, str] = {RD.sum: "sum", RD.mean: "mean", RD.prod: "prod", RD.max: "max",
+                         RD.min: "min", RD.any: "any", RD.all: "all", RD.var: "var",
+                         RD.argmax: "argmax", RD.argmin: "argmin"}
+ELEMENTWISE = _UNARY | _BINARY | {EW.where, EW.clamp, ops.creation.cast}
+
+# -- the group as the generator sees it ------------------------------------------------------
+
+class Graph:
+    """Nodes and inputs with numpy dtypes; a matmul head becomes one more input."""
+
+    def __init__(self, group: FusedGroup) -> None:
+        self.group = group
+        self.head = group.nodes[0].op is ops.linalg.matmul
+        self.in_shapes = [s for s, _ in group.inputs]
+        self.in_dtypes = [numpy_dtype(d) for _, d in group.inputs]
+        if self.head:
+            n0 = group.nodes[0]
+            self.in_shapes.append(n0.shape)
+            self.in_dtypes.append(numpy_dtype(n0.dtype))
+        self.head_ref = -len(self.in_shapes)
+
+    def ref(self, a: int) -> int:
+        return self.head_ref if self.head and a == 0 else a
+
+    def shape(self, r: int) -> tuple[int, ...]:
+        return self.group.nodes[r].shape if r >= 0 else self.in_shapes[-1 - r]
+
+    def dtype(self, r: int) -> np.dtype[Any]:
+        return numpy_dtype(self.group.nodes[r].dtype) if r >= 0 else self.in_dtypes[-1 - r]
+
+
+def reduced_dims(node: Any, ndim: int) -> tuple[int, ...]:
+    if node.op in (RD.argmax, RD.argmin):
+        dim = node.params["dim"]
+        return tuple(range(ndim)) if dim is None else (dim,)
+    return tuple(node.params["dims"])
+
+
+def _literal(t: str, value: Any) -> str:
+    if t in ("float", "double"):
+        v = float(value)
+        if math.isnan(v):
+            return f"({t})NAN"
+        if math.isinf(v):
+            return f"({t})({'-' if v < 0 else ''}INFINITY)"
+        return v.hex() + ("f" if t == "float" else "")
+    v = int(value)
+    if v == -(2 ** 63):
+        return "(long)(-9223372036854775807L - 1)"
+    return f"({t})({v}L)"
+
+
+_NP_OF = {"float": np.float32, "double": np.float64, "long": np.int64}
+
+
+class _Scope:
+    __slots__ = ("lines", "memo")
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.memo: dict[tuple[int, tuple[str, ...]], str] = {}
+
+
+class KernelSource:
+    """Writes one kernel computing ``targets`` over an outer space ``outer`` (the leading axes
+    every target shares); see the module docstring."""
+
+    def __init__(self, g: Graph, targets: Sequence[int], outer: tuple[int, ...],
+                 lanes: int) -> None:
+        self.g = g
+        self.targets = list(targets)
+        self.outer = outer
+        self.lanes = lanes
+        self.params: list[str] = []
+        self.values: list[Any] = []
+        self.helpers: dict[str, None] = {}
+        self.decls: list[str] = []
+        self.inputs: dict[int, tuple[int, ...]] = {}  # input -> axes whose strides it takes
+        self.depth: dict[str, int] = {}
+        self.top = _Scope()
+        self.chain = [self.top]
+        self.count = 0
+
+    # -- names ---------------------------------------------------------------------------------
+
+    def fresh(self, prefix: str) -> str:
+        self.count += 1
+        return f"{prefix}{self.count}"
+
+    def sym(self, value: Any, t: str = "long") -> str:
+        """A kernel argument carrying ``value`` (so sizes never enter the source)."""
+        name = f"e{len(self.values)}"
+        self.params.append(f"{t} {name}")
+        self.values.append(_NP_OF[t](value))
+        return name
+
+    def define(self, var: str, depth: int) -> None:
+        self.depth[var] = depth
+
+    # -- values --------------------------------------------------------------------------------
+
+    def value(self, r: int, idx: Sequence[str]) -> str:
+        """A C name holding ref ``r`` at index ``idx`` (emitted once per scope and index)."""
+        shape = self.g.shape(r)
+        key_idx = tuple("0" if n == 1 else v for n, v in zip(shape, idx, strict=True))
+        depth = max((self.depth[v] for v in key_idx if v != "0"), default=0)
+        scope = self.chain[depth]
+        name = scope.memo.get((r, key_idx))
+        if name is not None:
+            return name
+        if r < 0:
+            name = self.load(-1 - r, key_idx, scope)
+        elif self.g.group.nodes[r].op in REDUCE:
+            name = self.reduce(r, key_idx, depth)
+        else:
+            name = self.elementwise(r, key_idx, scope)
+        scope.memo[(r, key_idx)] = name
+        return name
+
+    def load(self, k: int, idx: tuple[str, ...], scope: _Scope) -> str:
+        shape = self.g.in_shapes[k]
+        self.inputs[k] = tuple(d for d, n in enumerate(shape) if n != 1)
+        addr = " + ".join([f"po{k}"] + [f"{v} * pq{k}_{d}" for d, v in enumerate(idx)
+                                         if v != "0"])
+        name = self.fresh("x")
+        scope.lines.append(f"const {ctype(self.g.in_dtypes[k])} {name} = p{k}[{addr}];")
+        return name
+
+    def elementwise(self, j: int, idx: tuple[str, ...], scope: _Scope) -> str:
+        g = self.g
+        node = g.group.nodes[j]
+        op = node.op
+        refs = [g.ref(a) for a in node.args]
+        vals = [self.value(r, idx[len(idx) - len(g.shape(r)):]) for r in refs]
+        dts = [g.dtype(r) for r in refs]
+        scalars: list[tuple[str, Any]] = []
+        if op in _UNARY:
+            expr = unary_expr(op, dts[0])[0]
+        elif op in _BINARY:
+            expr, _, helpers = binary_expr(op, dts[0])
+            if helpers:
+                self.helpers[helpers] = None
+        elif op is EW.where:
+            expr = "a ? b : c"
+        elif op is EW.clamp:
+            expr, scalars = clamp_expr(dts[0], node.params.get("min"), node.params.get("max"))
+        else:
+            expr = cast_expr(dts[0], numpy_dtype(node.dtype))
+        decls = [f"const {compute_type(dt)} {nm} = {v};"
+                 for nm, dt, v in zip("abc", dts, vals, strict=False)]
+        decls += [f"const {t} s{i} = {_literal(t, v)};" for i, (t, v) in enumerate(scalars)]
+        out_t = ctype(numpy_dtype(node.dtype))
+        name = self.fresh("v")
+        scope.lines.append(f"{out_t} {name}; {{ {' '.join(decls)} {name} = ({out_t})({expr}); }}")
+        return name
+
+    # -- reductions ----------------------------------------------------------------------------
+
+    def reduce(self, j: int, idx: tuple[str, ...], depth: int) -> str:
+        g = self.g
+        node = g.group.nodes[j]
+        kind = REDUCE[node.op]
+        a = g.ref(node.args[0])
+        ashape = g.shape(a)
+        dims = reduced_dims(node, len(ashape))
+        kept = [d for d in range(len(ashape)) if d not in dims]
+        if node.params.get("keepdim"):
+            aidx: dict[int, str] = {d: idx[d] for d in kept}
+        else:
+            aidx = dict(zip(kept, idx, strict=True))
+        n = math.prod(ashape[d] for d in dims)
+        out_t = ctype(numpy_dtype(node.dtype))
+        if kind == "var":
+            mean = self.loop(kind="mean", a=a, aidx=aidx, dims=dims, depth=depth,
+                             scale=1.0 / n if n else math.inf, out_t=ctype(g.dtype(a)))
+            denom = max(n - node.params.get("correction", 1), 0)
+            return self.loop(kind="mean", a=a, aidx=aidx, dims=dims, depth=depth,
+                             scale=1.0 / denom if denom else math.inf, out_t=out_t,
+                             center=mean)
+        return self.loop(kind=kind, a=a, aidx=aidx, dims=dims, depth=depth,
+                         scale=1.0 / n if n else math.inf, out_t=out_t)
+
+    def loop(self, *, kind: str, a: int, aidx: dict[int, str], dims: tuple[int, ...],
+             depth: int, scale: float, out_t: str, center: str | None = None) -> str:
+        """Emit a loop reducing ref ``a`` over ``dims`` at the kept index ``aidx``."""
+        g = self.g
+        ashape = g.shape(a)
+        adt = g.dtype(a)
+        t = compute_type(adt)
+        fl = adt.kind == "f"
+        arg = kind in ("argmax", "argmin")
+        acc_t, init, comb = (t, "0", "") if arg else _spec(kind, t, fl)
+        kahan = kind in ("sum", "mean") and fl
+        tree = self.lanes > 1 and depth == 0
+        scope = self.chain[depth]
+        c = self.fresh("")
+        acc, k = f"r{c}", f"k{c}"
+        # the loop body sees the scopes up to `depth` and its own
+        saved = self.chain
+        self.chain = [*saved[:depth + 1], _Scope()]
+        body = self.chain[-1]
+        self.define(k, depth + 1)
+        full = dict(aidx)
+        red = [d for d in dims if ashape[d] != 1]
+        rest = k
+        for pos, d in enumerate(reversed(red)):
+            var = f"j{c}_{d}"
+            self.define(var, depth + 1)
+            if pos == len(red) - 1:
+                body.lines.append(f"const long {var} = {rest};")
+            else:
+                ext = self.sym(ashape[d])
+                body.lines.append(f"const long {var} = {rest} % {ext};")
+                rest = f"({rest} / {ext})"
+            full[d] = var
+        for d in dims:
+            full.setdefault(d, "0")
+        v = self.value(a, tuple(full[d] for d in range(len(ashape))))
+        if center is not None:
+            body.lines.append(f"const {t} w{c} = ({v} - {center}) * ({v} - {center});")
+            v = f"w{c}"
+        if arg:
+            helper = _arg_helper(t, fl, kind == "argmax").replace("arg_first", f"{kind}_{t}")
+            self.helpers[helper] = None
+            body.lines.append(f"if (!{kind}_{t}({acc}, i{c}, {v}, {k})) "
+                              f"{{ {acc} = {v}; i{c} = {k}; }}")
+        elif kahan:
+            body.lines.append(f"{{ {acc_t} y = {v} - m{c}; {acc_t} s = {acc} + y; "
+                              f"m{c} = (s - {acc}) - y; {acc} = s; }}")
+        else:
+            body.lines.append(f"{acc} = {_combine(comb, acc, v)};")
+        self.chain = saved
+        total = self.sym(math.prod(ashape[d] for d in dims))
+        lines = scope.lines
+        lines.append(f"{acc_t} {acc} = {init};" + (f" {acc_t} m{c} = 0;" if kahan else "")
+                     + (f" long i{c} = -1;" if arg else ""))
+        lines.extend(_for(k, total, tree, body.lines))
+        if tree:
+            sh = f"sh{c}"
+            self.decls.append(f"__local {acc_t} {sh}[{LANES}];")
+            lines.append(f"{sh}[lid] = {acc};")
+            if arg:
+                self.decls.append(f"__local long shi{c}[{LANES}];")
+                lines.append(f"shi{c}[lid] = i{c};")
+                merge = (f"if (!{kind}_{t}({sh}[lid], shi{c}[lid], {sh}[lid + s], "
+                         f"shi{c}[lid + s])) {{ {sh}[lid] = {sh}[lid + s]; "
+                         f"shi{c}[lid] = shi{c}[lid + s]; }}")
+            else:
+                merge = f"{sh}[lid] = {_combine(comb, f'{sh}[lid]', f'{sh}[lid + s]')};"
+            lines += ["barrier(CLK_LOCAL_MEM_FENCE);",
+                      f"for (int s = {LANES // 2}; s > 0; s >>= 1) {{",
+                      f"    if (lid < s) {{ {merge} }}",
+                      "    barrier(CLK_LOCAL_MEM_FENCE);", "}",
+                      f"{acc} = {sh}[0];" + (f" i{c} = shi{c}[0];" if arg else "")]
+        res = f"res{c}"
+        if arg:
+            lines.append(f"const long {res} = i{c};")
+        elif kind == "mean":
+            lines.append(f"const {out_t} {res} = ({out_t})({acc} * {self.sym(scale, acc_t)});")
+        else:
+            lines.append(f"const {out_t} {res} = ({out_t})({acc});")
+        return res
+
+    # -- the kernel ----------------------------------------------------------------------------
+
+    def build(self) -> str:
+        g = self.g
+        lid = "const int lid = get_local_id(0);" if self.lanes > 1 else ""
+        pos = self.sym(math.prod(self.outer))
+        head = [f"const long gid = {'get_group_id(0)' if self.lanes > 1 else 'get_global_id(0)'};",
+                lid]
+        if self.lanes == 1:
+            head.append(f"if (gid >= {pos}) return;")
+        rest = "gid"
+        live = [d for d, n in enumerate(self.outer) if n != 1]
+        for i, d in enumerate(reversed(live)):
+            self.define(f"o{d}", 0)
+            if i == len(live) - 1:
+                head.append(f"const long o{d} = {rest};")
+            else:
+                ext = self.sym(self.outer[d])
+                head.append(f"const long o{d} = {rest} % {ext};")
+                rest = f"({rest} / {ext})"
+        m = len(self.outer)
+        by_inner: dict[tuple[tuple[int, ...], tuple[int, ...]], list[int]] = {}
+        for t in self.targets:
+            s = g.shape(t)
+            guard = tuple(d for d in range(m) if s[d] == 1 and self.outer[d] != 1)
+            by_inner.setdefault((s[m:], guard), []).append(t)
+        outs = {t: i for i, t in enumerate(self.targets)}
+        for (inner, guard), ts in by_inner.items():
+            self.store(ts, inner, guard, outs)
+        out_params = [f"__global {ctype(g.dtype(t))}* out{i}" for i, t in enumerate(self.targets)]
+        in_params = []
+        for k, axes in sorted(self.inputs.items()):
+            in_params += [f"__global const {ctype(g.in_dtypes[k])}* p{k}", f"long po{k}"]
+            in_params += [f"long pq{k}_{d}" for d in axes]
+        body = "\n    ".join([*self.decls, *head, *self.top.lines])
+        return (f"#pragma OPENCL FP_CONTRACT OFF\n{''.join(self.helpers)}\n"
+                f"__kernel void fused({', '.join(out_params + in_params + self.params)})\n"
+                f"{{\n    {body}\n}}\n")
+
+    def store(self, targets: list[int], inner: tuple[int, ...], guard: tuple[int, ...],
+              outs: dict[int, int]) -> None:
+        cond = [f"o{d} == 0" for d in guard]
+        live = [d for d, n in enumerate(inner) if n != 1]
+        if not live:
+            if self.lanes > 1:
+                cond.append("lid == 0")
+            for t in targets:
+                self.store_one(t, ("0",) * len(inner), outs, self.top, cond)
+            return
+        loop = _Scope()
+        self.chain = [self.top, loop]
+        k = self.fresh("t")
+        self.define(k, 1)
+        inner_idx = ["0"] * len(inner)
+        rest = k
+        for i, d in enumerate(reversed(live)):
+            var = f"{k}_{d}"
+            self.define(var, 1)
+            if i == len(live) - 1:
+                loop.lines.append(f"const long {var} = {rest};")
+            else:
+                ext = self.sym(inner[d])
+                loop.lines.append(f"const long {var} = {rest} % {ext};")
+                rest = f"({rest} / {ext})"
+            inner_idx[d] = var
+        for t in targets:
+            self.store_one(t, tuple(inner_idx), outs, loop, [])
+        self.chain = [self.top]
+        total = self.sym(math.prod(inner))
+        lines = _for(k, total, self.lanes > 1, loop.lines)
+        if cond:
+            lines = [f"if ({' && '.join(cond)}) {{", *("    " + line for line in lines), "}"]
+        self.top.lines.extend(lines)
+
+    def store_one(self, t: int, inner_idx: tuple[str, ...], outs: dict[int, int], scope: _Scope,
+                  cond: list[str]) -> None:
+        s = self.g.shape(t)
+        m = len(self.outer)
+        idx = tuple("0" if s[d] == 1 else f"o{d}" for d in range(m)) + inner_idx
+        v = self.value(t, idx)
+        strides = contiguous_strides(s)
+        addr = " + ".join(["0"] + [f"{x} * {self.sym(strides[d])}" for d, x in enumerate(idx)
+                                   if x != "0"])
+        store = f"out{outs[t]}[{addr}] = {v};"
+        scope.lines.append(f"if ({' && '.join(cond)}) {store}" if cond else store)
+
+
+def _for(k: str, total: str, lanes: bool, body: list[str]) -> list[str]:
+    """A loop of ``k`` over ``[0, total)``; split over the lanes with a trip count every lane
+    shares (PoCL vectorises a work-group's lanes only through uniform loops)."""
+    if not lanes:
+        return [f"for (long {k} = 0; {k} < {total}; {k}++) {{",
+                *("    " + line for line in body), "}"]
+    return [f"for (long {k}b = 0; {k}b < {total}; {k}b += {LANES}) {{",
+            f"    const long {k} = {k}b + lid;", f"    if ({k} < {total}) {{",
+            *("        " + line for line in body), "    }", "}"]
+
+
+def _combine(comb: str, acc: str, v: str) -> str:
+    return re.sub(r"\b(acc|v)\b", lambda mt: acc if mt.group(1) == "acc" else v, comb)
