@@ -181,3 +181,14 @@ def test_row_variance_matches_numpy(cl_device: object, shape: tuple, dim: int,
     d = RNG.standard_normal(shape)
     check(_t(d, cl_device).var(dim=dim, correction=correction, keepdim=True),
           d.var(axis=dim, ddof=correction, keepdims=True), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape,dim", [((50, 40), 0), ((3, 20, 64), 1), ((6, 5, 4), 0)])
+def test_index_select_of_rows_with_negative_and_repeated_indices(cl_device: object,
+                                                                 shape: tuple,
+                                                                 dim: int) -> None:
+    a = RNG.standard_normal(shape).astype(np.float32)
+    n = shape[dim]
+    idx = np.array([0, n - 1, -1, 2, 2, -n], np.int64)
+    got = _t(a, cl_device).index_select(dim, _t(idx, cl_device))
+    check(got, np.take(a, idx % n, axis=dim).astype(np.float64))

@@ -16,6 +16,7 @@ import numpy as np
 from ember.ops import movement as mv
 
 from .runtime import (
+    GROUP,
     CLArray,
     Runtime,
     compute_type,
@@ -106,7 +107,7 @@ __kernel void gather(__global {t}* out, __global const {t}* x, long xo, {xs},
 {{
     long i = get_global_id(0);
     if (i >= total) return;
-    long r = i;
+    {it} r = i;
     {decomp}
     long id = ix[io + {iaddr}];
     if (id < 0) id += dimsize;
@@ -122,13 +123,16 @@ def gather(rt: Runtime, x: CLArray, index: CLArray, dim: int) -> CLArray:
     out = rt.empty(shape, x.dtype)
     if out.size == 0:
         return out
-    decomp = [*(f"long k{d} = r % n{d}; r /= n{d};" for d in range(nd - 1, 0, -1)), "long k0 = r;"]
+    # 32-bit index arithmetic where it fits: its divisions cost a third of 64-bit ones
+    it = "uint" if out.size < (1 << 31) else "long"
+    decomp = [*(f"{it} k{d} = r % ({it})n{d}; r /= ({it})n{d};" for d in range(nd - 1, 0, -1)),
+              f"{it} k0 = r;"]
     xaddr = " + ".join(f"k{d} * xs{d}" if d != dim else f"id * xs{d}" for d in range(nd))
     src = _GATHER.format(
         t=ctype(x.dtype), xs=", ".join(f"long xs{d}" for d in range(nd)),
         is_=", ".join(f"long is{d}" for d in range(nd)),
         ns="".join(f"long n{d}, " for d in range(1, nd)), decomp="\n    ".join(decomp),
-        iaddr=" + ".join(f"k{d} * is{d}" for d in range(nd)), xaddr=xaddr)
+        iaddr=" + ".join(f"k{d} * is{d}" for d in range(nd)), xaddr=xaddr, it=it)
     k = rt.kernel(src, "gather")
     rt.launch1d(k, out.size, out.buffer, x.buffer, np.int64(x.offset),
               *map(np.int64, x.strides), index.buffer, np.int64(index.offset),
@@ -137,7 +141,36 @@ def gather(rt: Runtime, x: CLArray, index: CLArray, dim: int) -> CLArray:
     return out
 
 
+# index_select of whole rows of a dense x: a 2-d grid over (row element, selected row), so the
+# copy of each row is contiguous and needs no per-element index arithmetic
+_TAKE_ROWS = """
+__kernel void take_rows(__global {t}* out, __global const {t}* x, long xo,
+                        __global const long* ix, long io, long is0, long nidx, long inner,
+                        long dimsize)
+{{
+    long i1 = get_global_id(0), i0 = get_global_id(1);
+    if (i1 >= inner) return;
+    long b = i0 / nidx, j = i0 % nidx;
+    long id = ix[io + j * is0];
+    if (id < 0) id += dimsize;
+    out[i0 * inner + i1] = x[xo + (b * dimsize + id) * inner + i1];
+}}
+"""
+
+
 def index_select(rt: Runtime, x: CLArray, index: CLArray, dim: int) -> CLArray:
+    inner = math.prod(x.shape[dim + 1:])
+    if x.is_contiguous() and inner >= 32 and index.ndim == 1:
+        shape = (*x.shape[:dim], index.shape[0], *x.shape[dim + 1:])
+        out = rt.empty(shape, x.dtype)
+        if out.size:
+            k = rt.kernel(_TAKE_ROWS.format(t=ctype(x.dtype)), "take_rows")
+            outer = math.prod(x.shape[:dim]) * index.shape[0]
+            rt.launch(k, (-(-inner // GROUP) * GROUP, outer), (GROUP, 1), out.buffer, x.buffer,
+                      np.int64(x.offset), index.buffer, np.int64(index.offset),
+                      np.int64(index.strides[0]), np.int64(index.shape[0]), np.int64(inner),
+                      np.int64(x.shape[dim]))
+        return out
     shape = list(x.shape)
     shape[dim] = index.shape[0]
     strides = [0] * x.ndim
