@@ -18,7 +18,8 @@ def _t(a: np.ndarray, dev: object) -> ember.Tensor:
 
 # -- matmul: 8x16 blocks plus general-kernel edges --------------------------------------------
 
-@pytest.mark.parametrize("m,k,n", [(8, 5, 16), (19, 33, 50), (64, 288, 3136), (9, 7, 15)])
+@pytest.mark.parametrize("m,k,n", [(8, 5, 16), (19, 33, 50), (64, 288, 3136), (9, 7, 15),
+                                   (24, 1300, 40)])  # the last: K in three accumulated blocks
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_blocked_matmul_covers_edge_rows_and_columns(cl_device: object, m: int, k: int, n: int,
                                                      dtype: type) -> None:
@@ -28,9 +29,10 @@ def test_blocked_matmul_covers_edge_rows_and_columns(cl_device: object, m: int, 
     check(_t(a, cl_device) @ _t(b, cl_device), a.astype(np.float64) @ b, rtol=tol, atol=tol)
 
 
-def test_blocked_matmul_of_transposed_b_and_broadcast_batch(cl_device: object) -> None:
-    a = RNG.standard_normal((2, 1, 17, 12)).astype(np.float32)
-    w = RNG.standard_normal((3, 40, 12)).astype(np.float32)  # [out, in] like Linear.weight
+@pytest.mark.parametrize("k", [12, 1100])
+def test_blocked_matmul_of_transposed_b_and_broadcast_batch(cl_device: object, k: int) -> None:
+    a = RNG.standard_normal((2, 1, 17, k)).astype(np.float32)
+    w = RNG.standard_normal((3, 40, k)).astype(np.float32)  # [out, in] like Linear.weight
     out = _t(a, cl_device) @ _t(w, cl_device).transpose(-1, -2)
     check(out, a.astype(np.float64) @ np.swapaxes(w, -1, -2), rtol=1e-4, atol=1e-4)
 

@@ -84,27 +84,29 @@ void mm(__global {t}* C, long co, long cb, long ldc,
 
 # fast kernel: RM rows x VW columns a work-item; B rows dense
 RM = 8
+M_FIRST = 1
+KB = 512  # K block of the fast kernel
 VW = {"float": 16, "double": 8}
 
 _MATMUL_REG = """
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void mmr(__global {t}* restrict C, long cb, long ldc,
          __global const {t}* restrict A, long ao, long am,
-         __global const {t}* restrict B, long bo, long bk, long K {bparams})
+         __global const {t}* restrict B, long bo, long bk, long K, int beta {bparams})
 {{
-    long n0 = get_global_id(0) * {VW}, m0 = get_global_id(1) * {RM};
+    long n0 = get_global_id({NAX}) * {VW}, m0 = get_global_id({MAX}) * {RM};
     long bt = get_global_id(2), r = bt;
     long aoff = ao, boff = bo;
     {bdecomp}
+    __global {t}* Cb = C + bt * cb + m0 * ldc + n0;
     {t}{VW} acc[{RM}];
-    for (int i = 0; i < {RM}; i++) acc[i] = ({t}{VW})0;
+    for (int i = 0; i < {RM}; i++) acc[i] = beta ? vload{VW}(0, Cb + i * ldc) : ({t}{VW})0;
     __global const {t}* Ap = A + aoff + m0 * am;
     __global const {t}* Bp = B + boff + n0;
     for (long k = 0; k < K; k++) {{
         {t}{VW} b = vload{VW}(0, Bp + k * bk);
         {body}
     }}
-    __global {t}* Cb = C + bt * cb + m0 * ldc + n0;
     for (int i = 0; i < {RM}; i++) vstore{VW}(acc[i], 0, Cb + i * ldc);
 }}
 """
@@ -146,13 +148,18 @@ def matmul(rt: Runtime, a: CLArray, b: CLArray) -> CLArray:
         body = " ".join(f"acc[{i}] = fma(({t}{vw})(Ap[{i} * am + k]), b, acc[{i}]);"
                         for i in range(RM))
         k = rt.kernel(_MATMUL_REG.format(t=t, VW=vw, RM=RM, bparams=bparams, bdecomp=bdecomp,
-                                         body=body), "mmr")
-        args: list[Any] = [out.buffer, np.int64(M * N), np.int64(N), a.buffer,
-                           np.int64(a.offset), np.int64(a.strides[-2]), b.buffer,
-                           np.int64(b.offset), np.int64(b.strides[-2]), np.int64(K)]
+                                         body=body, NAX=M_FIRST, MAX=1 - M_FIRST), "mmr")
+        batch_args: list[Any] = []
         for d in range(len(dims)):
-            args += [np.int64(sts[0][d]), np.int64(sts[1][d]), np.int64(dims[d])]
-        rt.launch(k, (n_fast // vw, m_fast // RM, nbatch), (1, 1, 1), *args)
+            batch_args += [np.int64(sts[0][d]), np.int64(sts[1][d]), np.int64(dims[d])]
+        grid = (m_fast // RM, n_fast // vw) if M_FIRST else (n_fast // vw, m_fast // RM)
+        # K in blocks, C accumulating: the B panels of a block stay in cache while the
+        # work-items of a column of blocks reuse them
+        for k0 in range(0, K, KB):
+            rt.launch(k, (*grid, nbatch), (1, 1, 1), out.buffer, np.int64(M * N), np.int64(N),
+                      a.buffer, np.int64(a.offset + k0), np.int64(a.strides[-2]), b.buffer,
+                      np.int64(b.offset + k0 * b.strides[-2]), np.int64(b.strides[-2]),
+                      np.int64(min(KB, K - k0)), np.int32(k0 > 0), *batch_args)
     # the rest of C: the columns right of the blocks (all rows), then the rows below them
     if n_fast < N:
         _general(rt, out, a, b, 0, M, n_fast, N)
