@@ -3,9 +3,9 @@
     python benchmarks/opencl_vs_numpy.py               # prints a table
     python benchmarks/opencl_vs_numpy.py --write docs/performance.md
 
-Each figure is the median of several timed runs after a warm-up (the warm-up also builds the
-kernels), numpy and OpenCL runs alternating; OpenCL timings include waiting for the queue, so
-they are wall-clock results.
+Each figure is the median of several timed runs, each after a short pause and an untimed run
+(the first also builds the kernels), numpy and OpenCL alternating; OpenCL timings include
+waiting for the queue, so they are wall-clock results.
 The numpy conv2d is ember_cpu's (im2col with sliding windows, then BLAS).
 """
 
@@ -23,14 +23,21 @@ import numpy as np
 import ember
 import ember.functional as F
 
+SETTLE = 0.25  # seconds for the other side's worker threads to go idle
+
 
 def _pair(fn_np: Callable[[], Any], fn_cl: Callable[[], Any], reps: int) -> tuple[float, float]:
-    """Medians of numpy and OpenCL timings taken alternately, so both see the same load."""
-    fn_np()
-    fn_cl()
+    """Medians of numpy and OpenCL timings taken alternately, so both see the same load.
+
+    Each timed call follows a pause and an untimed call of the same side: OpenBLAS's threads
+    keep spinning for a while after a matmul returns, which would otherwise be charged to the
+    next OpenCL run (measured: 1024^3 matmul at ~70 instead of ~135 GFLOP/s).
+    """
     t_np, t_cl = [], []
     for _ in range(reps):
         for fn, times in ((fn_np, t_np), (fn_cl, t_cl)):
+            time.sleep(SETTLE)
+            fn()
             t = time.perf_counter()
             fn()
             times.append(time.perf_counter() - t)
