@@ -27,23 +27,6 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def _events_ms(fn, reps: int, sync) -> float:  # type: ignore[no-untyped-def]
-    import cupy as cp
-
-    fn()
-    sync()
-    start, stop = cp.cuda.Event(), cp.cuda.Event()
-    best = float("inf")
-    for _ in range(3):
-        start.record()
-        for _ in range(reps):
-            fn()
-        stop.record()
-        stop.synchronize()
-        best = min(best, cp.cuda.get_elapsed_time(start, stop) / reps)
-    return best
-
-
 def _host_us(fn, reps: int, sync) -> float:  # type: ignore[no-untyped-def]
     fn()
     sync()
@@ -66,6 +49,7 @@ def child(quick: bool) -> dict[str, object]:
 
     d = ember.device("cuda:0")
     be = d.backend
+    timer = be.memory.timer  # ms per call, CUDA events on the null stream torch also uses
     sync = d.synchronize
     tsync = torch.cuda.synchronize
     res: dict[str, object] = {"gpu": be.memory.device_id(), "torch": torch.__version__}
@@ -82,14 +66,13 @@ def child(quick: bool) -> dict[str, object]:
             be.matmul_precision = "tf32" if name == "tf32" else "ieee"
             torch.backends.cuda.matmul.allow_tf32 = name == "tf32"
             flop = 2 * n ** 3
-            reps = 5 if n == 8192 else 20
             be.use_cublas = False
-            tri = _events_ms(lambda a=a, b=b: a @ b, reps, sync)
+            tri = timer(lambda a=a, b=b: a @ b)
             be.use_cublas = True
-            sel = _events_ms(lambda a=a, b=b: a @ b, reps, sync)
+            sel = timer(lambda a=a, b=b: a @ b)
             ta = torch.randn((n, n), dtype=tdt, device="cuda")
             tb = torch.randn((n, n), dtype=tdt, device="cuda")
-            tt = _events_ms(lambda ta=ta, tb=tb: ta @ tb, reps, tsync)
+            tt = timer(lambda ta=ta, tb=tb: ta @ tb)
             # correctness on the same operands: ember vs torch on ember's data
             ref = torch.from_dlpack(cp.asarray(a.numpy().astype(np.float32))) @ \
                 torch.from_dlpack(cp.asarray(b.numpy().astype(np.float32)))
@@ -119,15 +102,15 @@ def child(quick: bool) -> dict[str, object]:
     v = ember.randn((r, r), device=d)
     cv = cp.random.standard_normal((r, r), dtype=cp.float32)
     out = cp.empty_like(cv)
-    copy = _events_ms(lambda: out.__setitem__(Ellipsis, cv), 10, sync)
+    copy = timer(lambda: out.__setitem__(Ellipsis, cv))
     nbytes = 2 * 4 * r * r
-    soft = _events_ms(lambda: v.softmax(dim=-1), 10, sync)
+    soft = timer(lambda: v.softmax(dim=-1))
     w = ember.ones((r,), device=d)
     bias = ember.zeros((r,), device=d)
-    ln = _events_ms(lambda: ember.nn.functional.layer_norm(v, (r,), w, bias), 10, sync)
+    ln = timer(lambda: ember.nn.functional.layer_norm(v, (r,), w, bias))
     tv = torch.randn((r, r), device="cuda")
-    tsoft = _events_ms(lambda: tv.softmax(dim=-1), 10, tsync)
-    tln = _events_ms(lambda: torch.nn.functional.layer_norm(tv, (r,)), 10, tsync)
+    tsoft = timer(lambda: tv.softmax(dim=-1))
+    tln = timer(lambda: torch.nn.functional.layer_norm(tv, (r,)))
     res["rows"] = {"copy_tb_s": round(nbytes / copy / 1e9, 2),
                    "softmax_share_of_copy": round(copy / soft, 3),
                    "layer_norm_share_of_copy": round(copy / ln, 3),
@@ -135,19 +118,9 @@ def child(quick: bool) -> dict[str, object]:
                    "torch_layer_norm_share": round(copy / tln, 3)}
 
     # -- MLP training step ----------------------------------------------------------------
-    ad = ember.device("autodiff<cuda:0>")
-    g = ember.Generator(0)
-    nn = ember.nn
-    model = nn.Sequential(nn.Linear(784, 1024, generator=g), nn.ReLU(),
-                          nn.Linear(1024, 1024, generator=g), nn.ReLU(),
-                          nn.Linear(1024, 10, generator=g)).to(ad)
-    opt = ember.optim.Adam(model.parameters(), lr=1e-3)
-    xb = ember.randn((512, 784), device=ad, generator=g)
-    yb = ember.randint(0, 10, (512,), device=ad, generator=g)
+    from _mlp import mlp_step
 
-    def step() -> None:
-        loss = nn.functional.cross_entropy(model(xb), yb)
-        opt.step(loss.backward())
+    step = mlp_step(ember)
 
     tm = torch.nn.Sequential(torch.nn.Linear(784, 1024), torch.nn.ReLU(),
                              torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
@@ -169,6 +142,22 @@ def child(quick: bool) -> dict[str, object]:
     t_ms = _host_us(tstep, steps, tsync) / 1e3
     res["mlp_step_ms"] = {"ember": round(e_ms, 3), "torch": round(t_ms, 3),
                           "ratio": round(e_ms / t_ms, 2)}
+    try:  # the same step through Fusion: analysis share from its stats
+        import ember_fusion
+
+        fstep = mlp_step(ember, "autodiff<fusion<cuda:0>>")
+        fdev = ember.device("fusion<cuda:0>")
+        for _ in range(5):
+            fstep()
+        fdev.synchronize()
+        ember_fusion.reset_stats(fdev)
+        f_ms = _host_us(fstep, steps, fdev.synchronize) / 1e3
+        st = ember_fusion.stats(fdev)
+        res["mlp_step_ms"]["ember_fusion"] = round(f_ms, 3)
+        res["mlp_step_ms"]["fusion_analysis_share"] = round(
+            st.analysis_s / max(st.analysis_s + st.execute_s, 1e-9), 4)
+    except Exception as exc:  # reported, not fatal: the other figures stand
+        res["mlp_step_ms"]["fusion_error"] = f"{type(exc).__name__}: {exc}"
     return res
 
 
@@ -211,7 +200,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{r['softmax_share_of_copy']} (torch {r['torch_softmax_share']}), layer_norm "
           f"{r['layer_norm_share_of_copy']} (torch {r['torch_layer_norm_share']})")
     m = res["mlp_step_ms"]
-    print(f"MLP step: ember {m['ember']} ms, torch {m['torch']} ms, ratio {m['ratio']}x")
+    print(f"MLP step: ember {m['ember']} ms, torch {m['torch']} ms, ratio {m['ratio']}x; "
+          f"autodiff<fusion<cuda:0>> {m.get('ember_fusion')} ms (analysis share "
+          f"{m.get('fusion_analysis_share')}) {m.get('fusion_error', '')}")
     return 0
 
 

@@ -32,19 +32,9 @@ def child() -> None:
     prof.disable()
     pstats.Stats(prof).sort_stats("tottime").print_stats(22)
 
-    ad = ember.device("autodiff<cuda:0>")
-    g = ember.Generator(0)
-    nn = ember.nn
-    model = nn.Sequential(nn.Linear(784, 1024, generator=g), nn.ReLU(),
-                          nn.Linear(1024, 1024, generator=g), nn.ReLU(),
-                          nn.Linear(1024, 10, generator=g)).to(ad)
-    opt = ember.optim.Adam(model.parameters(), lr=1e-3)
-    xb = ember.randn((512, 784), device=ad, generator=g)
-    yb = ember.randint(0, 10, (512,), device=ad, generator=g)
+    from _mlp import mlp_step
 
-    def step() -> None:
-        loss = nn.functional.cross_entropy(model(xb), yb)
-        opt.step(loss.backward())
+    step = mlp_step(ember)
     for _ in range(10):
         step()
     d.synchronize()

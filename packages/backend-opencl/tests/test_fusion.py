@@ -3,8 +3,6 @@ random op programs fused against unfused ``opencl:0``."""
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
 from typing import Any
 
 import ember
@@ -14,24 +12,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 ember_fusion = pytest.importorskip("ember_fusion")
+from ember_fusion import testing as programs  # noqa: E402  (after the importorskip)
+from ember_fusion.testing import chain, chain_oracle  # noqa: E402
 
 FUSED = "fusion<opencl:0>"
 #: every group through the generator, lone ops included
 GENERATED = "fusion<opencl:0,min_nodes=1>"
 
 
-def _property_module() -> Any:
-    """The random-program generator of the fusion package's property test (shared, not
-    copied: the same programs check every fusion compiler)."""
-    path = (pathlib.Path(__file__).parents[2] / "fusion" / "tests" / "test_property.py")
-    spec = importlib.util.spec_from_file_location("ember_fusion_property_programs", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-programs = _property_module()
 
 
 @pytest.fixture
@@ -47,11 +35,6 @@ def rng() -> np.random.Generator:
     return np.random.default_rng(1234)
 
 
-def chain(x: ember.Tensor) -> ember.Tensor:
-    v = (x * 1.5 + 0.25).relu() * 0.5 - 1
-    return v * v.sigmoid()
-
-
 def test_seven_op_chain_is_one_kernel(fused: ember.Device, rng: np.random.Generator) -> None:
     a = rng.standard_normal(1000).astype(np.float32)
     x = ember.tensor(a, device=fused)
@@ -62,8 +45,7 @@ def test_seven_op_chain_is_one_kernel(fused: ember.Device, rng: np.random.Genera
     assert s.last_groups == ("rows[mul+add+clamp+mul+sub+sigmoid+mul]",)
     source = next(k.source for k in fused.backend.kernel_cache.values())
     assert source.count("__kernel") == 1 and source.count("out0[") == 1  # one store
-    v = np.maximum(a.astype(np.float64) * 1.5 + 0.25, 0) * 0.5 - 1
-    np.testing.assert_allclose(got, v / (1 + np.exp(-v)), rtol=2e-6, atol=1e-6)
+    np.testing.assert_allclose(got, chain_oracle(a), rtol=2e-6, atol=1e-6)
 
 
 @pytest.mark.parametrize("shape", [(37, 11), (6, 300)])  # a work-item / a work-group per row

@@ -7,17 +7,7 @@ import numpy as np
 import pytest
 
 import ember_fusion
-
-
-def chain(x: ember.Tensor) -> ember.Tensor:
-    v = (x * 1.5 + 0.25).relu() * 0.5 - 1
-    return v * v.sigmoid()
-
-
-def chain_oracle(a: np.ndarray) -> np.ndarray:
-    a = a.astype(np.float64)
-    v = np.maximum(a * 1.5 + 0.25, 0) * 0.5 - 1
-    return v / (1 + np.exp(-v))
+from ember_fusion.testing import chain, chain_oracle
 
 
 @pytest.mark.parametrize("device", ["fusion<cpu>", "fusion<cpu,chunk=7,threads=2>"])

@@ -10,6 +10,7 @@ import ember
 import ember_fusion
 import numpy as np
 import pytest
+from ember_fusion.testing import chain, chain_oracle
 
 DEV = "fusion<triton-interpret>"
 
@@ -27,17 +28,6 @@ def _launches(d: ember.Device) -> int:
 
 def _rng() -> np.random.Generator:
     return np.random.default_rng(7)
-
-
-def chain(x: ember.Tensor) -> ember.Tensor:
-    v = (x * 1.5 + 0.25).relu() * 0.5 - 1
-    return v * v.sigmoid()
-
-
-def chain_oracle(a: np.ndarray) -> np.ndarray:
-    a = a.astype(np.float64)
-    v = np.maximum(a * 1.5 + 0.25, 0) * 0.5 - 1
-    return v / (1 + np.exp(-v))
 
 
 @pytest.mark.parametrize("n", [1000, 70_000])

@@ -2,7 +2,8 @@
 
 A program is a list of steps (unary, binary and keepdim-reduction ops on a pool of tensors);
 `run` executes it on a device and returns the values it keeps.  The CPU compiler's tests and
-the Triton compiler's tests both draw programs from `step`.
+the Triton and OpenCL compilers' tests all draw programs from `step`.  `chain` is the 7-op
+elementwise chain whose kernel count every compiler's tests assert, `chain_oracle` its value.
 
 Examples
 --------
@@ -20,7 +21,7 @@ import ember
 import numpy as np
 from hypothesis import strategies as st
 
-__all__ = ["BINARY", "REDUCE", "SHAPES", "UNARY", "Step", "run", "step"]
+__all__ = ["BINARY", "REDUCE", "SHAPES", "UNARY", "Step", "chain", "chain_oracle", "run", "step"]
 
 # every pair of these broadcasts to (13, 6), and so do keepdim reductions of them
 SHAPES = [(13, 6), (13, 1), (1, 6), (6,), ()]
@@ -89,3 +90,16 @@ def run(program: list[Step], arrays: list[np.ndarray], keep: list[int],
     held = [pool[-1]] + [pool[k % len(pool)] for k in keep]
     del pool  # only `held` survives: everything else may stay unmaterialised
     return [t.numpy() for t in held]
+
+
+def chain(x: ember.Tensor) -> ember.Tensor:
+    """The 7-op chain ``v = relu(x*1.5+0.25)*0.5-1; v*sigmoid(v)`` (one kernel when fused)."""
+    v = (x * 1.5 + 0.25).relu() * 0.5 - 1
+    return v * v.sigmoid()
+
+
+def chain_oracle(a: np.ndarray) -> np.ndarray:
+    """`chain` in numpy float64."""
+    a = a.astype(np.float64)
+    v = np.maximum(a * 1.5 + 0.25, 0) * 0.5 - 1
+    return v / (1 + np.exp(-v))  # type: ignore[no-any-return]  # numpy ufuncs are untyped here
