@@ -76,6 +76,8 @@ class KernelLibrary:
         self.mode = "interpret" if interpret else "compiled"
         self._modules: dict[str, ModuleType] = {}
         self._generated: dict[Any, Any] = {}
+        #: id(kernel) -> how to rebuild it in another mode (see `ember_triton._aot`)
+        self.origins: dict[int, tuple[str, ...]] = {}
 
     @classmethod
     def get(cls, interpret: bool) -> KernelLibrary:
@@ -100,6 +102,9 @@ class KernelLibrary:
                 mod = importlib.util.module_from_spec(spec)
                 with _interpret_knob(self.interpret):
                     spec.loader.exec_module(mod)
+                for attr, value in vars(mod).items():
+                    if hasattr(value, "arg_names"):
+                        self.origins[id(value)] = ("module", name, attr)
                 self._modules[name] = mod
         return mod
 
@@ -124,8 +129,10 @@ class KernelLibrary:
                 filename = f"<ember_triton generated {self.mode} {name} {digest}>"
                 lines = source.splitlines(keepends=True)
                 linecache.cache[filename] = (len(source), None, lines, filename)
-                namespace: dict[str, Any] = dict(scope)
+                # a module name: Triton's front end reads every called helper's __module__
+                namespace: dict[str, Any] = {**scope, "__name__": f"ember_triton.generated.{name}"}
                 with _interpret_knob(self.interpret):
                     exec(compile(source, filename, "exec"), namespace)  # generated kernels
                 fn = self._generated[key] = namespace[name]
+                self.origins[id(fn)] = ("generated", name, source)
         return fn

@@ -15,7 +15,7 @@ from ember import _dtype
 from ember._backend import Backend
 from ember._host import numpy_dtype
 
-from . import creation, elementwise, linalg, movement, nn, optim, reduction, rows
+from . import _aot, creation, elementwise, linalg, movement, nn, optim, reduction, rows
 from ._array import DeviceArray
 from ._autotune import KernelSelector
 from ._codegen import contiguous
@@ -159,6 +159,8 @@ class TritonBackend(Backend):
         self.memory.activate()
         call = [a.arg() if isinstance(a, DeviceArray) else a for a in args]
         if self.memory.interpret:
+            if _aot.recording():
+                _aot.note_launch(self.library.origins.get(id(kernel)), kernel, call, meta)
             # the interpreter computes with numpy, which warns about inf/nan where a GPU is silent
             with np.errstate(all="ignore"):
                 kernel[grid](*call, **meta)
