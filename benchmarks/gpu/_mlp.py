@@ -7,7 +7,8 @@ from collections.abc import Callable
 from typing import Any
 
 
-def mlp_step(ember: Any, device: str = "autodiff<cuda:0>") -> Callable[[], Any]:
+def mlp_step(ember: Any, device: str = "autodiff<cuda:0>",
+             capturable: bool = False) -> Callable[[], Any]:
     """A closure running one training step (forward, backward, Adam) on one fixed batch."""
     ad = ember.device(device)
     g = ember.Generator(0)
@@ -15,7 +16,7 @@ def mlp_step(ember: Any, device: str = "autodiff<cuda:0>") -> Callable[[], Any]:
     model = nn.Sequential(nn.Linear(784, 1024, generator=g), nn.ReLU(),
                           nn.Linear(1024, 1024, generator=g), nn.ReLU(),
                           nn.Linear(1024, 10, generator=g)).to(ad)
-    opt = ember.optim.Adam(model.parameters(), lr=1e-3)
+    opt = ember.optim.Adam(model.parameters(), lr=1e-3, capturable=capturable)
     xb = ember.randn((512, 784), device=ad, generator=g)
     yb = ember.randint(0, 10, (512,), device=ad, generator=g)
 

@@ -142,6 +142,21 @@ def child(quick: bool) -> dict[str, object]:
     t_ms = _host_us(tstep, steps, tsync) / 1e3
     res["mlp_step_ms"] = {"ember": round(e_ms, 3), "torch": round(t_ms, 3),
                           "ratio": round(e_ms / t_ms, 2)}
+    try:  # the same step recorded once as a CUDA graph and replayed
+        import ember_cuda
+
+        gstep = mlp_step(ember, capturable=True)
+        recorded = ember_cuda.graph(gstep, device="autodiff<cuda:0>", warmup=3)
+        g_ms = _host_us(recorded.replay, steps, sync) / 1e3
+        res["mlp_step_ms"]["ember_graph"] = round(g_ms, 3)
+        res["mlp_step_ms"]["graph_ratio"] = round(g_ms / t_ms, 3)
+        eager_c = mlp_step(ember, capturable=True)  # the capturable optimizer, eagerly
+        for _ in range(5):
+            eager_c()
+        res["mlp_step_ms"]["ember_capturable_eager"] = round(
+            _host_us(eager_c, steps, sync) / 1e3, 3)
+    except Exception as exc:  # reported, not fatal
+        res["mlp_step_ms"]["graph_error"] = f"{type(exc).__name__}: {exc}"[:2000]
     try:  # the same step through Fusion: analysis share from its stats
         import ember_fusion
 
@@ -200,6 +215,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{r['softmax_share_of_copy']} (torch {r['torch_softmax_share']}), layer_norm "
           f"{r['layer_norm_share_of_copy']} (torch {r['torch_layer_norm_share']})")
     m = res["mlp_step_ms"]
+    print(f"MLP step with CUDA graph replay: {m.get('ember_graph')} ms, ratio "
+          f"{m.get('graph_ratio')}x of torch eager (capturable Adam eagerly: "
+          f"{m.get('ember_capturable_eager')} ms) {m.get('graph_error', '')}")
     print(f"MLP step: ember {m['ember']} ms, torch {m['torch']} ms, ratio {m['ratio']}x; "
           f"autodiff<fusion<cuda:0>> {m.get('ember_fusion')} ms (analysis share "
           f"{m.get('fusion_analysis_share')}) {m.get('fusion_error', '')}")

@@ -55,7 +55,8 @@ OPTIMIZERS: dict[str, tuple[Callable[..., Any], Callable[..., Any], dict[str, An
 
 
 def _train(name: str, groups: bool = False,
-           scheduler: Callable[[Any, Any], tuple[Any, Any]] | None = None) -> None:
+           scheduler: Callable[[Any, Any], tuple[Any, Any]] | None = None,
+           **ember_only: Any) -> None:
     ecls, tcls, kw = OPTIMIZERS[name]
     model, tmodel = _models()
     if groups:  # the second layer gets its own learning rate
@@ -65,7 +66,7 @@ def _train(name: str, groups: bool = False,
                         {"params": list(tmodel[2].parameters()), "lr": kw["lr"] / 3}]
     else:
         eparams, tparams = model.parameters(), tmodel.parameters()
-    opt, topt = ecls(eparams, **kw), tcls(tparams, **kw)
+    opt, topt = ecls(eparams, **kw, **ember_only), tcls(tparams, **kw)
     sched = scheduler(opt, topt) if scheduler else None
     x, y = _data()
     ex, ey = ember.tensor(x, device=AD), ember.tensor(y, device=AD)
@@ -89,6 +90,12 @@ def _train(name: str, groups: bool = False,
 @pytest.mark.parametrize("name", sorted(OPTIMIZERS))
 def test_parameters_after_20_steps_match_pytorch(name: str) -> None:
     _train(name)
+
+
+@pytest.mark.parametrize("name", ["adam", "adam_wd_amsgrad", "adamw", "adamw_amsgrad"])
+def test_capturable_adam_keeps_the_step_on_the_device_and_matches_pytorch(name: str) -> None:
+    # the bias corrections come from a device tensor (what a replayed CUDA graph needs)
+    _train(name, capturable=True)
 
 
 @pytest.mark.parametrize("name", ["sgd_nesterov", "adam", "rmsprop"])

@@ -4,6 +4,7 @@ PyTorch is never imported: ember installs its own Triton driver (:mod:`ember_cud
 that takes the current device, stream and compute capability from CuPy.
 """
 
+from .graph import CaptureError, CudaGraph, graph
 from .probe import probe
 
-__all__ = ["probe"]
+__all__ = ["CaptureError", "CudaGraph", "graph", "probe"]

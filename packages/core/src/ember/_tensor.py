@@ -6,7 +6,7 @@ import math
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from . import _dtype as dt
+from . import _capture, _dtype as dt
 
 if TYPE_CHECKING:
     import numpy as np
@@ -214,7 +214,7 @@ class Tensor:
 
     def __setitem__(self, key: Any, value: Any) -> None:
         new = _ix.setitem(self, key, value)
-        self._data = new._data
+        _capture.replace(self, new._data)
 
     # -- operators ------------------------------------------------------------------------------
 

@@ -49,10 +49,14 @@ def record(path: str) -> Iterator[None]:
     """Record the kernels launched on interpreter devices inside the block into ``path``."""
     global _PATH
     old, _PATH = _PATH, path
+    seen = set(_SEEN)
+    _SEEN.clear()  # a new file: every specialisation is new to it
     try:
         yield
     finally:
         _PATH = old
+        _SEEN.clear()
+        _SEEN.update(seen)
 
 
 def _arg_type(value: Any) -> str:
@@ -68,6 +72,22 @@ def _arg_type(value: Any) -> str:
     raise TypeError(f"kernel argument of type {type(value).__name__} has no Triton type")
 
 
+def _encode(value: Any) -> Any:
+    import triton.language as tl
+
+    if isinstance(value, tl.dtype):
+        return {"tl.dtype": value.name}
+    return value
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, dict) and "tl.dtype" in value:
+        import triton.language as tl
+
+        return tl.dtype(value["tl.dtype"])
+    return value
+
+
 def note_launch(origin: tuple[Any, ...] | None, kernel: Any, call: list[Any],
                 meta: dict[str, Any]) -> None:
     """Called by the interpreter backend before each launch while recording."""
@@ -78,7 +98,7 @@ def note_launch(origin: tuple[Any, ...] | None, kernel: Any, call: list[Any],
                            "a KernelLibrary, so it cannot be rebuilt in compiled mode")
     names = list(kernel.arg_names)
     signature = {n: _arg_type(v) for n, v in zip(names, call, strict=False)}
-    constexprs = {n: v for n, v in meta.items() if n in names}
+    constexprs = {n: _encode(v) for n, v in meta.items() if n in names}
     options = {n: v for n, v in meta.items() if n not in names}
     for n in constexprs:
         signature[n] = "constexpr"
@@ -116,7 +136,8 @@ def _compile_one(args: tuple[str, int]) -> str | None:
     spec = json.loads(line)
     try:
         fn = _rebuild(spec["origin"])
-        src = ASTSource(fn, signature=spec["signature"], constexprs=spec["constexprs"])
+        constexprs = {k: _decode(v) for k, v in spec["constexprs"].items()}
+        src = ASTSource(fn, signature=spec["signature"], constexprs=constexprs)
         options = {"num_warps": spec["options"].get("num_warps", 4)}
         if "num_stages" in spec["options"]:
             options["num_stages"] = spec["options"]["num_stages"]
@@ -144,24 +165,50 @@ def compile_specs(lines: list[str], arch: int = 90, jobs: int = 0) -> list[str]:
     return [r for r in results if r is not None]
 
 
+def sample(lines: list[str], n: int) -> list[str]:
+    """At most ``n`` specs, deterministically: every kernel-module kernel once per set of
+    constexprs, then generated sources (one signature each) in hash order."""
+    import hashlib
+
+    modules: dict[str, str] = {}
+    generated: dict[str, str] = {}
+    for line in lines:
+        spec = json.loads(line)
+        origin = spec["origin"]
+        if origin[0] == "module":
+            modules.setdefault(json.dumps([origin, spec["constexprs"]], sort_keys=True), line)
+        else:
+            generated.setdefault(hashlib.sha1(origin[2].encode()).hexdigest(), line)
+    picked = list(modules.values())[:n]
+    picked += [generated[k] for k in sorted(generated)][:max(0, n - len(picked))]
+    return picked
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="compile recorded Triton kernels for a GPU target")
     p.add_argument("paths", nargs="+", help="files written by EMBER_TRITON_RECORD")
     p.add_argument("--arch", type=int, default=90, help="CUDA compute capability (90: H100/H200)")
     p.add_argument("--jobs", type=int, default=0)
+    p.add_argument("--sample", type=int, default=0,
+                   help="compile at most this many (every kernel module's kernels first)")
     args = p.parse_args(argv)
     lines: list[str] = []
     for path in args.paths:
         with open(path, encoding="utf-8") as f:
             lines += f.readlines()
-    n = len(dict.fromkeys(ln.strip() for ln in lines if ln.strip()))
-    if n == 0:
+    lines = list(dict.fromkeys(ln.strip() for ln in lines if ln.strip()))
+    total = len(lines)
+    if total == 0:
         print(f"no kernels recorded in {', '.join(args.paths)}", file=sys.stderr)
         return 1
+    if args.sample:
+        lines = sample(lines, args.sample)
+    n = len(lines)
     failures = compile_specs(lines, args.arch, args.jobs)
     for f in failures:
         print("FAILED", f, "\n")
-    print(f"{n - len(failures)} of {n} kernel specialisations compiled for sm_{args.arch}")
+    print(f"{n - len(failures)} of {n} kernel specialisations compiled for sm_{args.arch} "
+          f"({total} recorded)")
     return 1 if failures else 0
 
 

@@ -104,6 +104,10 @@ class DeviceArray:
         return self.view(tuple(self.shape[d] for d in dims), tuple(self.strides[d] for d in dims),
                          self.offset)
 
+    def address(self) -> int:
+        """The device address of the view's first element."""
+        return self.memory.address(self.storage) + self.offset * self.dtype.itemsize
+
     def arg(self) -> Any:
         """The kernel argument: a pointer to the first element of the view."""
         return self.memory.pointer(self.storage, self.offset * self.dtype.itemsize,

@@ -109,8 +109,9 @@ def elementwise(be: TritonBackend, body: str, inputs: Sequence[DeviceArray],
                     *[sc.dtype for sc in scalars])
         plan = be.elementwise_plans.get(plan_key)
         if plan is not None:
-            kernel, grid, pshape, pdtype, ints, block = plan
-            out = be.empty(pshape, pdtype)
+            kernel, grid, pshape, pdtype, ints, block, nbytes = plan
+            mem = be.memory
+            out = DeviceArray.fresh(mem, mem.allocate(nbytes), pshape, pdtype)
             be.launch(kernel, grid, out, *inputs, *scalars, *ints, BLOCK=block)
             return out
     out_dtype = np.dtype(out_dtype)
@@ -153,7 +154,8 @@ def elementwise(be: TritonBackend, body: str, inputs: Sequence[DeviceArray],
         plans = be.elementwise_plans
         if len(plans) >= 4096:
             plans.clear()
-        plans[plan_key] = (kernel, grid, shape, out_dtype, ints, block)
+        plans[plan_key] = (kernel, grid, out.shape, out.dtype, ints, block,
+                           max(n, 1) * out.dtype.itemsize)
     return out
 
 

@@ -43,7 +43,7 @@ def strided_batched_gemm(c_ptr: int, a_ptr: int, b_ptr: int, m: int, n: int, k: 
                          a_layout: tuple[int, int], b_layout: tuple[int, int],
                          dtype: np.dtype[Any], precision: str) -> None:
     """``C = A @ B`` for ``batch`` matrices on CuPy's current stream (element strides)."""
-    from cupy.cuda import cublas, device
+    from cupy.cuda import cublas, device, get_current_stream
 
     name = dtype.name
     cuda_type = _CUDA_R[name]
@@ -54,6 +54,9 @@ def strided_batched_gemm(c_ptr: int, a_ptr: int, b_ptr: int, m: int, n: int, k: 
             else _COMPUTE_32F
         scal = "f4"
     handle = device.get_cublas_handle()
+    # CuPy's handle keeps whatever stream it was last given: ours must follow CuPy's current
+    # stream (a side stream, a stream recording a CUDA graph)
+    cublas.setStream(handle, get_current_stream().ptr)
     op_a, lda = a_layout
     op_b, ldb = b_layout
     cublas.gemmStridedBatchedEx(

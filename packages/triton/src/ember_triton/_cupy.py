@@ -67,6 +67,9 @@ class CupyMemory(Memory):
         out: np.ndarray = self.cupy.asnumpy(storage[byte_offset:byte_offset + nbytes])
         return out
 
+    def address(self, storage: Any) -> int:
+        return int(storage.data.ptr)
+
     def pointer(self, storage: Any, byte_offset: int, dtype_name: str) -> CupyPointer:
         # numpy dtypes, as CuPy arrays carry them: what Triton's specialiser was verified with
         dt = _DTYPES.get(dtype_name)

@@ -39,6 +39,10 @@ class Memory:
     def pointer(self, storage: Any, byte_offset: int, dtype_name: str) -> Any:
         raise NotImplementedError
 
+    def address(self, storage: Any) -> int:
+        """The device address of ``storage``'s first byte (what a launcher takes)."""
+        raise NotImplementedError
+
     def synchronize(self) -> None:
         pass
 
@@ -147,6 +151,9 @@ class HostMemory(Memory):
 
     def pointer(self, storage: np.ndarray, byte_offset: int, dtype_name: str) -> HostPointer:
         return HostPointer(storage.ctypes.data + byte_offset, dtype_name)
+
+    def address(self, storage: np.ndarray) -> int:
+        return int(storage.ctypes.data)
 
     def stats(self) -> dict[str, int]:
         return {"allocated_bytes_total": self.allocated}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -38,27 +39,40 @@ def _fast_launch_allowed() -> bool:
                    (knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook))
 
 
-def launch_key(kernel: Any, call: list[Any], meta: dict[str, Any]) -> tuple[Any, ...]:
-    """What Triton specialises a compiled kernel on, computed cheaply.
+def launch_key(kernel: Any, args: Sequence[Any],
+               meta: dict[str, Any]) -> tuple[tuple[Any, ...], list[Any]]:
+    """What Triton specialises a compiled kernel on, computed cheaply; and the raw arguments.
 
     At least as fine as Triton's own specialisation: pointers by dtype and 16-byte alignment;
     integers by ``== 1`` (a constant to Triton), divisibility by 16 and width (i32 / i64 /
-    u64); floats and bools by type; constexpr values as given.
+    u64); floats and bools by type; constexpr values as given.  Arrays (``DeviceArray`` or
+    objects with ``data_ptr``) become their addresses in the raw arguments: a compiled
+    launcher takes plain integers for pointers.
     """
     spec: list[Any] = [kernel]
-    for a in call:
+    raw: list[Any] = []
+    for a in args:
         t = type(a)
+        if t is DeviceArray:
+            p = a.address()
+            spec.append((a.dtype, p & 15 == 0))
+            raw.append(p)
+            continue
         if t is int:
             spec.append((a == 1, a % 16 == 0, -0x80000000 <= a <= 0x7FFFFFFF,
                          a >= 0x8000000000000000))
         elif t is float or t is bool or a is None:
             spec.append(t)
         elif hasattr(a, "data_ptr"):
-            spec.append((a.dtype, a.data_ptr() % 16 == 0))
+            p = a.data_ptr()
+            spec.append((a.dtype, p % 16 == 0))
+            raw.append(p)
+            continue
         else:
             spec.append(a)
+        raw.append(a)
     spec.extend(meta.items())
-    return tuple(spec)
+    return tuple(spec), raw
 
 
 class TritonBackend(Backend):
@@ -102,6 +116,8 @@ class TritonBackend(Backend):
         #: compiled kernels by `launch_key`, launched without the JIT's binding
         self._launchers: dict[Any, tuple[Any, tuple[Any, ...]]] = {}
         self.fast_launch = not memory.interpret and _fast_launch_allowed()
+        #: while a CUDA graph records (``ember_cuda.graph``): what must outlive the recording
+        self.capture_keep: list[Any] | None = None
         self.kernels = {}
         for family in _FAMILIES:
             for op, fn in family.KERNELS.items():
@@ -139,6 +155,8 @@ class TritonBackend(Backend):
             if len(self._scalars) >= 4096:
                 self._scalars.clear()
             arr = self._scalars[key] = self.memory.from_numpy(host)
+        if self.capture_keep is not None:  # a recorded launch keeps reading this address
+            self.capture_keep.append(arr)
         return arr
 
     def block_size(self, n: int, cap: int = 1024) -> int:
@@ -157,6 +175,16 @@ class TritonBackend(Backend):
         JIT's argument binding (see `launch_key`).  ``EMBER_FAST_LAUNCH=0`` turns that off.
         """
         self.memory.activate()
+        if self.fast_launch:
+            key, raw = launch_key(kernel, args, meta)
+            hit = self._launchers.get(key)
+            if hit is not None:
+                compiled, tail = hit
+                n = len(grid)
+                compiled.run(grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1,
+                             self.memory.stream(), compiled.function, compiled.packed_metadata,
+                             None, None, None, *raw, *tail)
+                return
         call = [a.arg() if isinstance(a, DeviceArray) else a for a in args]
         if self.memory.interpret:
             if _aot.recording():
@@ -165,22 +193,11 @@ class TritonBackend(Backend):
             with np.errstate(all="ignore"):
                 kernel[grid](*call, **meta)
             return
-        if not self.fast_launch:
-            kernel[grid](*call, **meta)
-            return
-        key = launch_key(kernel, call, meta)
-        hit = self._launchers.get(key)
-        if hit is None:
-            compiled = kernel[grid](*call, **meta)
+        compiled = kernel[grid](*call, **meta)
+        if self.fast_launch:
             rest = kernel.arg_names[len(call):]
             if compiled is not None and all(n in meta for n in rest):  # else: JIT each time
                 self._launchers[key] = (compiled, tuple(meta[n] for n in rest))
-            return
-        compiled, tail = hit
-        n = len(grid)
-        compiled.run(grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1,
-                     self.memory.stream(), compiled.function, compiled.packed_metadata,
-                     None, None, None, *call, *tail)
 
     def contiguous(self, a: DeviceArray) -> DeviceArray:
         return contiguous(self, a)

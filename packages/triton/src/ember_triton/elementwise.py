@@ -8,6 +8,7 @@ written in ``kernels/mathlib.py`` so that they run compiled and interpreted alik
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -81,6 +82,7 @@ class Expression(NamedTuple):
     scalars: tuple[tuple[Any, np.dtype[Any]], ...] = ()
 
 
+@functools.cache  # pure: called on every eager op
 def unary_expression(name: str, dt: np.dtype[Any]) -> Expression:
     if name in _FLOAT_UNARY:
         return Expression(f"r = {_FLOAT_UNARY[name]}", dt)
@@ -98,6 +100,7 @@ def unary_expression(name: str, dt: np.dtype[Any]) -> Expression:
     return Expression(f"r = {table[name]}", dt)
 
 
+@functools.cache  # pure: called on every eager op
 def binary_expression(name: str, dt: np.dtype[Any]) -> Expression:
     if name in _COMPARE:
         body = _COMPARE[name]

@@ -159,7 +159,7 @@ class TritonFusionCompiler:
                                 tuple(remap(a) for a in n.args)) for n in group.nodes[1:])
         rest_outputs = tuple(j - 1 for j in group.outputs if j > 0)
         rest = FusedGroup(nodes, (*group.inputs, (head.shape, head.dtype)), rest_outputs,
-                          group.mode, group.rows, frozenset(j - 1 for j in group.cross))
+                          group.mode, group.rows, frozenset(j - 1 for j in group.cross if j > 0))
         run_rest = self.compile(rest) if rest_outputs else None
         fn = self.be.kernels[head.op]
         params = head.params

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .. import _capture
 from .._tensor import Tensor
 
 if TYPE_CHECKING:
@@ -60,7 +61,7 @@ def rebind(param: Tensor, value: Tensor) -> None:
     if can_require_grad(param) and param.requires_grad:
         # a fresh leaf payload that records gradients like the old one did
         new = new.detach().requires_grad_(True)
-    param._data = new._data
+    _capture.replace(param, new._data)
 
 
 def can_require_grad(t: Tensor) -> bool:

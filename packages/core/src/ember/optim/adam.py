@@ -18,6 +18,10 @@ __all__ = ["Adam", "AdamW"]
 _FUSED_DTYPES = frozenset({dt.float32, dt.float16, dt.bfloat16})
 
 
+def _log(beta: float) -> float:
+    return math.log(beta) if beta > 0 else -math.inf
+
+
 class Adam(Optimizer):
     """Adam (Kingma & Ba), computed as PyTorch's single-tensor implementation.
 
@@ -36,16 +40,18 @@ class Adam(Optimizer):
     def __init__(self, params: ParamsArg, lr: float = 1e-3,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.0, amsgrad: bool = False, *,
-                 maximize: bool = False) -> None:
+                 maximize: bool = False, capturable: bool = False) -> None:
         if lr < 0 or eps < 0 or not (0 <= betas[0] < 1 and 0 <= betas[1] < 1):
             raise ValueError(f"invalid Adam options lr={lr}, betas={betas}, eps={eps}")
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
                                       weight_decay=weight_decay, amsgrad=amsgrad,
-                                      maximize=maximize))
+                                      maximize=maximize, capturable=capturable))
 
     def update(self, p: Tensor, g: Tensor, state: dict[str, Any],
                group: dict[str, Any]) -> Tensor:
         lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+        if group.get("capturable"):
+            return self._capturable(p, g, state, group)
         if (not group["amsgrad"] and p._dtype in _FUSED_DTYPES
                 and p._device.implements(composite.adam_step)):
             return self._fused(p, g, state, group)
@@ -76,6 +82,43 @@ class Adam(Optimizer):
         denom = v.sqrt() / bc2_sqrt + float(eps)
         return p - (m / denom) * step_size
 
+    def _capturable(self, p: Tensor, g: Tensor, state: dict[str, Any],
+                    group: dict[str, Any]) -> Tensor:
+        """The same update with the step count on the device (PyTorch's ``capturable``).
+
+        The bias corrections are computed from that count by tensor ops, so the update has no
+        host number that changes between steps: a captured step (``ember_cuda.graph``)
+        replays correctly.
+        """
+        lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+        if group["maximize"]:
+            g = -g
+        if wd:
+            if self._decoupled:
+                p = p * (1 - lr * wd)
+            else:
+                g = g + p * wd
+        if not state:
+            state["step"] = cr.zeros((), dtype=dt.float32, device=p.device)
+            state["exp_avg"] = cr.zeros_like(p)
+            state["exp_avg_sq"] = cr.zeros_like(p)
+            if group["amsgrad"]:
+                state["max_exp_avg_sq"] = cr.zeros_like(p)
+        t: Tensor = state["step"] + 1
+        state["step"] = t
+        m: Tensor = state["exp_avg"]
+        m = m + (g - m) * (1 - b1)
+        v: Tensor = state["exp_avg_sq"] * b2 + g * g * (1 - b2)
+        state["exp_avg"], state["exp_avg_sq"] = m, v
+        if group["amsgrad"]:
+            v = state["max_exp_avg_sq"].maximum(v)
+            state["max_exp_avg_sq"] = v
+        # 1 - b**t as -expm1(t*log(b)): no cancellation in float32 when b**t is near 1
+        step_size = (-(t * _log(b1)).expm1()).reciprocal() * float(lr)
+        bc2_sqrt = (-(t * _log(b2)).expm1()).sqrt()
+        denom = v.sqrt() / bc2_sqrt.to(dtype=v.dtype) + float(eps)
+        return p - (m / denom) * step_size.to(dtype=p.dtype)
+
     def _fused(self, p: Tensor, g: Tensor, state: dict[str, Any],
                group: dict[str, Any]) -> Tensor:
         """The same update as one op (one kernel) on devices that implement `adam_step`."""
@@ -104,5 +147,6 @@ class AdamW(Adam):
     def __init__(self, params: ParamsArg, lr: float = 1e-3,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 1e-2, amsgrad: bool = False, *,
-                 maximize: bool = False) -> None:
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize)
+                 maximize: bool = False, capturable: bool = False) -> None:
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize,
+                         capturable=capturable)

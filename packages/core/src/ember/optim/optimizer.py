@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .. import _capture
 from .._tensor import Tensor
 from ..nn._values import lower_to, rebind
 
@@ -103,7 +104,31 @@ class Optimizer:
                 if g.dtype is not value.dtype:
                     g = g.to(dtype=value.dtype)
                 state = self.state.setdefault(id(p), {})
-                rebind(p, self.update(value, g, state, group))
+                if _capture.active():
+                    before = dict(state)
+                    rebind(p, self.update(value, g, state, group))
+                    self._keep_state_in_place(state, before)
+                else:
+                    rebind(p, self.update(value, g, state, group))
+
+    def _keep_state_in_place(self, state: dict[str, Any], before: dict[str, Any]) -> None:
+        """While a step is captured: state tensors keep their identity (their payload is
+        replaced, which the capture sees); host numbers that change cannot be replayed."""
+        for key, new in state.items():
+            old = before.get(key)
+            if isinstance(old, Tensor) and isinstance(new, Tensor):
+                if new is not old:
+                    _capture.replace(old, new._data)
+                    state[key] = old
+            elif key not in before or new != old:
+                state.clear()  # as before the step: the recording is abandoned
+                state.update(before)
+                raise _capture.CaptureError(
+                    f"{type(self).__name__} keeps its state {key!r} as a host number that "
+                    f"changes every step ({old!r} -> {new!r}); a captured step would replay "
+                    "the first value forever"
+                    + (": create the optimizer with capturable=True" if key == "step" and
+                       "capturable" in self.defaults else ""))
 
     def update(self, p: Tensor, g: Tensor, state: dict[str, Any],
                group: dict[str, Any]) -> Tensor:

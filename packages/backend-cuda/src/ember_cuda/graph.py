@@ -1,0 +1,188 @@
+"""CUDA graphs: record one training step and replay it with one launch.
+
+A Python step on ``cuda:0`` costs microseconds of host time per op; a replayed CUDA graph
+launches all of the step's kernels at once (about a microsecond each).  `graph` runs a few
+warm-up steps (kernels compile, kernel selection times its candidates, the optimizer makes its
+state), then records one step on a side stream into a private memory pool.  Each
+`CudaGraph.replay` runs that step again on the same buffers.
+
+ember's tensors are values: an optimizer step gives each parameter a *new* payload.  While
+recording, the core reports each such replacement (``ember._capture``); at the end of the
+recording the new values are copied back into the buffers the recording read, and the
+parameters get their old payloads back.  So every replay reads the parameters and optimizer
+state where the previous replay left them, and ``model.state_dict()`` after a replay shows the
+trained values.
+
+What cannot be captured raises `CaptureError` and leaves the model and optimizer as they were
+after the warm-up: host synchronisation inside the step (``.item()``, ``.numpy()``, printing),
+host numbers that change every step (``Adam(capturable=False)``'s step count: create the
+optimizer with ``capturable=True``), uploads of new host data.  Learning-rate changes and
+random numbers drawn on the host are baked into the recording: re-record after changing them.
+
+Examples
+--------
+>>> import ember, ember_cuda                                      # doctest: +SKIP
+>>> opt = ember.optim.Adam(model.parameters(), capturable=True)   # doctest: +SKIP
+>>> def step():                                                   # doctest: +SKIP
+...     loss = loss_fn(model(x), y)
+...     opt.step(loss.backward())
+...     return loss
+>>> g = ember_cuda.graph(step, device="cuda:0")                   # doctest: +SKIP
+>>> for xb, yb in batches:                                        # doctest: +SKIP
+...     g.load(x, xb); g.load(y, yb)
+...     loss = g.replay()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import ember
+from ember import _capture
+from ember._capture import CaptureError
+from ember._tensor import Tensor
+from ember.nn._values import lower_to
+
+__all__ = ["CaptureError", "CudaGraph", "graph"]
+
+
+def _cuda_device(device: Any) -> Any:
+    """The ``cuda:N`` device at the bottom of ``device``'s decorator stack."""
+    dev = ember.device(device)
+    while dev.inner is not None:
+        dev = dev.inner
+    memory = getattr(dev.backend, "memory", None)
+    if memory is None or type(memory).__name__ != "CupyMemory":
+        raise ValueError(f"CUDA graphs need a cuda device at the bottom of the stack, got "
+                         f"{ember.device(device)}")
+    return dev
+
+
+class _Recording:
+    """Replacements seen while recording: tensor -> (old payload, old device array)."""
+
+    def __init__(self, base: Any) -> None:
+        self.base = base
+        self.replaced: dict[int, tuple[Tensor, Any, Any]] = {}
+
+    def note_replace(self, t: Tensor) -> None:
+        if id(t) not in self.replaced:
+            try:
+                arr = lower_to(t, self.base)._data
+            except ValueError:  # a tensor of another device: nothing the recording reads
+                arr = None
+            self.replaced[id(t)] = (t, t._data, arr)
+
+    def copy_back(self) -> None:
+        """Record copies of the new values into the old buffers; restore the old payloads."""
+        from ember_triton._codegen import elementwise
+
+        be = self.base.backend
+        for t, old_data, old_arr in self.replaced.values():
+            if old_arr is None:
+                continue
+            new_arr = lower_to(t, self.base)._data
+            if new_arr is not old_arr:
+                elementwise(be, "r = x0", [new_arr], old_arr.dtype, out=old_arr, widen=False)
+            t._data = old_data
+
+    def restore(self) -> None:
+        for t, old_data, _ in self.replaced.values():
+            t._data = old_data
+
+
+class CudaGraph:
+    """A recorded step (see `graph`): `replay` runs it; `output` is what it returned."""
+
+    def __init__(self, graph: Any, output: Any, keep: list[Any], base: Any) -> None:
+        self._graph = graph
+        self.output = output
+        self._keep = keep  # memory pool, stream, scalars: alive as long as the recording
+        self._base = base
+
+    def replay(self) -> Any:
+        """Run the recorded step once more on the current stream; returns `output` (its tensors
+        hold this replay's values once the stream gets there)."""
+        be = self._base.backend
+        be.memory.activate()
+        self._graph.launch(stream=be.memory.cupy.cuda.get_current_stream())
+        return self.output
+
+    __call__ = replay
+
+    def load(self, dst: Tensor, src: Any) -> None:
+        """Copy ``src`` into the buffer of ``dst`` (a tensor the step reads): new batch data."""
+        from ember_triton._codegen import elementwise
+
+        if not isinstance(src, Tensor):
+            src = ember.tensor(src, dtype=dst.dtype, device=self._base)
+        if tuple(src.shape) != tuple(dst.shape):
+            raise ValueError(f"cannot load a {list(src.shape)} tensor into a recorded input "
+                             f"of shape {list(dst.shape)}")
+        d = lower_to(dst, _bottom(dst))
+        if d.device is not self._base:
+            raise ValueError(f"the recorded input lives on {dst.device}, not on the graph's "
+                             f"device {self._base}")
+        s = lower_to(src, _bottom(src)).to(self._base).to(dtype=dst.dtype)
+        elementwise(self._base.backend, "r = x0", [s._data], d._data.dtype, out=d._data,
+                    widen=False)
+
+
+def _bottom(t: Tensor) -> Any:
+    dev = t.device
+    while dev.inner is not None:
+        dev = dev.inner
+    return dev
+
+
+def graph(step: Callable[[], Any], *, device: Any = "cuda:0", warmup: int = 3) -> CudaGraph:
+    """Run ``step`` ``warmup`` times, then record one call of it as a CUDA graph.
+
+    ``device`` is the stack the step runs on (``"autodiff<cuda:0>"`` works as well as
+    ``"cuda:0"``).  The recorded call is not executed: after `graph` returns, the model is in
+    its state after the warm-up steps, and each `CudaGraph.replay` advances it by one step.
+    Raises `CaptureError` (naming the cause) when the step cannot be recorded.
+    """
+    if warmup < 1:
+        raise ValueError("graph needs at least one warm-up step (kernels compile there)")
+    base = _cuda_device(device)
+    be = base.backend
+    memory = be.memory
+    cupy = memory.cupy
+    memory.activate()
+    base.synchronize()
+    stream = cupy.cuda.Stream(non_blocking=True)
+    pool = cupy.cuda.MemoryPool()
+    with stream:
+        for _ in range(warmup):
+            step()
+        stream.synchronize()
+        rec = _Recording(base)
+        keep: list[Any] = [pool, stream]
+        be.capture_keep = keep  # scalars uploaded for the step stay alive with the graph
+        try:
+            with cupy.cuda.using_allocator(pool.malloc), _capture.capturing(rec):
+                stream.begin_capture()
+                try:
+                    output = step()
+                    rec.copy_back()
+                except BaseException:
+                    rec.restore()
+                    try:
+                        stream.end_capture()
+                    except Exception:  # the capture is already invalid: its error is the news
+                        pass
+                    raise
+                recorded = stream.end_capture()
+        except CaptureError:
+            raise
+        except Exception as exc:
+            raise CaptureError(
+                f"the step could not be recorded as a CUDA graph ({type(exc).__name__}: "
+                f"{exc}); steps that read values back to the host (.item(), .numpy(), "
+                "printing) or upload new host data cannot be captured") from exc
+        finally:
+            be.capture_keep = None
+    stream.synchronize()
+    return CudaGraph(recorded, output, keep, base)
