@@ -154,13 +154,20 @@ def graph(step: Callable[[], Any], *, device: Any = "cuda:0", warmup: int = 3) -
     base.synchronize()
     stream = cupy.cuda.Stream(non_blocking=True)
     pool = cupy.cuda.MemoryPool()
+    # CuPy refuses cuBLAS calls while a stream captures: matmuls use ember's Triton kernels
+    # (kernel selection picks among its tile configs during the warm-up)
+    use_cublas, be.use_cublas = be.use_cublas, False
     with stream:
-        for _ in range(warmup):
-            step()
+        try:
+            for _ in range(warmup):
+                step()
+        finally:
+            be.use_cublas = use_cublas
         stream.synchronize()
         rec = _Recording(base)
         keep: list[Any] = [pool, stream]
         be.capture_keep = keep  # scalars uploaded for the step stay alive with the graph
+        be.use_cublas = False
         try:
             with cupy.cuda.using_allocator(pool.malloc), _capture.capturing(rec):
                 stream.begin_capture()
@@ -184,5 +191,6 @@ def graph(step: Callable[[], Any], *, device: Any = "cuda:0", warmup: int = 3) -
                 "printing) or upload new host data cannot be captured") from exc
         finally:
             be.capture_keep = None
+            be.use_cublas = use_cublas
     stream.synchronize()
     return CudaGraph(recorded, output, keep, base)

@@ -109,9 +109,21 @@ def elementwise(be: TritonBackend, body: str, inputs: Sequence[DeviceArray],
                     *[sc.dtype for sc in scalars])
         plan = be.elementwise_plans.get(plan_key)
         if plan is not None:
-            kernel, grid, pshape, pdtype, ints, block, nbytes = plan
+            kernel, grid, pshape, pdtype, ints, block, nbytes, direct = plan
             mem = be.memory
             out = DeviceArray.fresh(mem, mem.allocate(nbytes), pshape, pdtype)
+            if direct is not None:
+                # the compiled launcher, called with addresses: it was compiled for 16-byte
+                # aligned operands, which every operand still is (else the general path)
+                addrs = [out.address(), *[a.address() for a in inputs],
+                         *[sc.address() for sc in scalars]]
+                if not any(p & 15 for p in addrs):
+                    compiled, tail = direct
+                    mem.activate()
+                    compiled.run(grid[0], 1, 1, mem.stream(), compiled.function,
+                                 compiled.packed_metadata, None, None, None, *addrs, *ints,
+                                 *tail)
+                    return out
             be.launch(kernel, grid, out, *inputs, *scalars, *ints, BLOCK=block)
             return out
     out_dtype = np.dtype(out_dtype)
@@ -149,13 +161,15 @@ def elementwise(be: TritonBackend, body: str, inputs: Sequence[DeviceArray],
     block = be.block_size(n)
     ints = (n, *cshape, *(s for st in cstrides for s in st))
     grid = (-(-n // block),)
-    be.launch(kernel, grid, out, *inputs, *scalars, *ints, BLOCK=block)
+    direct = be.launch(kernel, grid, out, *inputs, *scalars, *ints, BLOCK=block)
     if plan_key is not None:
         plans = be.elementwise_plans
         if len(plans) >= 4096:
             plans.clear()
+        if direct is not None and any(a.address() & 15 for a in (out, *inputs, *scalars)):
+            direct = None  # compiled for an unaligned operand: keep the general path
         plans[plan_key] = (kernel, grid, out.shape, out.dtype, ints, block,
-                           max(n, 1) * out.dtype.itemsize)
+                           max(n, 1) * out.dtype.itemsize, direct)
     return out
 
 

@@ -44,10 +44,10 @@ def launch_key(kernel: Any, args: Sequence[Any],
     """What Triton specialises a compiled kernel on, computed cheaply; and the raw arguments.
 
     At least as fine as Triton's own specialisation: pointers by dtype and 16-byte alignment;
-    integers by ``== 1`` (a constant to Triton), divisibility by 16 and width (i32 / i64 /
-    u64); floats and bools by type; constexpr values as given.  Arrays (``DeviceArray`` or
-    objects with ``data_ptr``) become their addresses in the raw arguments: a compiled
-    launcher takes plain integers for pointers.
+    integers by value (finer than Triton's ``== 1``, divisibility by 16 and width, and cheaper
+    to compute: sizes and strides recur in a training loop); floats and bools by type;
+    constexpr values as given.  Arrays (``DeviceArray`` or objects with ``data_ptr``) become
+    their addresses in the raw arguments: a compiled launcher takes plain integers.
     """
     spec: list[Any] = [kernel]
     raw: list[Any] = []
@@ -59,8 +59,7 @@ def launch_key(kernel: Any, args: Sequence[Any],
             raw.append(p)
             continue
         if t is int:
-            spec.append((a == 1, a % 16 == 0, -0x80000000 <= a <= 0x7FFFFFFF,
-                         a >= 0x8000000000000000))
+            spec.append(a)
         elif t is float or t is bool or a is None:
             spec.append(t)
         elif hasattr(a, "data_ptr"):
@@ -167,12 +166,13 @@ class TritonBackend(Backend):
             b *= 2
         return b
 
-    def launch(self, kernel: Any, grid: tuple[int, ...], *args: Any, **meta: Any) -> None:
+    def launch(self, kernel: Any, grid: tuple[int, ...], *args: Any, **meta: Any) -> Any:
         """Run ``kernel`` over ``grid`` (``DeviceArray`` arguments become pointers).
 
         On a GPU, the first launch of a specialisation goes through Triton's JIT (which
         compiles it); later ones call the compiled kernel's launcher directly, skipping the
         JIT's argument binding (see `launch_key`).  ``EMBER_FAST_LAUNCH=0`` turns that off.
+        Returns the compiled kernel's ``(launcher, trailing constexprs)`` when it has one.
         """
         self.memory.activate()
         if self.fast_launch:
@@ -184,7 +184,7 @@ class TritonBackend(Backend):
                 compiled.run(grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1,
                              self.memory.stream(), compiled.function, compiled.packed_metadata,
                              None, None, None, *raw, *tail)
-                return
+                return hit
         call = [a.arg() if isinstance(a, DeviceArray) else a for a in args]
         if self.memory.interpret:
             if _aot.recording():
@@ -192,12 +192,16 @@ class TritonBackend(Backend):
             # the interpreter computes with numpy, which warns about inf/nan where a GPU is silent
             with np.errstate(all="ignore"):
                 kernel[grid](*call, **meta)
-            return
+            return None
         compiled = kernel[grid](*call, **meta)
         if self.fast_launch:
             rest = kernel.arg_names[len(call):]
             if compiled is not None and all(n in meta for n in rest):  # else: JIT each time
-                self._launchers[key] = (compiled, tuple(meta[n] for n in rest))
+                if len(self._launchers) >= 16384:  # integers that never recur
+                    self._launchers.clear()
+                hit = self._launchers[key] = (compiled, tuple(meta[n] for n in rest))
+                return hit
+        return None
 
     def contiguous(self, a: DeviceArray) -> DeviceArray:
         return contiguous(self, a)

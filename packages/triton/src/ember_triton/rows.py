@@ -230,7 +230,7 @@ def cross_entropy(be: TritonBackend, z: DeviceArray, t: DeviceArray, ignore_inde
     if m:
         plan = _Plan(be, m, c, z.dtype)
         be.launch(mod.cross_entropy_rows, (plan.programs,), rows, lse, zr, tr, m, c,
-                  int(ignore_index), float(label_smoothing), WIDE=_wide(z.dtype),
+                  int(ignore_index), be.scalar(label_smoothing, acc), WIDE=_wide(z.dtype),
                   ONE=plan.one, **plan.meta)
     if none:
         return rows, lse, be.scalar(1, sd)
@@ -251,7 +251,8 @@ def cross_entropy_backward(be: TritonBackend, g: DeviceArray, z: DeviceArray, t:
         plan = _Plan(be, m, c, z.dtype)
         be.launch(be.module("rows").cross_entropy_backward_rows, (plan.programs,), out, zr,
                   contiguous(be, t), contiguous(be, lse), contiguous(be, g), count, m, c,
-                  int(ignore_index), float(label_smoothing),
+                  int(ignore_index),
+                  be.scalar(label_smoothing, np.float64 if _wide(z.dtype) else _F32),
                   REDUCTION=_REDUCTIONS[reduction], WIDE=_wide(z.dtype), **plan.meta)
     return out
 

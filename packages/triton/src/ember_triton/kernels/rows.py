@@ -316,10 +316,12 @@ def sum_partials(out, part, P, N, BLOCK_P: tl.constexpr, BLOCK_N: tl.constexpr):
 
 
 @triton.jit
-def cross_entropy_rows(loss, lse_out, z, t, M, C, ignore, smoothing, WIDE: tl.constexpr,
+def cross_entropy_rows(loss, lse_out, z, t, M, C, ignore, smoothing_ptr, WIDE: tl.constexpr,
                        ONE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     # loss[r] = valid * ((1 - s) * (lse - z[t]) + s * (lse - mean(z))): log-softmax and NLL
-    # (with label smoothing s) of one row, without writing the log-probabilities
+    # (with label smoothing s) of one row, without writing the log-probabilities.  s is read
+    # from memory in the accumulation dtype: a float argument would be float32
+    smoothing = tl.load(smoothing_ptr)
     rows = _rows(BLOCK_M)
     rmask = rows < M
     base = rows[:, None] * C
@@ -376,9 +378,10 @@ def cross_entropy_reduce(out, count, loss, t, M, ignore, MEAN: tl.constexpr,
 
 
 @triton.jit
-def cross_entropy_backward_rows(dz, z, t, lse_in, g, count, M, C, ignore, smoothing,
+def cross_entropy_backward_rows(dz, z, t, lse_in, g, count, M, C, ignore, smoothing_ptr,
                                 REDUCTION: tl.constexpr, WIDE: tl.constexpr,
                                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    smoothing = tl.load(smoothing_ptr)
     # dz = (softmax(z) - (1 - s) onehot(t) - s / C) * scale, scale = g / count (mean), g
     # (sum) or g[r] (none); zero where t == ignore.  REDUCTION: 0 mean, 1 sum, 2 none
     rows = _rows(BLOCK_M)
