@@ -28,6 +28,8 @@ HERE = Path(__file__).resolve().parent
 
 
 def _host_us(fn, reps: int, sync) -> float:  # type: ignore[no-untyped-def]
+    """Microseconds per call of ``fn``, wall clock until the device has finished (best of 3):
+    the host cost when the host is the bottleneck, the device time when the device is."""
     fn()
     sync()
     best = float("inf")
@@ -35,8 +37,8 @@ def _host_us(fn, reps: int, sync) -> float:  # type: ignore[no-untyped-def]
         t = time.perf_counter()
         for _ in range(reps):
             fn()
-        best = min(best, (time.perf_counter() - t) / reps * 1e6)
         sync()
+        best = min(best, (time.perf_counter() - t) / reps * 1e6)
     return best
 
 
