@@ -27,19 +27,21 @@ def _adam_numpy(p: np.ndarray, grads: list[np.ndarray], lr: float, b1: float, b2
     return p
 
 
+@pytest.mark.parametrize("capturable", [False, True])
 @pytest.mark.parametrize(("cls", "options"), [
     (ember.optim.Adam, {}),
     (ember.optim.Adam, {"weight_decay": 0.1, "maximize": True}),
     (ember.optim.AdamW, {"weight_decay": 0.05}),
 ])
 def test_fused_adam_is_one_kernel_per_parameter(dev: ember.Device, monkeypatch: pytest.MonkeyPatch,
-                                                cls: Any, options: dict[str, Any]) -> None:
+                                                cls: Any, options: dict[str, Any],
+                                                capturable: bool) -> None:
     rng = np.random.default_rng(5)
     shapes = [(3, 4), (5,), (2, 1, 3)]
     values = [rng.standard_normal(s).astype(np.float32) for s in shapes]
     grads = [[rng.standard_normal(s).astype(np.float32) for s in shapes] for _ in range(3)]
     params = [ember.tensor(v, device=dev) for v in values]
-    opt = cls(params, lr=0.01, **options)
+    opt = cls(params, lr=0.01, capturable=capturable, **options)
     seen: Counter[str] = Counter()
     real = dev.backend.launch
 
@@ -50,8 +52,16 @@ def test_fused_adam_is_one_kernel_per_parameter(dev: ember.Device, monkeypatch: 
     monkeypatch.setattr(dev.backend, "launch", counting)
     for step in grads:
         opt.step({p: ember.tensor(g, device=dev) for p, g in zip(params, step, strict=True)})
-    # one update kernel per parameter and step, plus the zero moments made at the first step
-    assert seen == Counter(adam_step=3 * len(shapes), ember_ew=2 * len(shapes))
+    # one update kernel per parameter and step, plus the zero moments made at the first step;
+    # capturable: the update reads the step count from the device (one more small kernel
+    # counts it, and one makes it at the first step; the constant 1 it adds is made once per
+    # process, here or in an earlier test)
+    if capturable:
+        assert seen["adam_step_capturable"] == 3 * len(shapes)
+        assert seen["ember_ew"] - 3 * len(shapes) - 3 * len(shapes) in (0, 1)
+        assert set(seen) == {"adam_step_capturable", "ember_ew"}
+    else:
+        assert seen == Counter(adam_step=3 * len(shapes), ember_ew=2 * len(shapes))
     wd = options.get("weight_decay", 0.01 if cls is ember.optim.AdamW else 0.0)
     for p, v, i in zip(params, values, range(len(shapes)), strict=True):
         want = _adam_numpy(v.astype(np.float64), [g[i].astype(np.float64) for g in grads],

@@ -65,3 +65,12 @@ adam_step = Op("adam_step", "composite", 4,
                ("lr", "beta1", "beta2", "eps", "weight_decay", "decoupled", "maximize",
                 "step_size", "bias_correction2_sqrt"),
                result="same*3", outputs=3, differentiable=False, dtypes="float")
+#: ``adam_step_capturable(p, g, exp_avg, exp_avg_sq, step, lr=, beta1=, beta2=, eps=,
+#: weight_decay=, decoupled=, maximize=)`` -> ``(p, exp_avg, exp_avg_sq)``: `adam_step` with the
+#: step count ``step`` (float32, 0-d, already counting this step) read on the device, which
+#: computes both bias corrections from it: nothing in the update is a host number that changes
+#: between steps (what a recorded CUDA graph replays).
+adam_step_capturable = Op("adam_step_capturable", "composite", 5,
+                          ("lr", "beta1", "beta2", "eps", "weight_decay", "decoupled",
+                           "maximize"),
+                          result="same*3", outputs=3, differentiable=False, dtypes="float")

@@ -91,6 +91,19 @@ class Adam(Optimizer):
         replays correctly.
         """
         lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+        if (not group["amsgrad"] and p._dtype in _FUSED_DTYPES
+                and p._device.implements(composite.adam_step_capturable)):
+            if not state:
+                state["step"] = cr.zeros((), dtype=dt.float32, device=p.device)
+                state["exp_avg"] = cr.zeros_like(p)
+                state["exp_avg_sq"] = cr.zeros_like(p)
+            state["step"] = state["step"] + 1
+            out, state["exp_avg"], state["exp_avg_sq"] = apply(
+                composite.adam_step_capturable, p, g, state["exp_avg"], state["exp_avg_sq"],
+                state["step"], lr=float(lr), beta1=float(b1), beta2=float(b2), eps=float(eps),
+                weight_decay=float(wd), decoupled=self._decoupled,
+                maximize=bool(group["maximize"]))
+            return out  # type: ignore[no-any-return]
         if group["maximize"]:
             g = -g
         if wd:
