@@ -17,10 +17,11 @@ if TYPE_CHECKING:
 __all__ = ["KERNELS"]
 
 
-def adam_step(be: TritonBackend, p: DeviceArray, g: DeviceArray, m: DeviceArray,
-              v: DeviceArray, *, lr: float, beta1: float, beta2: float, eps: float,
-              weight_decay: float, decoupled: bool, maximize: bool, step_size: float,
-              bias_correction2_sqrt: float) -> tuple[DeviceArray, DeviceArray, DeviceArray]:
+def _launch(be: TritonBackend, name: str, p: DeviceArray, g: DeviceArray, m: DeviceArray,
+            v: DeviceArray, *extra: Any, lr: float, beta1: float, beta2: float, eps: float,
+            weight_decay: float, decoupled: bool, maximize: bool,
+            tail: tuple[Any, ...]) -> tuple[DeviceArray, DeviceArray, DeviceArray]:
+    """Launch ``kernels/optim.py``'s ``name`` over the parameter: new ``p``, ``m``, ``v``."""
     n = p.size
     outs = tuple(be.empty(p.shape, p.dtype) for _ in range(3))
     if n:
@@ -28,31 +29,27 @@ def adam_step(be: TritonBackend, p: DeviceArray, g: DeviceArray, m: DeviceArray,
         meta: dict[str, Any] = {"BLOCK": block}
         if not be.memory.interpret:
             meta["num_warps"] = 4
-        be.launch(be.module("optim").adam_step, (-(-n // block),), *outs,
-                  *(contiguous(be, a) for a in (p, g, m, v)), n, lr, beta1, beta2, eps,
-                  weight_decay, 1.0 - lr * weight_decay, step_size, bias_correction2_sqrt,
+        be.launch(getattr(be.module("optim"), name), (-(-n // block),), *outs,
+                  *(contiguous(be, a) for a in (p, g, m, v)), *extra, n, lr, beta1, beta2, eps,
+                  weight_decay, 1.0 - lr * weight_decay, *tail,
                   HAS_WD=weight_decay != 0.0, DECOUPLED=decoupled, MAXIMIZE=maximize, **meta)
     return outs  # type: ignore[return-value]
+
+
+def adam_step(be: TritonBackend, p: DeviceArray, g: DeviceArray, m: DeviceArray,
+              v: DeviceArray, *, step_size: float, bias_correction2_sqrt: float,
+              **options: Any) -> tuple[DeviceArray, DeviceArray, DeviceArray]:
+    return _launch(be, "adam_step", p, g, m, v, tail=(step_size, bias_correction2_sqrt),
+                   **options)
 
 
 def adam_step_capturable(be: TritonBackend, p: DeviceArray, g: DeviceArray, m: DeviceArray,
-                         v: DeviceArray, step: DeviceArray, *, lr: float, beta1: float,
-                         beta2: float, eps: float, weight_decay: float, decoupled: bool,
-                         maximize: bool) -> tuple[DeviceArray, DeviceArray, DeviceArray]:
-    n = p.size
-    outs = tuple(be.empty(p.shape, p.dtype) for _ in range(3))
-    if n:
-        block = be.block_size(n, 1024)
-        meta: dict[str, Any] = {"BLOCK": block}
-        if not be.memory.interpret:
-            meta["num_warps"] = 4
-        log_b1 = math.log(beta1) if beta1 > 0 else -math.inf
-        log_b2 = math.log(beta2) if beta2 > 0 else -math.inf
-        be.launch(be.module("optim").adam_step_capturable, (-(-n // block),), *outs,
-                  *(contiguous(be, a) for a in (p, g, m, v)), step, n, lr, beta1, beta2, eps,
-                  weight_decay, 1.0 - lr * weight_decay, log_b1, log_b2,
-                  HAS_WD=weight_decay != 0.0, DECOUPLED=decoupled, MAXIMIZE=maximize, **meta)
-    return outs  # type: ignore[return-value]
+                         v: DeviceArray, step: DeviceArray,
+                         **options: Any) -> tuple[DeviceArray, DeviceArray, DeviceArray]:
+    # the bias corrections are computed in the kernel from the step count and log(beta)
+    logs = tuple(math.log(b) if b > 0 else -math.inf for b in (options["beta1"],
+                                                                options["beta2"]))
+    return _launch(be, "adam_step_capturable", p, g, m, v, step, tail=logs, **options)
 
 
 KERNELS: dict[Any, Any] = {cops.adam_step: adam_step,

@@ -18,6 +18,18 @@ __all__ = ["Adam", "AdamW"]
 _FUSED_DTYPES = frozenset({dt.float32, dt.float16, dt.bfloat16})
 
 
+def _init_state(state: dict[str, Any], p: Tensor, amsgrad: bool, device_step: bool) -> None:
+    """Adam's state at its first step: the step count (a float32 0-d tensor on ``p``'s device
+    when ``device_step``, else 0) and zero moments."""
+    if state:
+        return
+    state["step"] = cr.zeros((), dtype=dt.float32, device=p.device) if device_step else 0
+    state["exp_avg"] = cr.zeros_like(p)
+    state["exp_avg_sq"] = cr.zeros_like(p)
+    if amsgrad:
+        state["max_exp_avg_sq"] = cr.zeros_like(p)
+
+
 def _log(beta: float) -> float:
     return math.log(beta) if beta > 0 else -math.inf
 
@@ -62,12 +74,7 @@ class Adam(Optimizer):
                 p = p * (1 - lr * wd)
             else:
                 g = g + p * wd
-        if not state:
-            state["step"] = 0
-            state["exp_avg"] = cr.zeros_like(p)
-            state["exp_avg_sq"] = cr.zeros_like(p)
-            if group["amsgrad"]:
-                state["max_exp_avg_sq"] = cr.zeros_like(p)
+        _init_state(state, p, group["amsgrad"], device_step=False)
         state["step"] += 1
         t = state["step"]
         m: Tensor = state["exp_avg"]
@@ -93,10 +100,7 @@ class Adam(Optimizer):
         lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
         if (not group["amsgrad"] and p._dtype in _FUSED_DTYPES
                 and p._device.implements(composite.adam_step_capturable)):
-            if not state:
-                state["step"] = cr.zeros((), dtype=dt.float32, device=p.device)
-                state["exp_avg"] = cr.zeros_like(p)
-                state["exp_avg_sq"] = cr.zeros_like(p)
+            _init_state(state, p, False, device_step=True)
             state["step"] = state["step"] + 1
             out, state["exp_avg"], state["exp_avg_sq"] = apply(
                 composite.adam_step_capturable, p, g, state["exp_avg"], state["exp_avg_sq"],
@@ -111,12 +115,7 @@ class Adam(Optimizer):
                 p = p * (1 - lr * wd)
             else:
                 g = g + p * wd
-        if not state:
-            state["step"] = cr.zeros((), dtype=dt.float32, device=p.device)
-            state["exp_avg"] = cr.zeros_like(p)
-            state["exp_avg_sq"] = cr.zeros_like(p)
-            if group["amsgrad"]:
-                state["max_exp_avg_sq"] = cr.zeros_like(p)
+        _init_state(state, p, group["amsgrad"], device_step=True)
         t: Tensor = state["step"] + 1
         state["step"] = t
         m: Tensor = state["exp_avg"]
@@ -136,10 +135,7 @@ class Adam(Optimizer):
                group: dict[str, Any]) -> Tensor:
         """The same update as one op (one kernel) on devices that implement `adam_step`."""
         lr, (b1, b2) = float(group["lr"]), group["betas"]
-        if not state:
-            state["step"] = 0
-            state["exp_avg"] = cr.zeros_like(p)
-            state["exp_avg_sq"] = cr.zeros_like(p)
+        _init_state(state, p, False, device_step=False)
         state["step"] += 1
         t = state["step"]
         out, state["exp_avg"], state["exp_avg_sq"] = apply(

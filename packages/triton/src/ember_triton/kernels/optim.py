@@ -5,11 +5,18 @@ import triton.language as tl
 
 
 @triton.jit
-def _update(pv, gv, mv, vv, lr, beta1, beta2, eps, weight_decay, decay, step_size, bc2_sqrt,
-            HAS_WD: tl.constexpr, DECOUPLED: tl.constexpr, MAXIMIZE: tl.constexpr):
+def _adam_block(p_out, m_out, v_out, p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, decay,
+                step_size, bc2_sqrt, HAS_WD: tl.constexpr, DECOUPLED: tl.constexpr,
+                MAXIMIZE: tl.constexpr, BLOCK: tl.constexpr):
     # the order of ember.optim.Adam (PyTorch's single-tensor Adam): weight decay, the lerp of
     # exp_avg, exp_avg_sq, then p -= step_size * exp_avg / (sqrt(exp_avg_sq) / bc2_sqrt + eps);
     # ``decay`` is 1 - lr * weight_decay
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    pv = tl.load(p + offs, mask=mask, other=0.0).to(tl.float32)
+    gv = tl.load(g + offs, mask=mask, other=0.0).to(tl.float32)
+    mv = tl.load(m + offs, mask=mask, other=0.0).to(tl.float32)
+    vv = tl.load(v + offs, mask=mask, other=0.0).to(tl.float32)
     if MAXIMIZE:
         gv = -gv
     if HAS_WD:
@@ -21,7 +28,9 @@ def _update(pv, gv, mv, vv, lr, beta1, beta2, eps, weight_decay, decay, step_siz
     vv = vv * beta2 + gv * gv * (1.0 - beta2)
     denom = tl.sqrt_rn(vv) / bc2_sqrt + eps
     pv = pv - (mv / denom) * step_size
-    return pv, mv, vv
+    tl.store(p_out + offs, pv.to(p_out.dtype.element_ty), mask=mask)
+    tl.store(m_out + offs, mv.to(m_out.dtype.element_ty), mask=mask)
+    tl.store(v_out + offs, vv.to(v_out.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -41,31 +50,13 @@ def adam_step_capturable(p_out, m_out, v_out, p, g, m, v, step, n, lr, beta1, be
     t = tl.load(step).to(tl.float32)
     step_size = lr / _one_minus_exp(t * log_b1)
     bc2_sqrt = tl.sqrt_rn(_one_minus_exp(t * log_b2))
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    pv, mv, vv = _update(tl.load(p + offs, mask=mask, other=0.0).to(tl.float32),
-                         tl.load(g + offs, mask=mask, other=0.0).to(tl.float32),
-                         tl.load(m + offs, mask=mask, other=0.0).to(tl.float32),
-                         tl.load(v + offs, mask=mask, other=0.0).to(tl.float32),
-                         lr, beta1, beta2, eps, weight_decay, decay, step_size, bc2_sqrt,
-                         HAS_WD, DECOUPLED, MAXIMIZE)
-    tl.store(p_out + offs, pv.to(p_out.dtype.element_ty), mask=mask)
-    tl.store(m_out + offs, mv.to(m_out.dtype.element_ty), mask=mask)
-    tl.store(v_out + offs, vv.to(v_out.dtype.element_ty), mask=mask)
+    _adam_block(p_out, m_out, v_out, p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, decay,
+                step_size, bc2_sqrt, HAS_WD, DECOUPLED, MAXIMIZE, BLOCK)
 
 
 @triton.jit
 def adam_step(p_out, m_out, v_out, p, g, m, v, n, lr, beta1, beta2, eps, weight_decay,
               decay, step_size, bc2_sqrt, HAS_WD: tl.constexpr, DECOUPLED: tl.constexpr,
               MAXIMIZE: tl.constexpr, BLOCK: tl.constexpr):
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    pv, mv, vv = _update(tl.load(p + offs, mask=mask, other=0.0).to(tl.float32),
-                         tl.load(g + offs, mask=mask, other=0.0).to(tl.float32),
-                         tl.load(m + offs, mask=mask, other=0.0).to(tl.float32),
-                         tl.load(v + offs, mask=mask, other=0.0).to(tl.float32),
-                         lr, beta1, beta2, eps, weight_decay, decay, step_size, bc2_sqrt,
-                         HAS_WD, DECOUPLED, MAXIMIZE)
-    tl.store(p_out + offs, pv.to(p_out.dtype.element_ty), mask=mask)
-    tl.store(m_out + offs, mv.to(m_out.dtype.element_ty), mask=mask)
-    tl.store(v_out + offs, vv.to(v_out.dtype.element_ty), mask=mask)
+    _adam_block(p_out, m_out, v_out, p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, decay,
+                step_size, bc2_sqrt, HAS_WD, DECOUPLED, MAXIMIZE, BLOCK)
