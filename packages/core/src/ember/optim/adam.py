@@ -61,19 +61,13 @@ class Adam(Optimizer):
 
     def update(self, p: Tensor, g: Tensor, state: dict[str, Any],
                group: dict[str, Any]) -> Tensor:
-        lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+        lr, (b1, b2), eps = group["lr"], group["betas"], group["eps"]
         if group.get("capturable"):
             return self._capturable(p, g, state, group)
         if (not group["amsgrad"] and p._dtype in _FUSED_DTYPES
                 and p._device.implements(composite.adam_step)):
             return self._fused(p, g, state, group)
-        if group["maximize"]:
-            g = -g
-        if wd:
-            if self._decoupled:
-                p = p * (1 - lr * wd)
-            else:
-                g = g + p * wd
+        p, g = self._decay(p, g, group)
         _init_state(state, p, group["amsgrad"], device_step=False)
         state["step"] += 1
         t = state["step"]
@@ -88,6 +82,19 @@ class Adam(Optimizer):
             state["max_exp_avg_sq"] = v
         denom = v.sqrt() / bc2_sqrt + float(eps)
         return p - (m / denom) * step_size
+
+    def _decay(self, p: Tensor, g: Tensor, group: dict[str, Any]) -> tuple[Tensor, Tensor]:
+        """``maximize`` and weight decay, before the moments: decoupled (AdamW) shrinks the
+        parameter, coupled (Adam) adds ``weight_decay * p`` to the gradient."""
+        lr, wd = group["lr"], group["weight_decay"]
+        if group["maximize"]:
+            g = -g
+        if wd:
+            if self._decoupled:
+                p = p * (1 - lr * wd)
+            else:
+                g = g + p * wd
+        return p, g
 
     def _capturable(self, p: Tensor, g: Tensor, state: dict[str, Any],
                     group: dict[str, Any]) -> Tensor:
@@ -108,13 +115,7 @@ class Adam(Optimizer):
                 weight_decay=float(wd), decoupled=self._decoupled,
                 maximize=bool(group["maximize"]))
             return out  # type: ignore[no-any-return]
-        if group["maximize"]:
-            g = -g
-        if wd:
-            if self._decoupled:
-                p = p * (1 - lr * wd)
-            else:
-                g = g + p * wd
+        p, g = self._decay(p, g, group)
         _init_state(state, p, group["amsgrad"], device_step=True)
         t: Tensor = state["step"] + 1
         state["step"] = t
