@@ -22,6 +22,7 @@ import time
 import tomllib
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,6 +48,19 @@ def workspace_env(tmp: Path) -> dict[str, str]:
     env.pop("TRITON_INTERPRET", None)
     env["PYTHONUNBUFFERED"] = "1"
     return env
+
+
+def child_result(script: str, args: list[str], tag: str) -> dict[str, Any] | None:
+    """Run ``script args`` with the workspace on the path; the JSON after its last ``tag ``
+    line (``None``, with the child's output tail printed, when there is none)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        proc = subprocess.run([sys.executable, script, *args], env=workspace_env(Path(tmp)),
+                              capture_output=True, text=True, check=False)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(tag + " ")]
+    if not lines:
+        print(proc.stdout[-4000:], proc.stderr[-4000:])
+        return None
+    return json.loads(lines[-1][len(tag) + 1:])  # type: ignore[no-any-return]
 
 
 def conformance(device: str, env: dict[str, str], out: Path, jobs: int, quick: bool,

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -135,17 +133,11 @@ def main(argv: list[str] | None = None) -> int:
         print("RESULT " + json.dumps(child(args.epochs)))
         return 0
     sys.path.insert(0, str(HERE))
-    from check import workspace_env
+    from check import child_result
 
-    with tempfile.TemporaryDirectory() as tmp:
-        proc = subprocess.run([sys.executable, __file__, "--child", "--epochs", str(args.epochs)],
-                              env=workspace_env(Path(tmp)), capture_output=True, text=True,
-                              check=False)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
-    if not lines:
-        print(proc.stdout[-4000:], proc.stderr[-4000:])
+    r = child_result(__file__, ["--child", "--epochs", str(args.epochs)], "RESULT")
+    if r is None:
         return 1
-    r = json.loads(lines[-1][7:])
     print(json.dumps(r))
     print(f"guide CNN epoch ({r['batches']} batches of 32): ember eager {r['ember_eager_ms']} ms, "
           f"ember graph {r.get('ember_graph_ms')} ms, torch eager {r['torch_eager_ms']} ms; "

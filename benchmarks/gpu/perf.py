@@ -18,9 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -188,19 +186,13 @@ def main(argv: list[str] | None = None) -> int:
         print("PERF " + json.dumps(child(args.quick)))
         return 0
     sys.path.insert(0, str(HERE))
-    from check import workspace_env
+    from check import child_result
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        env = workspace_env(Path(tmp))
-        cmd = [sys.executable, __file__, "--child"] + (["--quick"] if args.quick else [])
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("PERF ")]
-    if not lines:
-        print(proc.stdout[-4000:], proc.stderr[-4000:])
+    res = child_result(__file__, ["--child"] + (["--quick"] if args.quick else []), "PERF")
+    if res is None:
         return 1
-    res = json.loads(lines[-1][5:])
     res["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     (out / "perf.json").write_text(json.dumps(res, indent=1))
     print(f"GPU: {res['gpu']}, torch {res['torch']}, {res['date']}")

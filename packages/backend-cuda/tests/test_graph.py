@@ -1,8 +1,9 @@
 """`ember_cuda.graph`: a recorded training step replays exactly what the eager step computes.
 
-Needs a GPU (skipped without one: CI has none; ``benchmarks/gpu/check.py --graph`` runs these
-on the H200).  The oracle is the same step run eagerly on ``autodiff<cuda:0>`` from the same
-initial weights and batches: a replay must reproduce it, replay after replay.
+Needs a GPU (skipped without one: CI has none).  On the H200:
+``python benchmarks/gpu/with_env.py python -m pytest packages/backend-cuda/tests``.
+The oracle is the same step run eagerly on ``autodiff<cuda:0>`` from the same initial weights
+and batches: a replay must reproduce it, replay after replay.
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ import ember
 from ember import _capture
 from ember._capture import CaptureError
 from ember._tensor import Tensor
-from ember.nn._values import lower_to
+from ember.nn._values import lower, lower_to
 
 __all__ = ["CaptureError", "CudaGraph", "graph"]
 
@@ -120,20 +120,13 @@ class CudaGraph:
         if tuple(src.shape) != tuple(dst.shape):
             raise ValueError(f"cannot load a {list(src.shape)} tensor into a recorded input "
                              f"of shape {list(dst.shape)}")
-        d = lower_to(dst, _bottom(dst))
+        d = lower(dst)
         if d.device is not self._base:
             raise ValueError(f"the recorded input lives on {dst.device}, not on the graph's "
                              f"device {self._base}")
-        s = lower_to(src, _bottom(src)).to(self._base).to(dtype=dst.dtype)
+        s = lower(src).to(self._base).to(dtype=dst.dtype)
         elementwise(self._base.backend, "r = x0", [s._data], d._data.dtype, out=d._data,
                     widen=False)
-
-
-def _bottom(t: Tensor) -> Any:
-    dev = t.device
-    while dev.inner is not None:
-        dev = dev.inner
-    return dev
 
 
 def graph(step: Callable[[], Any], *, device: Any = "cuda:0", warmup: int = 3) -> CudaGraph:

@@ -119,12 +119,7 @@ def _rebuild(origin: list[Any]) -> Any:
     if origin[0] == "module":
         return getattr(lib.module(origin[1]), origin[2])
     _, name, source = origin
-    scope = {k: v for k, v in vars(lib.module("mathlib")).items() if not k.startswith("__")}
-    import triton
-    import triton.language as tl
-
-    scope.update(triton=triton, tl=tl)
-    return lib.generated(("aot", source), name, source, scope)
+    return lib.generated(("aot", source), name, source, lib.scope)
 
 
 def _compile_one(args: tuple[str, int]) -> str | None:

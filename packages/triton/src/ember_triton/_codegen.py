@@ -118,11 +118,8 @@ def elementwise(be: TritonBackend, body: str, inputs: Sequence[DeviceArray],
                 addrs = [out.address(), *[a.address() for a in inputs],
                          *[sc.address() for sc in scalars]]
                 if not any(p & 15 for p in addrs):
-                    compiled, tail = direct
                     mem.activate()
-                    compiled.run(grid[0], 1, 1, mem.stream(), compiled.function,
-                                 compiled.packed_metadata, None, None, None, *addrs, *ints,
-                                 *tail)
+                    be.run_compiled(direct, grid, [*addrs, *ints])
                     return out
             be.launch(kernel, grid, out, *inputs, *scalars, *ints, BLOCK=block)
             return out

@@ -108,6 +108,17 @@ class KernelLibrary:
                 self._modules[name] = mod
         return mod
 
+    def scope(self) -> dict[str, Any]:
+        """Globals of generated kernels in this mode: triton, tl and the device math functions
+        of ``kernels/mathlib.py``."""
+        import triton
+        import triton.language as tl
+
+        scope = {k: v for k, v in vars(self.module("mathlib")).items()
+                 if not k.startswith("__")}
+        scope.update(triton=triton, tl=tl)
+        return scope
+
     def generated(self, key: Any, name: str, source: str | Callable[[], str],
                   scope: dict[str, Any] | Callable[[], dict[str, Any]]) -> Any:
         """The kernel ``name`` defined by ``source`` (cached by ``key``).

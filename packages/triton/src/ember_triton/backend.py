@@ -127,13 +127,7 @@ class TritonBackend(Backend):
 
     def kernel_scope(self) -> dict[str, Any]:
         """Globals of generated kernels: triton, tl and the device math functions."""
-        import triton
-        import triton.language as tl
-
-        scope = {k: v for k, v in vars(self.library.module("mathlib")).items()
-                 if not k.startswith("__")}
-        scope.update(triton=triton, tl=tl)
-        return scope
+        return self.library.scope()
 
     def module(self, name: str) -> Any:
         return self.library.module(name)
@@ -179,11 +173,7 @@ class TritonBackend(Backend):
             key, raw = launch_key(kernel, args, meta)
             hit = self._launchers.get(key)
             if hit is not None:
-                compiled, tail = hit
-                n = len(grid)
-                compiled.run(grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1,
-                             self.memory.stream(), compiled.function, compiled.packed_metadata,
-                             None, None, None, *raw, *tail)
+                self.run_compiled(hit, grid, raw)
                 return hit
         call = [a.arg() if isinstance(a, DeviceArray) else a for a in args]
         if self.memory.interpret:
@@ -202,6 +192,16 @@ class TritonBackend(Backend):
                 hit = self._launchers[key] = (compiled, tuple(meta[n] for n in rest))
                 return hit
         return None
+
+    def run_compiled(self, entry: tuple[Any, tuple[Any, ...]], grid: tuple[int, ...],
+                     raw: Sequence[Any]) -> None:
+        """Call a compiled kernel's launcher directly: ``entry`` is what `launch` returned,
+        ``raw`` the arguments with arrays as addresses (see `launch_key`)."""
+        compiled, tail = entry
+        n = len(grid)
+        compiled.run(grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1,
+                     self.memory.stream(), compiled.function, compiled.packed_metadata,
+                     None, None, None, *raw, *tail)
 
     def contiguous(self, a: DeviceArray) -> DeviceArray:
         return contiguous(self, a)
