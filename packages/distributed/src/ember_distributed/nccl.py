@@ -116,7 +116,7 @@ class NCCLCommunicator(Communicator):
         return dev.base.backend
 
     def _pointer(self, payload: Any) -> int:
-        return int(payload.storage.data.ptr) + payload.offset * payload.dtype.itemsize
+        return int(payload.address())
 
     def _source(self, t: ember.Tensor) -> tuple[Any, int]:
         be = self._backend(t)

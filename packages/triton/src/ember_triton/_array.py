@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DeviceArray", "contiguous_strides", "kind_of", "triton_dtype_name"]
+__all__ = ["DeviceArray", "contiguous_strides", "dtype_name", "kind_of", "triton_dtype_name"]
 
 
 _STRIDES: dict[tuple[int, ...], tuple[int, ...]] = {}
@@ -58,7 +58,7 @@ class DeviceArray:
     ((2, 3), (3, 1), (1, 3))
     """
 
-    __slots__ = ("dtype", "memory", "offset", "shape", "storage", "strides")
+    __slots__ = ("dtype", "memory", "offset", "ptr", "shape", "storage", "strides")
 
     def __init__(self, memory: Any, storage: Any, shape: tuple[int, ...], dtype: np.dtype[Any],
                  strides: tuple[int, ...] | None = None, offset: int = 0) -> None:
@@ -68,12 +68,15 @@ class DeviceArray:
         self.dtype = np.dtype(dtype)
         self.strides = contiguous_strides(self.shape) if strides is None else tuple(strides)
         self.offset = int(offset)
+        #: the device address of the first element (what kernels are launched with)
+        self.ptr = memory.address(storage) + self.offset * self.dtype.itemsize
 
     @classmethod
     def fresh(cls, memory: Any, storage: Any, shape: tuple[int, ...],
-              dtype: np.dtype[Any]) -> DeviceArray:
-        """A contiguous array over a new allocation; ``shape`` is a tuple of ints and
-        ``dtype`` a numpy dtype already (the allocation path skips normalising them)."""
+              dtype: np.dtype[Any], ptr: int) -> DeviceArray:
+        """A contiguous array over a new allocation at address ``ptr``; ``shape`` is a tuple
+        of ints and ``dtype`` a numpy dtype already (the allocation path skips normalising
+        them)."""
         a = object.__new__(cls)
         a.memory = memory
         a.storage = storage
@@ -81,6 +84,7 @@ class DeviceArray:
         a.dtype = dtype
         a.strides = contiguous_strides(shape)
         a.offset = 0
+        a.ptr = ptr
         return a
 
     @property
@@ -98,7 +102,16 @@ class DeviceArray:
 
     def view(self, shape: tuple[int, ...], strides: tuple[int, ...],
              offset: int) -> DeviceArray:
-        return DeviceArray(self.memory, self.storage, shape, self.dtype, strides, offset)
+        """Another view of the same allocation (element strides and offset)."""
+        a = object.__new__(DeviceArray)
+        a.memory = self.memory
+        a.storage = self.storage
+        a.shape = tuple(int(n) for n in shape)
+        a.dtype = self.dtype
+        a.strides = tuple(strides)
+        a.offset = int(offset)
+        a.ptr = self.ptr + (a.offset - self.offset) * self.dtype.itemsize
+        return a
 
     def transpose(self, dims: tuple[int, ...]) -> DeviceArray:
         return self.view(tuple(self.shape[d] for d in dims), tuple(self.strides[d] for d in dims),
@@ -106,7 +119,7 @@ class DeviceArray:
 
     def address(self) -> int:
         """The device address of the view's first element."""
-        return self.memory.address(self.storage) + self.offset * self.dtype.itemsize
+        return self.ptr
 
     def arg(self) -> Any:
         """The kernel argument: a pointer to the first element of the view."""
@@ -115,6 +128,17 @@ class DeviceArray:
 
     def __repr__(self) -> str:
         return f"DeviceArray(shape={self.shape}, dtype={self.dtype}, strides={self.strides})"
+
+
+_NAMES: dict[np.dtype[Any], str] = {}
+
+
+def dtype_name(dtype: np.dtype[Any]) -> str:
+    """``dtype.name``, cached: numpy computes it afresh, in microseconds, on every access."""
+    name = _NAMES.get(dtype)
+    if name is None:
+        name = _NAMES[dtype] = dtype.name
+    return name
 
 
 _KINDS: dict[np.dtype[Any], str] = {}

@@ -65,6 +65,7 @@ class KernelSelector:
         self.timer = timer
         self.enabled = timer is not None and os.environ.get("EMBER_AUTOTUNE", "1") != "0"
         self._choices: dict[str, str] = {}
+        self._known: dict[Any, str] = {}  # `_choices` by the keys themselves
         self._timings: dict[str, dict[str, float]] = {}
         self._lock = threading.Lock()
         self._path: Path | None = None
@@ -86,13 +87,23 @@ class KernelSelector:
         """Milliseconds per candidate measured for ``key`` in this process (empty if cached)."""
         return dict(self._timings.get(repr(key), {}))
 
+    def known(self, key: Any) -> str | None:
+        """The candidate chosen for ``key`` before (in this process or the disk cache), if
+        any: a dictionary look-up by the key itself, for the per-call path."""
+        name = self._known.get(key)
+        if name is None:
+            name = self._choices.get(repr(key))
+            if name is not None:
+                self._known[key] = name
+        return name
+
     def choose(self, key: Any, candidates: Mapping[str, Callable[[], Any]]) -> str:
         """The name of the fastest candidate for ``key``; times them all on first sight.
 
         Every candidate must compute the same result (they are run on the real operands, so
         whichever ran last has left a correct result behind).
         """
-        name = self._choices.get(repr(key))
+        name = self.known(key)
         if name is not None and name in candidates:
             return name
         first = next(iter(candidates))

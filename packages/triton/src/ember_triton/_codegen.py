@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._array import DeviceArray, contiguous_strides
+from ._array import DeviceArray, contiguous_strides, dtype_name
 
 if TYPE_CHECKING:
     from .backend import TritonBackend
 
-__all__ = ["TL", "collapse", "elementwise", "load_expr"]
+__all__ = ["TL", "collapse", "elementwise", "load_expr", "run_plan"]
 
 #: Triton type of each numpy dtype name (bool is stored as bytes)
 TL = {
@@ -91,38 +91,49 @@ def _source(name: str, nin: int, nsc: int, rank: int, body: str, in_dtypes: Sequ
     return "\n".join(lines) + "\n"
 
 
+def run_plan(be: TritonBackend, plan: tuple[Any, ...], inputs: Sequence[DeviceArray],
+             scalars: Sequence[DeviceArray] = ()) -> DeviceArray:
+    """Run a recorded elementwise launch (see `elementwise`) on operands of the same layouts."""
+    kernel, grid, pshape, pdtype, ints, block, nbytes, direct = plan
+    mem = be.memory
+    storage = mem.allocate(nbytes)
+    ptr = mem.address(storage)
+    out = DeviceArray.fresh(mem, storage, pshape, pdtype, ptr)
+    if direct is not None:
+        # the compiled kernel, launched with addresses: it was compiled for 16-byte aligned
+        # operands, which every operand still is (else the general path)
+        addrs = [ptr, *[a.ptr for a in inputs], *[sc.ptr for sc in scalars]]
+        if not any(p & 15 for p in addrs):
+            be.run_compiled(direct, grid, [*addrs, *ints])
+            return out
+    be.launch(kernel, grid, out, *inputs, *scalars, *ints, BLOCK=block)
+    return out
+
+
 def elementwise(be: TritonBackend, body: str, inputs: Sequence[DeviceArray],
                 out_dtype: Any, *, scalars: Sequence[DeviceArray] = (),
                 out: DeviceArray | None = None, widen: bool = True,
-                shape: tuple[int, ...] | None = None) -> DeviceArray:
+                shape: tuple[int, ...] | None = None, plan_key: Any = None) -> DeviceArray:
     """Run ``body`` (code setting ``r`` from ``x0, x1, ...`` and scalars ``s0, ...``).
 
     Inputs broadcast to ``shape`` (their common shape by default); the result is written to a
     new contiguous array, or into the view ``out``.
 
     Calls that make a new array remember their launch (kernel, grid, sizes and strides) by the
-    operands' layouts, so a recurring call does no analysis at all.
+    operands' layouts, so a recurring call does no analysis at all (`run_plan`).  Callers
+    that know a cheaper key standing for all of ``body``, dtypes and layouts pass it as
+    ``plan_key`` and look the plan up themselves.
     """
-    plan_key = None
     if out is None and shape is None:
-        plan_key = (body, widen, out_dtype, *[(a.shape, a.strides, a.dtype) for a in inputs],
-                    *[sc.dtype for sc in scalars])
-        plan = be.elementwise_plans.get(plan_key)
-        if plan is not None:
-            kernel, grid, pshape, pdtype, ints, block, nbytes, direct = plan
-            mem = be.memory
-            out = DeviceArray.fresh(mem, mem.allocate(nbytes), pshape, pdtype)
-            if direct is not None:
-                # the compiled launcher, called with addresses: it was compiled for 16-byte
-                # aligned operands, which every operand still is (else the general path)
-                addrs = [out.address(), *[a.address() for a in inputs],
-                         *[sc.address() for sc in scalars]]
-                if not any(p & 15 for p in addrs):
-                    mem.activate()
-                    be.run_compiled(direct, grid, [*addrs, *ints])
-                    return out
-            be.launch(kernel, grid, out, *inputs, *scalars, *ints, BLOCK=block)
-            return out
+        if plan_key is None:
+            plan_key = (body, widen, out_dtype,
+                        *[(a.shape, a.strides, a.dtype) for a in inputs],
+                        *[sc.dtype for sc in scalars])
+            plan = be.elementwise_plans.get(plan_key)
+            if plan is not None:
+                return run_plan(be, plan, inputs, scalars)
+    else:
+        plan_key = None
     out_dtype = np.dtype(out_dtype)
     if shape is None:
         shape = inputs[0].shape if inputs else ()
@@ -163,7 +174,7 @@ def elementwise(be: TritonBackend, body: str, inputs: Sequence[DeviceArray],
         plans = be.elementwise_plans
         if len(plans) >= 4096:
             plans.clear()
-        if direct is not None and any(a.address() & 15 for a in (out, *inputs, *scalars)):
+        if direct is not None and any(a.ptr & 15 for a in (out, *inputs, *scalars)):
             direct = None  # compiled for an unaligned operand: keep the general path
         plans[plan_key] = (kernel, grid, out.shape, out.dtype, ints, block,
                            max(n, 1) * out.dtype.itemsize, direct)
@@ -176,7 +187,7 @@ def exact_compare(be: TritonBackend, x: DeviceArray) -> DeviceArray:
     Triton's interpreter keeps bfloat16 as raw 16-bit integers, so comparing two of them
     compares bit patterns; compiled kernels compare bfloat16 natively.
     """
-    if be.memory.interpret and x.dtype.name == "bfloat16":
+    if be.memory.interpret and dtype_name(x.dtype) == "bfloat16":
         return elementwise(be, "r = x0", [x], np.float32)
     return x
 
@@ -187,6 +198,8 @@ def copy_into(be: TritonBackend, src: DeviceArray, out: DeviceArray) -> DeviceAr
 
 
 def contiguous(be: TritonBackend, a: DeviceArray) -> DeviceArray:
+    if a.strides == contiguous_strides(a.shape):  # the common case, first
+        return a
     if a.is_contiguous:
         if a.strides == contiguous_strides(a.shape):
             return a

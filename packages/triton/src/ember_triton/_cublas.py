@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from ._array import dtype_name
+
 __all__ = ["gemm_layout", "strided_batched_gemm"]
 
 # cudaDataType / cublasComputeType_t values (stable parts of the CUDA ABI)
@@ -45,7 +47,7 @@ def strided_batched_gemm(c_ptr: int, a_ptr: int, b_ptr: int, m: int, n: int, k: 
     """``C = A @ B`` for ``batch`` matrices on CuPy's current stream (element strides)."""
     from cupy.cuda import cublas, device, get_current_stream
 
-    name = dtype.name
+    name = dtype_name(dtype)
     cuda_type = _CUDA_R[name]
     if name == "float64":
         compute, scal = _COMPUTE_64F, "f8"

@@ -54,21 +54,26 @@ class CupyMemory(Memory):
         # the stream ember's Triton driver reports to the JIT: CuPy's current one
         return int(self.cupy.cuda.get_current_stream().ptr)
 
+    # storages are CuPy ``MemoryPointer``s from the current allocator (a recording CUDA graph
+    # swaps in its own pool); a pointer keeps its block alive and returns it when dropped
+
     def allocate(self, nbytes: int) -> Any:
         self.activate()
-        return self.cupy.empty(max(nbytes, 1), self.cupy.uint8)
+        return self.cupy.cuda.alloc(max(nbytes, 1))
 
     def upload(self, array: np.ndarray) -> Any:
         self.activate()
-        return self.cupy.asarray(array)
+        return self.cupy.asarray(array).data
 
     def download(self, storage: Any, byte_offset: int, nbytes: int) -> np.ndarray:
         self.activate()
-        out: np.ndarray = self.cupy.asnumpy(storage[byte_offset:byte_offset + nbytes])
+        cp = self.cupy
+        view = cp.ndarray((nbytes,), cp.uint8, storage + byte_offset)
+        out: np.ndarray = cp.asnumpy(view)
         return out
 
     def address(self, storage: Any) -> int:
-        return int(storage.data.ptr)
+        return int(storage.ptr)
 
     def pointer(self, storage: Any, byte_offset: int, dtype_name: str) -> CupyPointer:
         # numpy dtypes, as CuPy arrays carry them: what Triton's specialiser was verified with
@@ -76,7 +81,7 @@ class CupyMemory(Memory):
         if dt is None:
             dt = _DTYPES[dtype_name] = np.dtype(ml_dtypes.bfloat16 if dtype_name == "bfloat16"
                                                 else dtype_name)
-        return CupyPointer(storage.data.ptr + byte_offset, dt)
+        return CupyPointer(storage.ptr + byte_offset, dt)
 
     def synchronize(self) -> None:
         self.device.synchronize()

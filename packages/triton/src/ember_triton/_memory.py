@@ -8,6 +8,7 @@ supply CuPy-backed layers.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -63,12 +64,11 @@ class Memory:
     # -- shared ----------------------------------------------------------------------------
 
     def empty(self, shape: tuple[int, ...], dtype: np.dtype[Any]) -> DeviceArray:
-        shape = tuple(int(s) for s in shape)
+        shape = tuple(map(int, shape))
         dtype = np.dtype(dtype)
-        n = 1
-        for s in shape:
-            n *= s
-        return DeviceArray.fresh(self, self.allocate(max(n, 1) * dtype.itemsize), shape, dtype)
+        n = math.prod(shape)
+        storage = self.allocate(max(n, 1) * dtype.itemsize)
+        return DeviceArray.fresh(self, storage, shape, dtype, self.address(storage))
 
     def from_numpy(self, array: np.ndarray) -> DeviceArray:
         flat = np.asarray(array)  # Note: not ascontiguousarray, which makes 0-d arrays 1-d

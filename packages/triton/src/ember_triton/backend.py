@@ -21,6 +21,7 @@ from ._array import DeviceArray
 from ._autotune import KernelSelector
 from ._codegen import contiguous
 from ._jit import KernelLibrary
+from ._launcher import make_entry
 from ._memory import Memory
 
 __all__ = ["TritonBackend"]
@@ -54,7 +55,7 @@ def launch_key(kernel: Any, args: Sequence[Any],
     for a in args:
         t = type(a)
         if t is DeviceArray:
-            p = a.address()
+            p = a.ptr
             spec.append((a.dtype, p & 15 == 0))
             raw.append(p)
             continue
@@ -113,7 +114,7 @@ class TritonBackend(Backend):
         #: recurring elementwise launches by operand layout (see `_codegen.elementwise`)
         self.elementwise_plans: dict[Any, tuple[Any, ...]] = {}
         #: compiled kernels by `launch_key`, launched without the JIT's binding
-        self._launchers: dict[Any, tuple[Any, tuple[Any, ...]]] = {}
+        self._launchers: dict[Any, Any] = {}
         self.fast_launch = not memory.interpret and _fast_launch_allowed()
         #: while a CUDA graph records (``ember_cuda.graph``): what must outlive the recording
         self.capture_keep: list[Any] | None = None
@@ -133,7 +134,7 @@ class TritonBackend(Backend):
         return self.library.module(name)
 
     def empty(self, shape: tuple[int, ...], dtype: Any) -> DeviceArray:
-        return self.memory.empty(tuple(shape), np.dtype(dtype))
+        return self.memory.empty(shape, dtype)
 
     def scalar(self, value: Any, dtype: Any) -> DeviceArray:
         """A one-element array holding ``value`` in ``dtype`` (kernels load scalars).
@@ -166,7 +167,7 @@ class TritonBackend(Backend):
         On a GPU, the first launch of a specialisation goes through Triton's JIT (which
         compiles it); later ones call the compiled kernel's launcher directly, skipping the
         JIT's argument binding (see `launch_key`).  ``EMBER_FAST_LAUNCH=0`` turns that off.
-        Returns the compiled kernel's ``(launcher, trailing constexprs)`` when it has one.
+        Returns the compiled kernel's launch entry (see `run_compiled`) when it has one.
         """
         self.memory.activate()
         if self.fast_launch:
@@ -189,19 +190,16 @@ class TritonBackend(Backend):
             if compiled is not None and all(n in meta for n in rest):  # else: JIT each time
                 if len(self._launchers) >= 16384:  # integers that never recur
                     self._launchers.clear()
-                hit = self._launchers[key] = (compiled, tuple(meta[n] for n in rest))
+                hit = self._launchers[key] = make_entry(compiled, raw,
+                                                        tuple(meta[n] for n in rest))
                 return hit
         return None
 
-    def run_compiled(self, entry: tuple[Any, tuple[Any, ...]], grid: tuple[int, ...],
-                     raw: Sequence[Any]) -> None:
-        """Call a compiled kernel's launcher directly: ``entry`` is what `launch` returned,
-        ``raw`` the arguments with arrays as addresses (see `launch_key`)."""
-        compiled, tail = entry
-        n = len(grid)
-        compiled.run(grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1,
-                     self.memory.stream(), compiled.function, compiled.packed_metadata,
-                     None, None, None, *raw, *tail)
+    def run_compiled(self, entry: Any, grid: tuple[int, ...], raw: Sequence[Any]) -> None:
+        """Launch a compiled kernel again without the JIT: ``entry`` is what `launch`
+        returned (`ember_triton._launcher`), ``raw`` the arguments with arrays as addresses
+        (see `launch_key`)."""
+        entry(grid, self.memory.stream(), raw)
 
     def contiguous(self, a: DeviceArray) -> DeviceArray:
         return contiguous(self, a)

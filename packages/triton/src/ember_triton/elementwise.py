@@ -15,7 +15,7 @@ import numpy as np
 from ember.ops import elementwise as ew
 
 from ._array import DeviceArray, kind_of
-from ._codegen import elementwise
+from ._codegen import elementwise, run_plan
 
 if TYPE_CHECKING:
     from .backend import TritonBackend
@@ -147,9 +147,17 @@ def run(be: TritonBackend, e: Expression, inputs: list[DeviceArray]) -> DeviceAr
     return elementwise(be, e.body, inputs, e.out, scalars=scalars, widen=e.widen)
 
 
+# Unary and binary ops look their recorded launches up by a key of their own (cheaper than
+# `elementwise`'s, which spells out the code): the op's name stands for the code.
+
 def unary(name: str) -> Any:
     def kernel(be: TritonBackend, x: DeviceArray) -> DeviceArray:
-        return run(be, unary_expression(name, x.dtype), [x])
+        key = ("unary", name, x.shape, x.strides, x.dtype)
+        plan = be.elementwise_plans.get(key)
+        if plan is not None:
+            return run_plan(be, plan, (x,))
+        e = unary_expression(name, x.dtype)
+        return elementwise(be, e.body, [x], e.out, widen=e.widen, plan_key=key)
 
     kernel.__name__ = name
     return kernel
@@ -157,7 +165,12 @@ def unary(name: str) -> Any:
 
 def binary(name: str) -> Any:
     def kernel(be: TritonBackend, a: DeviceArray, b: DeviceArray) -> DeviceArray:
-        return run(be, binary_expression(name, a.dtype), [a, b])
+        key = ("binary", name, a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype)
+        plan = be.elementwise_plans.get(key)
+        if plan is not None:
+            return run_plan(be, plan, (a, b))
+        e = binary_expression(name, a.dtype)
+        return elementwise(be, e.body, [a, b], e.out, widen=e.widen, plan_key=key)
 
     kernel.__name__ = name
     return kernel

@@ -11,13 +11,14 @@ disk).  ``backend.use_cublas = False`` (or ``EMBER_CUBLAS=0``) leaves Triton alo
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from ember.ops import linalg as la
 
-from ._array import DeviceArray, kind_of
+from ._array import DeviceArray, dtype_name, kind_of
 from ._autotune import bucket
 from ._codegen import collapse, contiguous
 
@@ -56,7 +57,7 @@ def matmul(be: TritonBackend, a: DeviceArray, b: DeviceArray) -> DeviceArray:
     dt = a.dtype
     args = (m, n, k, b2, sa1, sa2, a.strides[-2], a.strides[-1],
             sb1, sb2, b.strides[-2], b.strides[-1])
-    if dt.name in ("float16", "bfloat16", "float32"):
+    if dtype_name(dt) in ("float16", "bfloat16", "float32"):
         _matmul_dot(be, out, a, b, args, b1 * b2)
         return out
     import triton.language as tl
@@ -88,61 +89,87 @@ TUNE_MIN_MACS = 1 << 24
 
 def _matmul_dot(be: TritonBackend, out: DeviceArray, a: DeviceArray, b: DeviceArray,
                 args: tuple[int, ...], batch: int) -> None:
-    """Tensor-core matmul: Triton tile configs (and cuBLAS on CUDA), chosen per shape bucket."""
+    """Tensor-core matmul: Triton tile configs (and cuBLAS on CUDA), chosen per shape bucket.
+
+    A shape bucket's choice, once made, is run directly: the candidates are only built (and
+    timed) the first time a bucket is seen.
+    """
     m, n, k = args[:3]
     dt = a.dtype
-    precision = be.matmul_precision if dt.name == "float32" else "ieee"
-    kernel = be.module("linalg").matmul_dot
-    wide = max(a.size, b.size, out.size) >= 1 << 31
-
-    def triton_config(cfg: tuple[int, ...]) -> Callable[[], None]:
-        bm, bn, bk, group, warps, stages = cfg
-        grid = (-(-m // bm) * -(-n // bn), batch)
-
-        def run() -> None:
-            be.launch(kernel, grid, out, a, b, *args, PRECISION=precision,
-                      UPCAST=be.memory.interpret and dt.name == "bfloat16", WIDE=wide,
-                      BM=bm, BN=bn, BK=bk, GROUP_M=group, EVEN_K=k % bk == 0,
-                      num_warps=warps, num_stages=stages)
-        return run
-
+    precision = be.matmul_precision if dtype_name(dt) == "float32" else "ieee"
     if be.memory.interpret:  # the interpreter pays per program: one config of big blocks
         bm, bn, bk = (max(16, min(64, be.block_size(x))) for x in (m, n, k))
-        triton_config((bm, bn, bk, 8, 4, 1))()
+        _triton_matmul(be, (bm, bn, bk, 8, 4, 1), out, a, b, args, batch, precision)
         return
-    family = "half" if dt.name != "float32" else ("tf32" if precision == "tf32" else "ieee")
+    family = "half" if dtype_name(dt) != "float32" else ("tf32" if precision == "tf32" else "ieee")
     configs = _CONFIGS[family]
     if m * n * k * batch < TUNE_MIN_MACS:
-        triton_config(configs[0])()
+        _triton_matmul(be, configs[0], out, a, b, args, batch, precision)
         return
-    candidates: dict[str, Callable[[], None]] = {
-        "triton:" + "x".join(map(str, cfg)): triton_config(cfg) for cfg in configs}
-    if be.name == "cuda" and be.use_cublas:
-        blas = _cublas_candidate(out, a, b, args, batch, precision)
-        if blas is not None:
-            candidates["cublas"] = blas
-    key = ("matmul", dt.name, precision, bucket(m), bucket(n), bucket(k), batch > 1,
-           a.strides[-1] == 1, b.strides[-1] == 1, "cublas" in candidates)
-    candidates[be.selector.choose(key, candidates)]()
+    blas = be.name == "cuda" and be.use_cublas and _cublas_layouts(args, batch) is not None
+    key = ("matmul", dtype_name(dt), precision, bucket(m), bucket(n), bucket(k), batch > 1,
+           a.strides[-1] == 1, b.strides[-1] == 1, blas)
+    name = be.selector.known(key)
+    if name is None or (name == "cublas" and not blas) or (
+            name != "cublas" and name not in _CONFIG_NAMES):
+        candidates: dict[str, Callable[[], None]] = {
+            _config_name(cfg): functools.partial(_triton_matmul, be, cfg, out, a, b, args,
+                                                 batch, precision)
+            for cfg in configs}
+        if blas:
+            candidates["cublas"] = functools.partial(_cublas_matmul, out, a, b, args, batch,
+                                                     precision)
+        name = be.selector.choose(key, candidates)
+        candidates[name]()
+    elif name == "cublas":
+        _cublas_matmul(out, a, b, args, batch, precision)
+    else:
+        _triton_matmul(be, _CONFIG_NAMES[name], out, a, b, args, batch, precision)
 
 
-def _cublas_candidate(out: DeviceArray, a: DeviceArray, b: DeviceArray, args: tuple[int, ...],
-                      batch: int, precision: str) -> Callable[[], None] | None:
-    from ._cublas import gemm_layout, strided_batched_gemm
+def _config_name(cfg: tuple[int, ...]) -> str:
+    return "triton:" + "x".join(map(str, cfg))
 
-    m, n, k, b2, _, sa2, sam, sak, _, sb2, sbk, sbn = args
+
+_CONFIG_NAMES = {_config_name(cfg): cfg for cfgs in _CONFIGS.values() for cfg in cfgs}
+
+
+def _triton_matmul(be: TritonBackend, cfg: tuple[int, ...], out: DeviceArray, a: DeviceArray,
+                   b: DeviceArray, args: tuple[int, ...], batch: int, precision: str) -> None:
+    m, n, k = args[:3]
+    bm, bn, bk, group, warps, stages = cfg
+    wide = max(a.size, b.size, out.size) >= 1 << 31
+    be.launch(be.module("linalg").matmul_dot, (-(-m // bm) * -(-n // bn), batch), out, a, b,
+              *args, PRECISION=precision,
+              UPCAST=be.memory.interpret and dtype_name(a.dtype) == "bfloat16", WIDE=wide,
+              BM=bm, BN=bn, BK=bk, GROUP_M=group, EVEN_K=k % bk == 0,
+              num_warps=warps, num_stages=stages)
+
+
+def _cublas_layouts(args: tuple[int, ...],
+                    batch: int) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """cuBLAS's operand layouts for ``args``, or ``None`` where cuBLAS cannot run it."""
+    from ._cublas import gemm_layout
+
+    m, n, k, b2, _, _, sam, sak, _, _, sbk, sbn = args
     if batch > 1 and batch != b2:  # two batch axes that do not merge: Triton only
         return None
     a_layout = gemm_layout(m, k, sam, sak)
     b_layout = gemm_layout(k, n, sbk, sbn)
     if a_layout is None or b_layout is None:
         return None
-    ptrs = (out.arg().data_ptr(), a.arg().data_ptr(), b.arg().data_ptr())
+    return a_layout, b_layout
 
-    def run() -> None:
-        strided_batched_gemm(*ptrs, m, n, k, batch, sa2, sb2, a_layout, b_layout, a.dtype,
-                             precision)
-    return run
+
+def _cublas_matmul(out: DeviceArray, a: DeviceArray, b: DeviceArray, args: tuple[int, ...],
+                   batch: int, precision: str) -> None:
+    from ._cublas import strided_batched_gemm
+
+    layouts = _cublas_layouts(args, batch)
+    assert layouts is not None
+    m, n, k, _, _, sa2, _, _, _, sb2, _, _ = args
+    strided_batched_gemm(out.ptr, a.ptr, b.ptr, m, n, k, batch, sa2, sb2, *layouts, a.dtype,
+                         precision)
 
 
 KERNELS: dict[Any, Any] = {la.matmul: matmul}

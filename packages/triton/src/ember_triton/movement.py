@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from ember.ops import movement as mv
 
-from ._array import DeviceArray, contiguous_strides, kind_of
+from ._array import DeviceArray, contiguous_strides, dtype_name, kind_of
 from ._codegen import TL, contiguous, copy_into, elementwise, exact_compare
 
 if TYPE_CHECKING:
@@ -172,7 +172,7 @@ def _scatter_common(be: TritonBackend, kind: str, x: DeviceArray, index: DeviceA
 
     zero_d = x.ndim == 0
     x, index, src = _as1d(x), _as1d(index), _as1d(src)
-    acc = np.dtype(_ACC.get(x.dtype.name, x.dtype)) if kind == "scatter_add" else x.dtype
+    acc = np.dtype(_ACC.get(dtype_name(x.dtype), x.dtype)) if kind == "scatter_add" else x.dtype
     out = contiguous(be, cast(be, x, acc)) if acc != x.dtype else be.empty(x.shape, x.dtype)
     if acc == x.dtype:
         copy_into(be, x, out)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from ember.ops import nn
 
-from ._array import DeviceArray, contiguous_strides
+from ._array import DeviceArray, contiguous_strides, dtype_name
 from ._codegen import contiguous, copy_into, elementwise, exact_compare
 from .linalg import matmul
 from .movement import _index_select, _slice, reshape
@@ -29,7 +29,7 @@ Pair = tuple[int, int]
 def _acc(dt: np.dtype[Any]) -> Any:
     import triton.language as tl
 
-    return tl.float64 if dt.name == "float64" else tl.float32
+    return tl.float64 if dtype_name(dt) == "float64" else tl.float32
 
 
 def conv2d(be: TritonBackend, x: DeviceArray, w: DeviceArray, stride: Pair = (1, 1),
@@ -214,7 +214,7 @@ def _interpolate(be: TritonBackend, x: DeviceArray, size: tuple[int, ...] = (),
         i0, i1, lam = _linear_weights(n, o, bool(align_corners))
         lo = _index_select(be, out, be.memory.from_numpy(i0), axis)
         hi = _index_select(be, out, be.memory.from_numpy(i1), axis)
-        lam_dt = np.float64 if x.dtype.name == "float64" else np.float32
+        lam_dt = np.float64 if dtype_name(x.dtype) == "float64" else np.float32
         la = be.memory.from_numpy(lam.astype(lam_dt))
         lav = la.view(lo.shape, tuple(1 if i == axis else 0 for i in range(lo.ndim)), la.offset)
         out = elementwise(be, "r = x0 * (1 - x2) + x1 * x2", [lo, hi, lav], x.dtype)

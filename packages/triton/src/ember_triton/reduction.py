@@ -6,13 +6,14 @@ GPU with few rows are split over many programs and finished in a second pass.
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from ember.ops import reduction as rd
 
-from ._array import DeviceArray, kind_of
+from ._array import DeviceArray, dtype_name, kind_of
 from ._codegen import TL, contiguous, exact_compare
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ def _out_shape(x: DeviceArray, dims: tuple[int, ...], keepdim: bool,
 def _acc_dtype(op: str, dt: np.dtype[Any]) -> np.dtype[Any]:
     if op in ("any", "all"):
         return np.dtype(np.int32)
-    if dt.name in _LOW:
+    if dtype_name(dt) in _LOW:
         return np.dtype(np.float32)
     if kind_of(dt) == "b":
         return np.dtype(np.uint8)
@@ -62,26 +63,59 @@ def _identity(op: str, acc: np.dtype[Any]) -> Any:
     return info.min if op == "max" else info.max
 
 
+def _matrix(be: TritonBackend, x: DeviceArray,
+            dims: tuple[int, ...]) -> tuple[DeviceArray, int, int, int, int, tuple[int, ...]]:
+    """``x`` as an ``[M, K]`` matrix whose rows run over ``dims``: ``(x, M, K, SM, SK, kept
+    shape)`` with element strides ``SM`` and ``SK``.  The kept axes and the reduced axes must
+    each merge into one strided axis; otherwise the rows are copied out first (`rows_of`)."""
+    keep = tuple(i for i in range(x.ndim) if i not in dims)
+    kept = tuple(x.shape[d] for d in keep)
+    m = math.prod(kept)
+    k = math.prod(x.shape[d] for d in dims)
+    sm = _merged_stride(x, keep)
+    sk = _merged_stride(x, dims)
+    if sm is None or sk is None:
+        rows, m, k, kept = rows_of(be, x, dims)
+        return rows, m, k, k, 1, kept
+    return x, m, k, sm, sk, kept
+
+
+def _merged_stride(x: DeviceArray, axes: tuple[int, ...]) -> int | None:
+    """The one stride that walks ``axes`` of ``x`` (in order) as a single axis, if any."""
+    live = [a for a in axes if x.shape[a] != 1]
+    if not live:
+        return 1
+    for a, b in itertools.pairwise(live):
+        if x.strides[a] != x.strides[b] * x.shape[b]:
+            return None
+    return x.strides[live[-1]]
+
+
 def _reduce_rows(be: TritonBackend, rows: DeviceArray, m: int, k: int, op: str,
-                 out_dtype: np.dtype[Any]) -> DeviceArray:
+                 out_dtype: np.dtype[Any], sm: int | None = None, sk: int = 1) -> DeviceArray:
     acc = _acc_dtype(op, rows.dtype)
     ident = be.scalar(_identity(op, acc), acc)
     kern = be.module("reduction").reduce_rows
     flt = kind_of(rows.dtype) == "f" and op in ("max", "min")
+    sm = k if sm is None else sm
     chunk = be.reduce_chunk
     if be.split_reductions and m < 256 and k > 4 * chunk:
         parts = -(-k // chunk)
         partial = be.empty((m, parts), acc)
-        be.launch(kern, (m, parts), partial, rows, ident, m, k, chunk, OP=_OPS[op],
+        be.launch(kern, (m, parts), partial, rows, ident, m, k, sm, sk, chunk, OP=_OPS[op],
                   FLOAT=flt, BLOCK_M=1, BLOCK_K=min(1024, be.block_size(chunk)))
         second = "sum" if op == "sum" else ("max" if op == "any" else
                                             ("min" if op == "all" else op))
         return _reduce_rows(be, partial, m, parts, second, out_dtype)
     out = be.empty((m,), out_dtype)
     if m:
-        bm, bk = _blocks(be, m, k)
-        be.launch(kern, (-(-m // bm), 1), out, rows, ident, m, k, max(k, 1), OP=_OPS[op],
-                  FLOAT=flt, BLOCK_M=bm, BLOCK_K=bk)
+        if sk == 1 or be.memory.interpret:
+            bm, bk = _blocks(be, m, k)
+        else:  # columns: neighbouring rows are what is contiguous, so blocks run down them
+            bm = min(64, be.block_size(m))
+            bk = max(1, 2048 // bm)
+        be.launch(kern, (-(-m // bm), 1), out, rows, ident, m, k, sm, sk, max(k, 1),
+                  OP=_OPS[op], FLOAT=flt, BLOCK_M=bm, BLOCK_K=bk)
     return out
 
 
@@ -98,9 +132,9 @@ def _reduction(op: str) -> Any:
     def kernel(be: TritonBackend, x: DeviceArray, dims: tuple[int, ...] = (),
                keepdim: bool = False) -> DeviceArray:
         dims = tuple(dims)
-        rows, m, k, kept = rows_of(be, x, dims)
+        mat, m, k, sm, sk, kept = _matrix(be, x, dims)
         out_dtype = np.dtype(np.bool_) if op in ("any", "all") else x.dtype
-        out = _reduce_rows(be, rows, m, k, op, out_dtype)
+        out = _reduce_rows(be, mat, m, k, op, out_dtype, sm, sk)
         shape = _out_shape(x, dims, keepdim, kept)
         return out.view(shape, _contig(shape), out.offset)
 
@@ -124,7 +158,7 @@ def _moments(var: bool) -> Any:
             bm, bk = _blocks(be, m, k)
             denom = float(max(k - correction, 0)) if var else 1.0
             be.launch(be.module("reduction").mean_var_rows, (-(-m // bm),), out, rows, m, k,
-                      denom, VAR=var, WIDE=x.dtype.name == "float64", BLOCK_M=bm, BLOCK_K=bk)
+                      denom, VAR=var, WIDE=dtype_name(x.dtype) == "float64", BLOCK_M=bm, BLOCK_K=bk)
         shape = _out_shape(x, dims, keepdim, kept)
         return out.view(shape, _contig(shape), out.offset)
 
@@ -168,7 +202,7 @@ def scan(be: TritonBackend, x: DeviceArray, dim: int, kind: str) -> DeviceArray:
     m = rows.size // k if k else 0
     out = be.empty(rows.shape, x.dtype)
     if m and k:
-        acc = "tl.float32" if x.dtype.name in _LOW else TL[x.dtype.name]
+        acc = "tl.float32" if dtype_name(x.dtype) in _LOW else TL[dtype_name(x.dtype)]
         import triton.language as tl
 
         bm, bk = _blocks(be, m, k)

@@ -22,8 +22,9 @@ def _mul(a, b):
 
 
 @triton.jit
-def reduce_rows(out, x, ident, M, K, CHUNK, OP: tl.constexpr, FLOAT: tl.constexpr,
+def reduce_rows(out, x, ident, M, K, SM, SK, CHUNK, OP: tl.constexpr, FLOAT: tl.constexpr,
                 BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    # row i, element j of the [M, K] matrix is x[i * SM + j * SK]
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     part = tl.program_id(1)
     parts = tl.num_programs(1)
@@ -36,7 +37,7 @@ def reduce_rows(out, x, ident, M, K, CHUNK, OP: tl.constexpr, FLOAT: tl.constexp
     for k0 in range(k_lo, k_hi, BLOCK_K):
         kk = k0 + tl.arange(0, BLOCK_K)
         m = rmask[:, None] & (kk < k_hi)[None, :]
-        v = tl.load(x + rows[:, None] * K + kk[None, :], mask=m)
+        v = tl.load(x + rows[:, None] * SM + kk[None, :] * SK, mask=m)
         if OP == ANY or OP == ALL:
             v = (v != 0).to(init.dtype)
         else:
