@@ -36,6 +36,10 @@ def _number_unary(op: Op, x: Tensor) -> Tensor:
 def _binary(op: Op, a: Tensor | Scalar, b: Tensor | Scalar, kind: str) -> Tensor:
     if (isinstance(a, _tensor.Tensor) and isinstance(b, _tensor.Tensor)
             and a._dtype is b._dtype and a._device is b._device):
+        if a._dtype.kind == "f" and kind != "int":  # the common case: two float tensors
+            if a._data.shape != b._data.shape:
+                check_broadcast(op, a, b)
+            return a._device.dispatch(op, (a, b), _NO_PARAMS)  # type: ignore[no-any-return]
         x, y = a, b
     else:
         x, y = as_tensor_pair(a, b)

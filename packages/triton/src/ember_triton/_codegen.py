@@ -96,15 +96,22 @@ def run_plan(be: TritonBackend, plan: tuple[Any, ...], inputs: Sequence[DeviceAr
     """Run a recorded elementwise launch (see `elementwise`) on operands of the same layouts."""
     kernel, grid, pshape, pdtype, ints, block, nbytes, direct = plan
     mem = be.memory
-    storage = mem.allocate(nbytes)
-    ptr = mem.address(storage)
+    storage, ptr = mem.allocate_at(nbytes)
     out = DeviceArray.fresh(mem, storage, pshape, pdtype, ptr)
     if direct is not None:
         # the compiled kernel, launched with addresses: it was compiled for 16-byte aligned
         # operands, which every operand still is (else the general path)
-        addrs = [ptr, *[a.ptr for a in inputs], *[sc.ptr for sc in scalars]]
-        if not any(p & 15 for p in addrs):
-            be.run_compiled(direct, grid, [*addrs, *ints])
+        addrs = [ptr]
+        bits = ptr
+        for a in inputs:
+            addrs.append(a.ptr)
+            bits |= a.ptr
+        for a in scalars:
+            addrs.append(a.ptr)
+            bits |= a.ptr
+        if not bits & 15:
+            addrs += ints
+            direct(grid, mem.stream(), addrs)
             return out
     be.launch(kernel, grid, out, *inputs, *scalars, *ints, BLOCK=block)
     return out

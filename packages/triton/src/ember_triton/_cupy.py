@@ -45,6 +45,8 @@ class CupyMemory(Memory):
         self.index = index
         self.device = cupy.cuda.Device(index)
         self.pool = pool if pool is not None else cupy.get_default_memory_pool()
+        self._get_device = cupy.cuda.runtime.getDevice
+        self._alloc = cupy.cuda.alloc  # the current allocator (a recording graph's pool)
 
     def activate(self) -> None:
         if self.cupy.cuda.runtime.getDevice() != self.index:
@@ -60,6 +62,12 @@ class CupyMemory(Memory):
     def allocate(self, nbytes: int) -> Any:
         self.activate()
         return self.cupy.cuda.alloc(max(nbytes, 1))
+
+    def allocate_at(self, nbytes: int) -> tuple[Any, int]:
+        if self._get_device() != self.index:
+            self.device.use()
+        storage = self._alloc(nbytes or 1)
+        return storage, storage.ptr
 
     def upload(self, array: np.ndarray) -> Any:
         self.activate()

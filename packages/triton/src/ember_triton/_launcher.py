@@ -56,8 +56,8 @@ class TritonLaunch:
 class DriverLaunch:
     """A compiled kernel launched with one ``cuLaunchKernel`` (see the module docstring)."""
 
-    __slots__ = ("_buffer", "_launch", "_lock", "_pack", "_params", "block", "function",
-                 "shared")
+    __slots__ = ("_buffer", "_launch", "_lock", "_pack", "_params", "_params_at", "block",
+                 "function", "shared")
 
     def __init__(self, compiled: Any, types: Sequence[str]) -> None:
         from cupy.cuda import driver
@@ -71,6 +71,7 @@ class DriverLaunch:
         slots = [i for i, t in enumerate(types) if t != "constexpr"] + [len(types),
                                                                        len(types) + 1]
         self._params = (ctypes.c_void_p * len(slots))(*[base + 8 * i for i in slots])
+        self._params_at = ctypes.addressof(self._params)
         self._lock = threading.Lock()
         self._launch = driver.launchKernel
         self.function = int(compiled.function)
@@ -86,7 +87,7 @@ class DriverLaunch:
                 self._pack(self._buffer, 0, *[_narrow(v) for v in raw])
             self._launch(self.function, grid[0], grid[1] if n > 1 else 1,
                          grid[2] if n > 2 else 1, self.block, 1, 1, self.shared, stream,
-                         ctypes.addressof(self._params), 0)
+                         self._params_at, 0)
 
 
 def _narrow(v: Any) -> Any:
@@ -106,6 +107,8 @@ def _driver_types(compiled: Any, nraw: int) -> list[str] | None:
     if not triton.__version__.startswith(_KNOWN_LAYOUTS):
         return None
     md = compiled.metadata
+    if getattr(getattr(md, "target", None), "backend", None) != "cuda":  # ROCm: its own layout
+        return None
     if (getattr(md, "num_ctas", 1) != 1 or getattr(md, "launch_cooperative_grid", False)
             or getattr(md, "launch_pdl", False) or getattr(md, "global_scratch_size", 0)
             or getattr(md, "profile_scratch_size", 0) or getattr(md, "tensordesc_meta", None)):

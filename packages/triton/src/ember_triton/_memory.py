@@ -44,6 +44,11 @@ class Memory:
         """The device address of ``storage``'s first byte (what a launcher takes)."""
         raise NotImplementedError
 
+    def allocate_at(self, nbytes: int) -> tuple[Any, int]:
+        """A new storage and its address (one call on the per-op path)."""
+        storage = self.allocate(nbytes)
+        return storage, self.address(storage)
+
     def synchronize(self) -> None:
         pass
 
@@ -67,8 +72,8 @@ class Memory:
         shape = tuple(map(int, shape))
         dtype = np.dtype(dtype)
         n = math.prod(shape)
-        storage = self.allocate(max(n, 1) * dtype.itemsize)
-        return DeviceArray.fresh(self, storage, shape, dtype, self.address(storage))
+        storage, ptr = self.allocate_at(max(n, 1) * dtype.itemsize)
+        return DeviceArray.fresh(self, storage, shape, dtype, ptr)
 
     def from_numpy(self, array: np.ndarray) -> DeviceArray:
         flat = np.asarray(array)  # Note: not ascontiguousarray, which makes 0-d arrays 1-d
