@@ -147,10 +147,14 @@ def test_tile_matmul_kernel_matches_numpy_for_every_grouping(dev: ember.Device,
     if layout[1] == "t":
         xb = xb.transpose((1, 0))
     out = be.empty((m, n), np.float32)
+    bias = rng.uniform(-1, 1, n).astype(np.float32)
+    xbias = be.memory.from_numpy(bias)
     bm, bn, bk, group = cfg
     grid = (-(-m // bm) * -(-n // bn), 1)
-    be.launch(be.module("linalg").matmul_dot, grid, out, xa, xb, m, n, k, 1, 0, 0,
-              xa.strides[0], xa.strides[1], 0, 0, xb.strides[0], xb.strides[1],
-              PRECISION="ieee", UPCAST=False, WIDE=False, BM=bm, BN=bn, BK=bk, GROUP_M=group,
-              EVEN_K=k % bk == 0)
-    np.testing.assert_allclose(be.memory.to_numpy(out), a @ b, rtol=1e-5, atol=1e-5)
+    for has_bias in (False, True):  # the bias epilogue (`ember.ops.composite.linear`)
+        be.launch(be.module("linalg").matmul_dot, grid, out, xa, xb, xbias, m, n, k, 1, 0, 0,
+                  xa.strides[0], xa.strides[1], 0, 0, xb.strides[0], xb.strides[1],
+                  PRECISION="ieee", UPCAST=False, WIDE=False, BM=bm, BN=bn, BK=bk,
+                  GROUP_M=group, EVEN_K=k % bk == 0, HAS_BIAS=has_bias)
+        want = a @ b + bias if has_bias else a @ b
+        np.testing.assert_allclose(be.memory.to_numpy(out), want, rtol=1e-5, atol=1e-5)

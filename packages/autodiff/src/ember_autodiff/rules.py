@@ -523,6 +523,11 @@ RULES[composite.softmax] = lambda g, out, x, dim: (F.softmax_backward(out, g, di
 RULES[composite.log_softmax] = lambda g, out, x, dim: (F.log_softmax_backward(out, g, dim),)
 
 
+RULES[composite.linear] = (lambda g, out, x, w, b: _mm(g, w),
+                           lambda g, out, x, w, b: _mm(_mT(g), x),
+                           lambda g, out, x, w, b: apply(reduction.sum, g, dims=(0,)))
+
+
 @rule(composite.layer_norm)
 def _layer_norm(g: Tensor, out: tuple[Tensor, Tensor, Tensor], x: Tensor, *wb: Tensor,
                 ndim: int, eps: float, weight: bool, bias: bool) -> Grads:

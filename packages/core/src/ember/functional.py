@@ -197,6 +197,12 @@ def _finfo_eps(dtype: dt.DType) -> float:
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``x @ weight.T + bias`` with PyTorch's ``[out, in]`` weight layout."""
+    if (bias is not None and x.ndim == 2 and weight.ndim == 2 and bias.ndim == 1
+            and x.dtype is weight.dtype and bias.dtype is x.dtype and x.dtype.is_floating_point
+            and x.shape[1] == weight.shape[1] and bias.shape[0] == weight.shape[0]
+            and x._device is weight._device and bias._device is x._device
+            and x._device.implements(cops.linear)):
+        return apply(cops.linear, x, weight, bias)  # type: ignore[no-any-return]
     out = x @ weight.transpose(-1, -2)
     return out + bias if bias is not None else out
 

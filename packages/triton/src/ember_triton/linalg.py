@@ -16,11 +16,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from ember.ops import composite as cops
 from ember.ops import linalg as la
 
 from ._array import DeviceArray, dtype_name, kind_of
 from ._autotune import bucket
-from ._codegen import collapse, contiguous
+from ._codegen import collapse, contiguous, elementwise
 
 if TYPE_CHECKING:
     from .backend import TritonBackend
@@ -88,7 +89,7 @@ TUNE_MIN_MACS = 1 << 24
 
 
 def _matmul_dot(be: TritonBackend, out: DeviceArray, a: DeviceArray, b: DeviceArray,
-                args: tuple[int, ...], batch: int) -> None:
+                args: tuple[int, ...], batch: int, bias: DeviceArray | None = None) -> None:
     """Tensor-core matmul: Triton tile configs (and cuBLAS on CUDA), chosen per shape bucket.
 
     A shape bucket's choice, once made, is run directly: the candidates are only built (and
@@ -99,12 +100,12 @@ def _matmul_dot(be: TritonBackend, out: DeviceArray, a: DeviceArray, b: DeviceAr
     precision = be.matmul_precision if dtype_name(dt) == "float32" else "ieee"
     if be.memory.interpret:  # the interpreter pays per program: one config of big blocks
         bm, bn, bk = (max(16, min(64, be.block_size(x))) for x in (m, n, k))
-        _triton_matmul(be, (bm, bn, bk, 8, 4, 1), out, a, b, args, batch, precision)
+        _triton_matmul(be, (bm, bn, bk, 8, 4, 1), out, a, b, args, batch, precision, bias)
         return
     family = "half" if dtype_name(dt) != "float32" else ("tf32" if precision == "tf32" else "ieee")
     configs = _CONFIGS[family]
     if m * n * k * batch < TUNE_MIN_MACS:
-        _triton_matmul(be, configs[0], out, a, b, args, batch, precision)
+        _triton_matmul(be, configs[0], out, a, b, args, batch, precision, bias)
         return
     blas = be.name == "cuda" and be.use_cublas and _cublas_layouts(args, batch) is not None
     key = ("matmul", dtype_name(dt), precision, bucket(m), bucket(n), bucket(k), batch > 1,
@@ -114,17 +115,17 @@ def _matmul_dot(be: TritonBackend, out: DeviceArray, a: DeviceArray, b: DeviceAr
             name != "cublas" and name not in _CONFIG_NAMES):
         candidates: dict[str, Callable[[], None]] = {
             _config_name(cfg): functools.partial(_triton_matmul, be, cfg, out, a, b, args,
-                                                 batch, precision)
+                                                 batch, precision, bias)
             for cfg in configs}
         if blas:
-            candidates["cublas"] = functools.partial(_cublas_matmul, out, a, b, args, batch,
-                                                     precision)
+            candidates["cublas"] = functools.partial(_cublas_matmul, be, out, a, b, args,
+                                                     batch, precision, bias)
         name = be.selector.choose(key, candidates)
         candidates[name]()
     elif name == "cublas":
-        _cublas_matmul(out, a, b, args, batch, precision)
+        _cublas_matmul(be, out, a, b, args, batch, precision, bias)
     else:
-        _triton_matmul(be, _CONFIG_NAMES[name], out, a, b, args, batch, precision)
+        _triton_matmul(be, _CONFIG_NAMES[name], out, a, b, args, batch, precision, bias)
 
 
 def _config_name(cfg: tuple[int, ...]) -> str:
@@ -135,15 +136,16 @@ _CONFIG_NAMES = {_config_name(cfg): cfg for cfgs in _CONFIGS.values() for cfg in
 
 
 def _triton_matmul(be: TritonBackend, cfg: tuple[int, ...], out: DeviceArray, a: DeviceArray,
-                   b: DeviceArray, args: tuple[int, ...], batch: int, precision: str) -> None:
+                   b: DeviceArray, args: tuple[int, ...], batch: int, precision: str,
+                   bias: DeviceArray | None = None) -> None:
     m, n, k = args[:3]
     bm, bn, bk, group, warps, stages = cfg
     wide = max(a.size, b.size, out.size) >= 1 << 31
     be.launch(be.module("linalg").matmul_dot, (-(-m // bm) * -(-n // bn), batch), out, a, b,
-              *args, PRECISION=precision,
+              out if bias is None else bias, *args, PRECISION=precision,
               UPCAST=be.memory.interpret and dtype_name(a.dtype) == "bfloat16", WIDE=wide,
               BM=bm, BN=bn, BK=bk, GROUP_M=group, EVEN_K=k % bk == 0,
-              num_warps=warps, num_stages=stages)
+              HAS_BIAS=bias is not None, num_warps=warps, num_stages=stages)
 
 
 def _cublas_layouts(args: tuple[int, ...],
@@ -161,8 +163,9 @@ def _cublas_layouts(args: tuple[int, ...],
     return a_layout, b_layout
 
 
-def _cublas_matmul(out: DeviceArray, a: DeviceArray, b: DeviceArray, args: tuple[int, ...],
-                   batch: int, precision: str) -> None:
+def _cublas_matmul(be: TritonBackend, out: DeviceArray, a: DeviceArray, b: DeviceArray,
+                   args: tuple[int, ...], batch: int, precision: str,
+                   bias: DeviceArray | None = None) -> None:
     from ._cublas import strided_batched_gemm
 
     layouts = _cublas_layouts(args, batch)
@@ -170,6 +173,34 @@ def _cublas_matmul(out: DeviceArray, a: DeviceArray, b: DeviceArray, args: tuple
     m, n, k, _, _, sa2, _, _, _, sb2, _, _ = args
     strided_batched_gemm(out.ptr, a.ptr, b.ptr, m, n, k, batch, sa2, sb2, *layouts, a.dtype,
                          precision)
+    if bias is not None:  # cuBLAS's plain GEMM has no epilogue: one more kernel
+        _add_rows(be, out, bias)
 
 
-KERNELS: dict[Any, Any] = {la.matmul: matmul}
+def _add_rows(be: TritonBackend, out: DeviceArray, bias: DeviceArray) -> None:
+    """``out += bias`` over the rows of ``out`` (``add``'s arithmetic, in place)."""
+    from .elementwise import binary_expression
+
+    e = binary_expression("add", out.dtype)
+    elementwise(be, e.body, [out, bias], e.out, out=out, widen=e.widen, shape=out.shape)
+
+
+def linear(be: TritonBackend, x: DeviceArray, w: DeviceArray, bias: DeviceArray) -> DeviceArray:
+    """``x @ w.T + bias`` (`ember.ops.composite.linear`): the bias is added in the matmul's
+    epilogue (Triton tile configs) or by one more kernel (cuBLAS, float64)."""
+    wt = w.transpose((1, 0))
+    m, k = x.shape
+    n = w.shape[0]
+    if dtype_name(x.dtype) not in ("float16", "bfloat16", "float32"):
+        out = matmul(be, x, wt)
+        _add_rows(be, out, bias)
+        return out
+    out = be.empty((m, n), x.dtype)
+    if out.size:
+        args = (m, n, k, 1, 0, 0, x.strides[0], x.strides[1], 0, 0, wt.strides[0],
+                wt.strides[1])
+        _matmul_dot(be, out, x, wt, args, 1, contiguous(be, bias))
+    return out
+
+
+KERNELS: dict[Any, Any] = {la.matmul: matmul, cops.linear: linear}

@@ -74,3 +74,8 @@ adam_step_capturable = Op("adam_step_capturable", "composite", 5,
                           ("lr", "beta1", "beta2", "eps", "weight_decay", "decoupled",
                            "maximize"),
                           result="same*3", outputs=3, differentiable=False, dtypes="float")
+
+#: ``linear(x[N, in], weight[out, in], bias[out])`` -> ``x @ weight.T + bias`` (``[N, out]``):
+#: a matmul whose epilogue adds the bias (one kernel where a backend fuses it); all three
+#: share one float dtype.  Its backward is matmuls and a column sum (Autodiff's rule).
+linear = Op("linear", "composite", 3, dtypes="float")

@@ -40,16 +40,17 @@ def matmul(c, a, b, M, N, K, B2, sa1, sa2, sam, sak, sb1, sb2, sbk, sbn,
 
 
 @triton.jit
-def matmul_dot(c, a, b, M, N, K, B2, sa1, sa2, sam, sak, sb1, sb2, sbk, sbn,
+def matmul_dot(c, a, b, bias, M, N, K, B2, sa1, sa2, sam, sak, sb1, sb2, sbk, sbn,
                PRECISION: tl.constexpr, UPCAST: tl.constexpr, WIDE: tl.constexpr,
                BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
-               EVEN_K: tl.constexpr):
+               EVEN_K: tl.constexpr, HAS_BIAS: tl.constexpr):
     """Tensor-core matmul (float16/bfloat16/float32), one BMxBN tile of C per program.
 
     Programs walk C in groups of GROUP_M tile rows, so neighbouring programs share A and B
     tiles in L2.  Row and column indices wrap (``% M``) instead of masking the loads; only
     the K tail is masked (EVEN_K drops that mask) and only the store masks M and N.
-    WIDE computes offsets in int64 (operands of 2**31 elements or more).
+    WIDE computes offsets in int64 (operands of 2**31 elements or more).  HAS_BIAS adds
+    ``bias[N]`` to every row in the epilogue, in float32 before the result is rounded.
     """
     pid = tl.program_id(0)
     bid = tl.program_id(1).to(tl.int64)
@@ -90,5 +91,7 @@ def matmul_dot(c, a, b, M, N, K, B2, sa1, sa2, sam, sak, sb1, sb2, sbk, sbn,
     if WIDE:
         rm = rm.to(tl.int64)
         rn = rn.to(tl.int64)
+    if HAS_BIAS:
+        acc += tl.load(bias + bn).to(tl.float32)[None, :]
     c_ptrs = c + bid * M * N + rm[:, None] * N + rn[None, :]
     tl.store(c_ptrs, acc.to(c.dtype.element_ty), mask=(rm < M)[:, None] & (rn < N)[None, :])
