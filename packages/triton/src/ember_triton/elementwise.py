@@ -12,6 +12,7 @@ import functools
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
+from ember.ops import composite as cops
 from ember.ops import elementwise as ew
 
 from ._array import DeviceArray, kind_of
@@ -186,6 +187,20 @@ def _clamp(be: TritonBackend, x: DeviceArray, min: Any = None, max: Any = None) 
     return run(be, clamp_expression(x.dtype, min, max), [x])
 
 
+def _clamp_backward(be: TritonBackend, g: DeviceArray, x: DeviceArray, min: Any = None,
+                    max: Any = None) -> DeviceArray:
+    """``g`` where ``min <= x <= max``, else 0 (`ember.ops.composite.clamp_backward`)."""
+    conds, scalars = [], []
+    for bound, cmp in ((min, ">="), (max, "<=")):
+        if bound is not None:
+            conds.append(f"(x1 {cmp} s{len(scalars)})")
+            scalars.append(be.scalar(bound, x.dtype))
+    if not conds:
+        return g
+    body = f"r = tl.where({' & '.join(conds)}, x0, tl.zeros_like(x0))"
+    return elementwise(be, body, [g, x], g.dtype, scalars=scalars)
+
+
 KERNELS: dict[Any, Any] = {}
 for _name in (*ew.FLOAT_UNARY, *ew.NUMERIC_UNARY, *ew.BOOL_UNARY, "bitwise_not"):
     KERNELS[getattr(ew, _name)] = unary(_name)
@@ -194,3 +209,4 @@ for _name in (*ew.ARITHMETIC_BINARY, *ew.FLOAT_BINARY, *ew.COMPARISON_BINARY,
     KERNELS[getattr(ew, _name)] = binary(_name)
 KERNELS[ew.where] = _where
 KERNELS[ew.clamp] = _clamp
+KERNELS[cops.clamp_backward] = _clamp_backward

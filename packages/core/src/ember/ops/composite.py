@@ -79,3 +79,8 @@ adam_step_capturable = Op("adam_step_capturable", "composite", 5,
 #: a matmul whose epilogue adds the bias (one kernel where a backend fuses it); all three
 #: share one float dtype.  Its backward is matmuls and a column sum (Autodiff's rule).
 linear = Op("linear", "composite", 3, dtypes="float")
+
+#: ``clamp_backward(g, x, min=, max=)`` -> ``g`` where ``min <= x <= max`` (a bound that is
+#: ``None`` is absent) and 0 elsewhere: the gradient of ``clamp`` (and so of ``relu``) as one
+#: op.  ``g`` and ``x`` share shape and float dtype; ``min``/``max`` are Python numbers.
+clamp_backward = Op("clamp_backward", "composite", 2, ("min", "max"), dtypes="float")
