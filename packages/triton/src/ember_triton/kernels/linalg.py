@@ -91,7 +91,7 @@ def matmul_dot(c, a, b, bias, M, N, K, B2, sa1, sa2, sam, sak, sb1, sb2, sbk, sb
     if WIDE:
         rm = rm.to(tl.int64)
         rn = rn.to(tl.int64)
-    if HAS_BIAS:
-        acc += tl.load(bias + bn).to(tl.float32)[None, :]
+    if HAS_BIAS:  # masked, not through the wrapped `bn`: its contiguity hint breaks at N
+        acc += tl.load(bias + rn, mask=rn < N, other=0).to(tl.float32)[None, :]
     c_ptrs = c + bid * M * N + rm[:, None] * N + rn[None, :]
     tl.store(c_ptrs, acc.to(c.dtype.element_ty), mask=(rm < M)[:, None] & (rn < N)[None, :])
