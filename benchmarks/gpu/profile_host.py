@@ -6,7 +6,6 @@ from __future__ import annotations
 import cProfile
 import pstats
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -148,15 +147,7 @@ def child() -> None:
 
 
 if __name__ == "__main__":
-    if "--child" in sys.argv:
-        child()
-        sys.exit(0)
-    import subprocess
-
     sys.path.insert(0, str(HERE))
-    from check import workspace_env
+    from with_env import as_child
 
-    with tempfile.TemporaryDirectory() as tmp:
-        env = workspace_env(Path(tmp))
-        sys.exit(subprocess.run([sys.executable, __file__, "--child"], env=env,
-                                check=False).returncode)
+    as_child(__file__, child)

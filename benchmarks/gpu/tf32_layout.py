@@ -4,9 +4,7 @@ and 8192³, against cuBLAS through torch (``python benchmarks/gpu/tf32_layout.py
 
 from __future__ import annotations
 
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -39,12 +37,7 @@ def child() -> None:
 
 
 if __name__ == "__main__":
-    if "--child" in sys.argv:
-        child()
-        sys.exit(0)
     sys.path.insert(0, str(HERE))
-    from check import workspace_env
+    from with_env import as_child
 
-    with tempfile.TemporaryDirectory() as tmp:
-        sys.exit(subprocess.run([sys.executable, __file__, "--child"],
-                                env=workspace_env(Path(tmp)), check=False).returncode)
+    as_child(__file__, child)
