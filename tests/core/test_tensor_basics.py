@@ -91,3 +91,16 @@ def test_promotion_follows_array_api_within_kind_and_pytorch_across():
         assert (ember.ones(2, dtype=a) + ember.ones(2, dtype=b)).dtype is out
     assert (ember.ones(2, dtype=ember.int32) * 1.5).dtype is ember.float32
     assert (ember.ones(2, dtype=ember.int8) * 2).dtype is ember.int8
+
+
+def test_negative_zero_scalar_is_not_the_cached_positive_zero() -> None:
+    # 0.0 and -0.0 compare equal, so a scalar cache keyed by value alone handed ``x * -0.0``
+    # the tensor made for ``x * 0.0``: the signs of the zeros must follow IEEE (numpy)
+    x_np = np.array([-1.0, 2.0])
+    x = ember.tensor(x_np)
+    for value in (0.0, -0.0, 0.0):
+        got = (x * value).numpy()
+        want = x_np * value
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    np.testing.assert_array_equal(np.signbit(x.clamp(min=-0.0).numpy()),
+                                  np.signbit(np.maximum(x_np, -0.0)))

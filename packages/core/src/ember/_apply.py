@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -82,13 +83,14 @@ _SCALAR_CACHE: dict[tuple[Any, ...], Tensor] = {}
 
 def scalar_tensor(value: Scalar, dtype: dt.DType, device: Device) -> Tensor:
     """A 0-d tensor of ``value``; small constants are cached (tensors are immutable)."""
-    key = (value, type(value), dtype, device)
+    # -0.0 equals 0.0 as a key: keyed by its sign too (nan never equals itself: not cached)
+    key = (value, type(value), dtype, device, value == 0 and math.copysign(1.0, value) < 0)
     t = _SCALAR_CACHE.get(key)
     if t is None:
         from .ops import creation
 
         t = create(creation.full, device, shape=(), value=value, dtype=dtype)
-        if value == value and len(_SCALAR_CACHE) < 512:  # skip nan: it never compares equal
+        if value == value and len(_SCALAR_CACHE) < 512:
             _SCALAR_CACHE[key] = t
     return t
 

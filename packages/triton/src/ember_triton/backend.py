@@ -7,6 +7,7 @@ device gives it host memory, and its kernels run under Triton's interpreter.
 from __future__ import annotations
 
 import functools
+import math
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -111,6 +112,7 @@ class TritonBackend(Backend):
         self.selector = KernelSelector(memory.device_id(), memory.timer)
         self.use_cublas = os.environ.get("EMBER_CUBLAS", "1") != "0"
         self._scalars: dict[tuple[Any, bytes], DeviceArray] = {}
+        self._scalar_values: dict[tuple[Any, ...], DeviceArray] = {}
         #: recurring elementwise launches by operand layout (see `_codegen.elementwise`)
         self.elementwise_plans: dict[Any, tuple[Any, ...]] = {}
         #: compiled kernels by `launch_key`, launched without the JIT's binding
@@ -142,13 +144,21 @@ class TritonBackend(Backend):
         Kernels only read scalars, so each distinct value is uploaded once and reused: an
         upload is a host-to-device copy that would cost more than the launch it feeds.
         """
-        host = np.asarray(value).astype(np.dtype(dtype)).reshape(())
-        key = (host.dtype, host.tobytes())
-        arr = self._scalars.get(key)
+        # by the Python value first (converting it to bytes costs microseconds); -0.0 equals
+        # 0.0 as a key, so the sign of zero is part of it
+        fast = (value, type(value), dtype, value == 0 and math.copysign(1.0, value) < 0)
+        arr = self._scalar_values.get(fast)
         if arr is None:
-            if len(self._scalars) >= 4096:
-                self._scalars.clear()
-            arr = self._scalars[key] = self.memory.from_numpy(host)
+            host = np.asarray(value).astype(np.dtype(dtype)).reshape(())
+            key = (host.dtype, host.tobytes())
+            arr = self._scalars.get(key)
+            if arr is None:
+                if len(self._scalars) >= 4096:
+                    self._scalars.clear()
+                    self._scalar_values.clear()
+                arr = self._scalars[key] = self.memory.from_numpy(host)
+            if type(value) in (int, float, bool) and len(self._scalar_values) < 4096:
+                self._scalar_values[fast] = arr
         if self.capture_keep is not None:  # a recorded launch keeps reading this address
             self.capture_keep.append(arr)
         return arr
