@@ -48,3 +48,22 @@ def test_linear_gradients_match_numpy() -> None:
     gy = 2 * (x @ w.T + b)
     for t, want in ((xt, gy @ w), (wt, gy.T @ x), (bt, gy.sum(0))):
         np.testing.assert_allclose(grads[t].numpy(), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("layout", ["nn", "tn", "nt", "tt"])
+@pytest.mark.parametrize("m,k,n", [(5, 16, 20), (3, 7, 10), (10, 33, 5), (130, 64, 67)])
+def test_matmul_odd_sizes_with_transposed_operands(layout: str, m: int, k: int, n: int) -> None:
+    # the operand loads use the same wrapped row/column indices and contiguity hints as the
+    # first bias epilogue did: odd M/N with the wrapped axis contiguous must not fault either
+    rng = np.random.default_rng(m + 10 * n)
+    a = rng.standard_normal((k, m)).T if layout[0] == "t" else rng.standard_normal((m, k))
+    b = rng.standard_normal((n, k)).T if layout[1] == "t" else rng.standard_normal((k, n))
+    dev = ember.device("cuda:0")
+    at = ember.tensor(np.ascontiguousarray(a.T if layout[0] == "t" else a),
+                      dtype=ember.float32, device=dev)
+    bt = ember.tensor(np.ascontiguousarray(b.T if layout[1] == "t" else b),
+                      dtype=ember.float32, device=dev)
+    at = at.T if layout[0] == "t" else at
+    bt = bt.T if layout[1] == "t" else bt
+    for _ in range(2):
+        np.testing.assert_allclose((at @ bt).numpy(), a @ b, rtol=1e-4, atol=1e-4)
