@@ -205,10 +205,8 @@ def copy_into(be: TritonBackend, src: DeviceArray, out: DeviceArray) -> DeviceAr
 
 
 def contiguous(be: TritonBackend, a: DeviceArray) -> DeviceArray:
-    if a.strides == contiguous_strides(a.shape):  # the common case, first
+    if a.strides == contiguous_strides(a.shape):
         return a
-    if a.is_contiguous:
-        if a.strides == contiguous_strides(a.shape):
-            return a
+    if a.is_contiguous:  # contiguous but for the strides of size-1 axes
         return a.view(a.shape, contiguous_strides(a.shape), a.offset)
     return elementwise(be, "r = x0", [a], a.dtype, widen=False)

@@ -49,7 +49,7 @@ class CupyMemory(Memory):
         self._alloc = cupy.cuda.alloc  # the current allocator (a recording graph's pool)
 
     def activate(self) -> None:
-        if self.cupy.cuda.runtime.getDevice() != self.index:
+        if self._get_device() != self.index:
             self.device.use()
 
     def stream(self) -> int:
@@ -60,13 +60,11 @@ class CupyMemory(Memory):
     # swaps in its own pool); a pointer keeps its block alive and returns it when dropped
 
     def allocate(self, nbytes: int) -> Any:
-        self.activate()
-        return self.cupy.cuda.alloc(max(nbytes, 1))
+        return self.allocate_at(nbytes)[0]
 
     def allocate_at(self, nbytes: int) -> tuple[Any, int]:
-        if self._get_device() != self.index:
-            self.device.use()
-        storage = self._alloc(nbytes or 1)
+        self.activate()
+        storage = self._alloc(max(nbytes, 1))
         return storage, storage.ptr
 
     def upload(self, array: np.ndarray) -> Any:

@@ -22,6 +22,7 @@ from ember.ops import linalg as la
 from ._array import DeviceArray, dtype_name, kind_of
 from ._autotune import bucket
 from ._codegen import collapse, contiguous, elementwise
+from .elementwise import binary_expression
 
 if TYPE_CHECKING:
     from .backend import TritonBackend
@@ -107,7 +108,8 @@ def _matmul_dot(be: TritonBackend, out: DeviceArray, a: DeviceArray, b: DeviceAr
     if m * n * k * batch < TUNE_MIN_MACS:
         _triton_matmul(be, configs[0], out, a, b, args, batch, precision, bias)
         return
-    blas = be.name == "cuda" and be.use_cublas and _cublas_layouts(args, batch) is not None
+    layouts = _cublas_layouts(args, batch) if be.name == "cuda" and be.use_cublas else None
+    blas = layouts is not None
     key = ("matmul", dtype_name(dt), precision, bucket(m), bucket(n), bucket(k), batch > 1,
            a.strides[-1] == 1, b.strides[-1] == 1, blas)
     name = be.selector.known(key)
@@ -119,11 +121,11 @@ def _matmul_dot(be: TritonBackend, out: DeviceArray, a: DeviceArray, b: DeviceAr
             for cfg in configs}
         if blas:
             candidates["cublas"] = functools.partial(_cublas_matmul, be, out, a, b, args,
-                                                     batch, precision, bias)
+                                                     batch, precision, layouts, bias)
         name = be.selector.choose(key, candidates)
         candidates[name]()
     elif name == "cublas":
-        _cublas_matmul(be, out, a, b, args, batch, precision, bias)
+        _cublas_matmul(be, out, a, b, args, batch, precision, layouts, bias)
     else:
         _triton_matmul(be, _CONFIG_NAMES[name], out, a, b, args, batch, precision, bias)
 
@@ -164,12 +166,10 @@ def _cublas_layouts(args: tuple[int, ...],
 
 
 def _cublas_matmul(be: TritonBackend, out: DeviceArray, a: DeviceArray, b: DeviceArray,
-                   args: tuple[int, ...], batch: int, precision: str,
+                   args: tuple[int, ...], batch: int, precision: str, layouts: Any,
                    bias: DeviceArray | None = None) -> None:
     from ._cublas import strided_batched_gemm
 
-    layouts = _cublas_layouts(args, batch)
-    assert layouts is not None
     m, n, k, _, _, sa2, _, _, _, sb2, _, _ = args
     strided_batched_gemm(out.ptr, a.ptr, b.ptr, m, n, k, batch, sa2, sb2, *layouts, a.dtype,
                          precision)
@@ -179,8 +179,6 @@ def _cublas_matmul(be: TritonBackend, out: DeviceArray, a: DeviceArray, b: Devic
 
 def _add_rows(be: TritonBackend, out: DeviceArray, bias: DeviceArray) -> None:
     """``out += bias`` over the rows of ``out`` (``add``'s arithmetic, in place)."""
-    from .elementwise import binary_expression
-
     e = binary_expression("add", out.dtype)
     elementwise(be, e.body, [out, bias], e.out, out=out, widen=e.widen, shape=out.shape)
 

@@ -6,7 +6,6 @@ GPU with few rows are split over many programs and finished in a second pass.
 
 from __future__ import annotations
 
-import itertools
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -14,7 +13,7 @@ import numpy as np
 from ember.ops import reduction as rd
 
 from ._array import DeviceArray, dtype_name, kind_of
-from ._codegen import TL, contiguous, exact_compare
+from ._codegen import TL, collapse, contiguous, exact_compare
 
 if TYPE_CHECKING:
     from .backend import TritonBackend
@@ -82,13 +81,11 @@ def _matrix(be: TritonBackend, x: DeviceArray,
 
 def _merged_stride(x: DeviceArray, axes: tuple[int, ...]) -> int | None:
     """The one stride that walks ``axes`` of ``x`` (in order) as a single axis, if any."""
-    live = [a for a in axes if x.shape[a] != 1]
-    if not live:
-        return 1
-    for a, b in itertools.pairwise(live):
-        if x.strides[a] != x.strides[b] * x.shape[b]:
-            return None
-    return x.strides[live[-1]]
+    shape, (strides,) = collapse(tuple(x.shape[a] for a in axes),
+                                 [tuple(x.strides[a] for a in axes)])
+    if len(shape) > 1:
+        return None
+    return strides[0] if shape else 1
 
 
 def _reduce_rows(be: TritonBackend, rows: DeviceArray, m: int, k: int, op: str,
