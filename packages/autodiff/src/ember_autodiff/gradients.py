@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import ember
+from ember._apply import scalar_tensor
 from ember._creation import ones_like
 from ember._tensor import Tensor
 
@@ -182,7 +183,10 @@ def run_backward(root: AutodiffTensor, grad_output: Tensor | None, retain_graph:
         if root.numel() != 1:
             raise RuntimeError(f"backward() without grad_output needs a tensor of one element, "
                                f"got shape {root.shape}")
-        grad = ones_like(cell.value)
+        value = cell.value
+        # a loss is 0-d: its seed is core's cached constant (tensors are immutable)
+        grad = scalar_tensor(1.0, value._dtype, value._device) if not value.shape \
+            else ones_like(value)
     else:
         grad = grad_output
         while grad._device is not cell.value._device and type(grad._data) is Cell:

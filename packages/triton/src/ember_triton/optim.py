@@ -1,9 +1,17 @@
-"""Fused optimizer updates (`ember.ops.composite.adam_step`): one kernel per parameter that
-reads the parameter, its gradient and both moments once and writes the three new values."""
+"""Fused optimizer updates: Adam / AdamW reading each parameter, its gradient and both moments
+once and writing the three new values (`ember.ops.composite.adam_step`), for many parameters
+in one launch (`adam_steps`, PyTorch's multi-tensor Adam), and with the step count on the
+device (`adam_step_capturable`).
+
+The kernels are generated per number of parameters ``t`` (up to `MAX_TENSORS` per launch):
+each parameter's blocks are a range of program ids, and a chain of ``if pid < end_i`` picks
+the parameter a program works on.  The update itself is ``mathlib.adam_block_``.
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ember.ops import composite as cops
@@ -14,43 +22,95 @@ from ._codegen import contiguous
 if TYPE_CHECKING:
     from .backend import TritonBackend
 
-__all__ = ["KERNELS"]
+__all__ = ["KERNELS", "MAX_TENSORS"]
+
+#: parameters updated by one launch (each takes nine kernel arguments)
+MAX_TENSORS = 16
+_BLOCK = 1024
+_SLOT = ("po", "mo", "vo", "p", "g", "m", "v", "n", "end")
+_SCALARS = ("lr", "beta1", "beta2", "eps", "weight_decay", "decay")
 
 
-def _launch(be: TritonBackend, name: str, p: DeviceArray, g: DeviceArray, m: DeviceArray,
-            v: DeviceArray, *extra: Any, lr: float, beta1: float, beta2: float, eps: float,
-            weight_decay: float, decoupled: bool, maximize: bool,
-            tail: tuple[Any, ...]) -> tuple[DeviceArray, DeviceArray, DeviceArray]:
-    """Launch ``kernels/optim.py``'s ``name`` over the parameter: new ``p``, ``m``, ``v``."""
-    n = p.size
-    outs = tuple(be.empty(p.shape, p.dtype) for _ in range(3))
-    if n:
-        block = be.block_size(n, 1024)
-        meta: dict[str, Any] = {"BLOCK": block}
-        if not be.memory.interpret:
-            meta["num_warps"] = 4
-        be.launch(getattr(be.module("optim"), name), (-(-n // block),), *outs,
-                  *(contiguous(be, a) for a in (p, g, m, v)), *extra, n, lr, beta1, beta2, eps,
-                  weight_decay, 1.0 - lr * weight_decay, *tail,
-                  HAS_WD=weight_decay != 0.0, DECOUPLED=decoupled, MAXIMIZE=maximize, **meta)
-    return outs  # type: ignore[return-value]
+def _source(name: str, t: int, capturable: bool) -> str:
+    """A kernel updating ``t`` parameters; ``capturable`` reads the step count from ``step``
+    and computes both bias corrections from it (so a replayed graph sees the count move)."""
+    args = [f"{a}{i}" for i in range(t) for a in _SLOT]
+    args += ["step", *_SCALARS, "log_b1", "log_b2"] if capturable else \
+        [*_SCALARS, "step_size", "bc2_sqrt"]
+    lines = ["@triton.jit",
+             f"def {name}({', '.join(args)}, HAS_WD: tl.constexpr, DECOUPLED: tl.constexpr,",
+             "        MAXIMIZE: tl.constexpr, BLOCK: tl.constexpr):",
+             "    pid = tl.program_id(0)"]
+    if capturable:  # step_size = lr / (1 - beta1**t), bc2_sqrt = sqrt(1 - beta2**t)
+        lines += ["    t = tl.load(step).to(tl.float32)",
+                  "    step_size = lr / one_minus_exp_(t * log_b1)",
+                  "    bc2_sqrt = tl.sqrt_rn(one_minus_exp_(t * log_b2))"]
+    for i in range(t):
+        call = (f"adam_block_(po{i}, mo{i}, vo{i}, p{i}, g{i}, m{i}, v{i}, n{i}, "
+                f"pid{f' - end{i - 1}' if i else ''}, {', '.join(_SCALARS)}, step_size, "
+                "bc2_sqrt, HAS_WD, DECOUPLED, MAXIMIZE, BLOCK)")
+        if t == 1:
+            lines.append(f"    {call}")
+            break
+        lines.append(f"    {'if' if i == 0 else 'elif'} pid < end{i}:" if i < t - 1 else
+                     "    else:")
+        lines.append(f"        {call}")
+    return "\n".join(lines) + "\n"
+
+
+def _kernel(be: TritonBackend, t: int, capturable: bool) -> Any:
+    name = f"adam_step{'_capturable' if capturable else 's'}{t}"
+    return be.library.generated(("adam", t, capturable), name,
+                                lambda: _source(name, t, capturable), be.kernel_scope)
+
+
+def _update(be: TritonBackend, ps: Sequence[DeviceArray], gs: Sequence[DeviceArray],
+            ms: Sequence[DeviceArray], vs: Sequence[DeviceArray], tail: Sequence[Any], *,
+            lr: float, beta1: float, beta2: float, eps: float, weight_decay: float,
+            decoupled: bool, maximize: bool, step: DeviceArray | None = None,
+            ) -> tuple[DeviceArray, ...]:
+    """New ``(p_1..p_n, m_1..m_n, v_1..v_n)``: one launch per `MAX_TENSORS` parameters."""
+    outs = [[be.empty(p.shape, p.dtype) for p in ps] for _ in range(3)]
+    live = [i for i, p in enumerate(ps) if p.size]
+    meta: dict[str, Any] = {"HAS_WD": weight_decay != 0.0, "DECOUPLED": decoupled,
+                            "MAXIMIZE": maximize, "BLOCK": _BLOCK}
+    if not be.memory.interpret:
+        meta["num_warps"] = 4
+    scalars = (lr, beta1, beta2, eps, weight_decay, 1.0 - lr * weight_decay)
+    for first in range(0, len(live), MAX_TENSORS):
+        chunk = live[first:first + MAX_TENSORS]
+        args: list[Any] = []
+        end = 0
+        for i in chunk:
+            end += -(-ps[i].size // _BLOCK)
+            args += [outs[0][i], outs[1][i], outs[2][i],
+                     *(contiguous(be, a[i]) for a in (ps, gs, ms, vs)), ps[i].size, end]
+        args += [step, *scalars, *tail] if step is not None else [*scalars, *tail]
+        be.launch(_kernel(be, len(chunk), step is not None), (end,), *args, **meta)
+    return (*outs[0], *outs[1], *outs[2])
+
+
+def adam_steps(be: TritonBackend, *arrays: DeviceArray, step_size: float,
+               bias_correction2_sqrt: float, **options: Any) -> tuple[DeviceArray, ...]:
+    n = len(arrays) // 4
+    ps, gs, ms, vs = (arrays[k * n:(k + 1) * n] for k in range(4))
+    return _update(be, ps, gs, ms, vs, (step_size, bias_correction2_sqrt), **options)
 
 
 def adam_step(be: TritonBackend, p: DeviceArray, g: DeviceArray, m: DeviceArray,
               v: DeviceArray, *, step_size: float, bias_correction2_sqrt: float,
-              **options: Any) -> tuple[DeviceArray, DeviceArray, DeviceArray]:
-    return _launch(be, "adam_step", p, g, m, v, tail=(step_size, bias_correction2_sqrt),
-                   **options)
+              **options: Any) -> tuple[DeviceArray, ...]:
+    return _update(be, (p,), (g,), (m,), (v,), (step_size, bias_correction2_sqrt), **options)
 
 
 def adam_step_capturable(be: TritonBackend, p: DeviceArray, g: DeviceArray, m: DeviceArray,
                          v: DeviceArray, step: DeviceArray,
-                         **options: Any) -> tuple[DeviceArray, DeviceArray, DeviceArray]:
+                         **options: Any) -> tuple[DeviceArray, ...]:
     # the bias corrections are computed in the kernel from the step count and log(beta)
     logs = tuple(math.log(b) if b > 0 else -math.inf for b in (options["beta1"],
                                                                 options["beta2"]))
-    return _launch(be, "adam_step_capturable", p, g, m, v, step, tail=logs, **options)
+    return _update(be, (p,), (g,), (m,), (v,), logs, step=step, **options)
 
 
-KERNELS: dict[Any, Any] = {cops.adam_step: adam_step,
+KERNELS: dict[Any, Any] = {cops.adam_step: adam_step, cops.adam_steps: adam_steps,
                            cops.adam_step_capturable: adam_step_capturable}

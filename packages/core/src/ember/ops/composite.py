@@ -65,6 +65,13 @@ adam_step = Op("adam_step", "composite", 4,
                ("lr", "beta1", "beta2", "eps", "weight_decay", "decoupled", "maximize",
                 "step_size", "bias_correction2_sqrt"),
                result="same*3", outputs=3, differentiable=False, dtypes="float")
+#: ``adam_steps(p_1..p_n, g_1..g_n, exp_avg_1..exp_avg_n, exp_avg_sq_1..exp_avg_sq_n, <the
+#: params of adam_step>)`` -> ``(p_1..p_n, exp_avg_1..exp_avg_n, exp_avg_sq_1..exp_avg_sq_n)``:
+#: `adam_step` for n parameters at one step count, as one op (PyTorch's multi-tensor Adam: a
+#: backend updates them all in one launch).  A parameter's four tensors share shape and dtype;
+#: different parameters may differ in both.
+adam_steps = Op("adam_steps", "composite", -1, adam_step.params, result="params*3", outputs=-1,
+                differentiable=False, dtypes="float")
 #: ``adam_step_capturable(p, g, exp_avg, exp_avg_sq, step, lr=, beta1=, beta2=, eps=,
 #: weight_decay=, decoupled=, maximize=)`` -> ``(p, exp_avg, exp_avg_sq)``: `adam_step` with the
 #: step count ``step`` (float32, 0-d, already counting this step) read on the device, which

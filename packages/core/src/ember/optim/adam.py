@@ -5,11 +5,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .. import _creation as cr, _dtype as dt
+from .. import _capture, _creation as cr, _dtype as dt
 from .._apply import apply
 from .._tensor import Tensor
+from ..nn._values import rebind
 from ..ops import composite
-from .optimizer import Optimizer, ParamsArg
+from .optimizer import Optimizer, ParamsArg, StepItem
 
 __all__ = ["Adam", "AdamW"]
 
@@ -82,6 +83,47 @@ class Adam(Optimizer):
             state["max_exp_avg_sq"] = v
         denom = v.sqrt() / bc2_sqrt + float(eps)
         return p - (m / denom) * step_size
+
+    def update_group(self, items: list[StepItem], group: dict[str, Any]) -> None:
+        """Parameters that share a device implementing `adam_steps` and a step count are
+        updated by one op (one launch on the Triton backends, as PyTorch's multi-tensor Adam);
+        the others, and AMSGrad, capturable and captured steps, one at a time."""
+        if (len(items) < 2 or group["amsgrad"] or group.get("capturable")
+                or _capture.active()):
+            super().update_group(items, group)
+            return
+        batches: dict[tuple[Any, Any], list[StepItem]] = {}
+        single: list[StepItem] = []
+        for item in items:
+            value, state = item[1], item[3]
+            t = state.get("step", 0)
+            if (value._dtype in _FUSED_DTYPES and type(t) in (int, float)
+                    and value._device.implements(composite.adam_steps)):
+                batches.setdefault((value._device, t + 1), []).append(item)
+            else:
+                single.append(item)
+        for (_, t), batch in batches.items():
+            if len(batch) == 1:
+                single.append(batch[0])
+            else:
+                self._fused_many(batch, group, t)
+        super().update_group(single, group)
+
+    def _fused_many(self, batch: list[StepItem], group: dict[str, Any], t: Any) -> None:
+        lr, (b1, b2) = float(group["lr"]), group["betas"]
+        for _, value, _, state in batch:
+            _init_state(state, value, False, device_step=False)
+            state["step"] = t
+        n = len(batch)
+        outs = apply(composite.adam_steps, *[it[1] for it in batch], *[it[2] for it in batch],
+                     *[it[3]["exp_avg"] for it in batch], *[it[3]["exp_avg_sq"] for it in batch],
+                     lr=lr, beta1=float(b1), beta2=float(b2), eps=float(group["eps"]),
+                     weight_decay=float(group["weight_decay"]), decoupled=self._decoupled,
+                     maximize=bool(group["maximize"]), step_size=lr / (1 - b1 ** t),
+                     bias_correction2_sqrt=math.sqrt(1 - b2 ** t))
+        for i, (param, _, _, state) in enumerate(batch):
+            state["exp_avg"], state["exp_avg_sq"] = outs[n + i], outs[2 * n + i]
+            rebind(param, outs[i])
 
     def _decay(self, p: Tensor, g: Tensor, group: dict[str, Any]) -> tuple[Tensor, Tensor]:
         """``maximize`` and weight decay, before the moments: decoupled (AdamW) shrinks the

@@ -15,9 +15,12 @@ from .. import _capture
 from .._tensor import Tensor
 from ..nn._values import lower_to, rebind
 
-__all__ = ["Optimizer", "ParamsArg"]
+__all__ = ["Optimizer", "ParamsArg", "StepItem"]
 
 ParamsArg = Iterable[Tensor] | Iterable[dict[str, Any]] | Any
+#: one parameter's share of a step: the parameter, its value and gradient on the gradient's
+#: device, and its state
+StepItem = tuple[Tensor, Tensor, Tensor, dict[str, Any]]
 
 
 def grad_of(grads: Any, p: Tensor) -> Tensor | None:
@@ -93,7 +96,8 @@ class Optimizer:
         [0.5, 1.5]
         """
         for group in self.param_groups:
-            for p in group["params"]:
+            items: list[StepItem] = []
+            for p in group["params"]:  # every gradient checked before any parameter changes
                 g = grad_of(grads, p)
                 if g is None:
                     continue
@@ -103,13 +107,25 @@ class Optimizer:
                                      f"{value.shape}")
                 if g.dtype is not value.dtype:
                     g = g.to(dtype=value.dtype)
-                state = self.state.setdefault(id(p), {})
-                if _capture.active():
-                    before = dict(state)
-                    rebind(p, self.update(value, g, state, group))
-                    self._keep_state_in_place(state, before)
-                else:
-                    rebind(p, self.update(value, g, state, group))
+                items.append((p, value, g, self.state.setdefault(id(p), {})))
+            if items:
+                self.update_group(items, group)
+
+    def update_group(self, items: list[StepItem], group: dict[str, Any]) -> None:
+        """Give the parameters of one group their new values.
+
+        ``items`` holds ``(parameter, value, gradient, state)`` for each parameter with a
+        gradient, the value and gradient on the gradient's device.  By default each parameter
+        is computed by :meth:`update` and rebound; an optimizer that updates several parameters
+        in one op (`Adam` on a device with `ember.ops.composite.adam_steps`) overrides this.
+        """
+        for p, value, g, state in items:
+            if _capture.active():
+                before = dict(state)
+                rebind(p, self.update(value, g, state, group))
+                self._keep_state_in_place(state, before)
+            else:
+                rebind(p, self.update(value, g, state, group))
 
     def _keep_state_in_place(self, state: dict[str, Any], before: dict[str, Any]) -> None:
         """While a step is captured: state tensors keep their identity (their payload is

@@ -266,3 +266,44 @@ def sqrt_(x):
     else:
         r = tl.sqrt(x)
     return r
+
+
+# -- optimizer updates (the generated kernels of ``ember_triton/optim.py``) ---------------------
+
+
+@triton.jit
+def adam_block_(p_out, m_out, v_out, p, g, m, v, n, block, lr, beta1, beta2, eps,
+                weight_decay, decay, step_size, bc2_sqrt, HAS_WD: tl.constexpr,
+                DECOUPLED: tl.constexpr, MAXIMIZE: tl.constexpr, BLOCK: tl.constexpr):
+    # block ``block`` of one parameter's Adam update, in the order of ember.optim.Adam
+    # (PyTorch's single-tensor Adam): weight decay, the lerp of exp_avg, exp_avg_sq, then
+    # p -= step_size * exp_avg / (sqrt(exp_avg_sq) / bc2_sqrt + eps); ``decay`` is
+    # 1 - lr * weight_decay
+    offs = block.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    pv = tl.load(p + offs, mask=mask, other=0.0).to(tl.float32)
+    gv = tl.load(g + offs, mask=mask, other=0.0).to(tl.float32)
+    mv = tl.load(m + offs, mask=mask, other=0.0).to(tl.float32)
+    vv = tl.load(v + offs, mask=mask, other=0.0).to(tl.float32)
+    if MAXIMIZE:
+        gv = -gv
+    if HAS_WD:
+        if DECOUPLED:
+            pv = pv * decay
+        else:
+            gv = gv + pv * weight_decay
+    mv = mv + (gv - mv) * (1.0 - beta1)
+    vv = vv * beta2 + gv * gv * (1.0 - beta2)
+    denom = tl.sqrt_rn(vv) / bc2_sqrt + eps
+    pv = pv - (mv / denom) * step_size
+    tl.store(p_out + offs, pv.to(p_out.dtype.element_ty), mask=mask)
+    tl.store(m_out + offs, mv.to(m_out.dtype.element_ty), mask=mask)
+    tl.store(v_out + offs, vv.to(v_out.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def one_minus_exp_(x):
+    # 1 - exp(x) for x <= 0 without cancellation (Kahan's expm1: (u - 1) * x / log(u))
+    u = tl.exp(x)
+    um1 = u - 1.0
+    return -tl.where(um1 == 0.0, x, tl.where(um1 == -1.0, -1.0, um1 * x / tl.log(u)))
