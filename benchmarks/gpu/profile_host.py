@@ -78,8 +78,8 @@ def kernel_times(step, d) -> None:  # type: ignore[no-untyped-def]
         for _ in range(20):
             step()
         d.synchronize()
-    print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=25,
-                                    max_name_column_width=60))
+    print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=12,
+                                    max_name_column_width=48))
 
 
 def child() -> None:
@@ -100,7 +100,7 @@ def child() -> None:
     for _ in range(5000):
         x + x
     prof.disable()
-    pstats.Stats(prof).sort_stats("tottime").print_stats(22)
+    _report("add", prof, 5000)
 
     from _mlp import mlp_step
 
@@ -140,10 +140,84 @@ def child() -> None:
         step()
     d.synchronize()
     prof.disable()
+    _report("mlp", prof, 50)
+    guide(d)
+
+
+def _report(name: str, prof: cProfile.Profile, steps: int) -> None:
+    """Own time per step by source file (printed) and the full tables (in $OUT)."""
+    import collections
+    import io
+    import os
+
     st = pstats.Stats(prof)
-    print("MLP step: ops by primitive calls")
-    st.sort_stats("tottime").print_stats(30)
-    st.sort_stats("cumulative").print_stats(30)
+    by_file: collections.Counter[str] = collections.Counter()
+    for (fn, _, _), (_, _, tt, _, _) in st.stats.items():  # type: ignore[attr-defined]
+        by_file[fn.split("/src/")[-1] if "/src/" in fn else Path(fn).name] += tt
+    total = sum(by_file.values())
+    print(f"{name} step, own time by file (profiled {total / steps * 1e3:.3f} ms per step):")
+    for f, tt in by_file.most_common(14):
+        print(f"  {tt / steps * 1e6:8.1f} us  {f}")
+    out = os.environ.get("OUT")
+    if out:
+        buf = io.StringIO()
+        st.stream = buf  # type: ignore[attr-defined]
+        st.sort_stats("tottime").print_stats(60)
+        st.sort_stats("cumulative").print_stats(80)
+        Path(out, f"profile_{name}.txt").write_text(buf.getvalue())
+
+
+def guide(d) -> None:  # type: ignore[no-untyped-def]
+    """The guide CNN's training step (batch 32, AdamW): time, ops, and the profile."""
+    import collections
+
+    import numpy as np
+
+    import ember
+
+    sys.path.insert(0, str(HERE.parents[1] / "examples" / "guide"))
+    from model import GuideCNN
+
+    dev = ember.device("autodiff<cuda:0>")
+    f = ember.nn.functional
+    model = GuideCNN(8, dropout=0.0, generator=ember.Generator(0)).to(dev)
+    opt = ember.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-4)
+    rng = np.random.default_rng(0)
+    xb = rng.standard_normal((32, 1, 8, 8)).astype(np.float32)
+    yb = rng.integers(0, 10, 32)
+
+    def step() -> None:
+        loss = f.cross_entropy(model(ember.tensor(xb, device=dev)), ember.tensor(yb, device=dev))
+        opt.step(loss.backward())
+
+    for _ in range(10):
+        step()
+    d.synchronize()
+    t = time.perf_counter()
+    for _ in range(100):
+        step()
+    t1 = time.perf_counter()
+    d.synchronize()
+    print(f"guide step: host enqueue {(t1 - t) / 100 * 1e3:.3f} ms, "
+          f"with the device {(time.perf_counter() - t) / 100 * 1e3:.3f} ms")
+    counts: collections.Counter[str] = collections.Counter()
+    inner = d.dispatch
+
+    def counting(op, args, params):  # type: ignore[no-untyped-def]
+        counts[op.name] += 1
+        return inner(op, args, params)
+
+    d.dispatch = counting
+    step()
+    d.dispatch = inner
+    print(f"guide backend ops per step: {sum(counts.values())}: {counts.most_common()}")
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(100):
+        step()
+    d.synchronize()
+    prof.disable()
+    _report("guide", prof, 100)
 
 
 if __name__ == "__main__":
