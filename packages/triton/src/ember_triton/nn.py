@@ -62,6 +62,15 @@ def conv_transpose2d(be: TritonBackend, x: DeviceArray, w: DeviceArray, stride: 
     n, c, h, wd = x.shape
     _, og, kh, kw = w.shape
     q = [dilation[i] * ((kh, kw)[i] - 1) - padding[i] for i in range(2)]
+    cg = c // groups
+    wt = reshape(be, w, (groups, cg, og, kh, kw)).transpose((0, 2, 1, 3, 4))
+    wt = reshape(be, wt, (groups * og, cg, kh, kw))
+    st = wt.strides
+    flipped = wt.view(wt.shape, (st[0], st[1], -st[2], -st[3]),
+                      wt.offset + (kh - 1) * st[2] + (kw - 1) * st[3])
+    if tuple(stride) == (1, 1) and min(q) >= 0 and not any(output_padding):
+        # nothing to spread out and the same padding on both sides: im2col pads it
+        return conv2d(be, x, flipped, (1, 1), (q[0], q[1]), dilation, groups)
     before = [max(q[i], 0) for i in range(2)]
     after = [max(q[i] + output_padding[i], 0) for i in range(2)]
     up = [((h, wd)[i] - 1) * stride[i] + 1 for i in range(2)]
@@ -77,12 +86,6 @@ def conv_transpose2d(be: TritonBackend, x: DeviceArray, w: DeviceArray, stride: 
     if any(crop0) or any(crop1):
         buf = _slice(be, buf, (0, 0, crop0[0], crop0[1]),
                      (n, c, size[0] - crop1[0], size[1] - crop1[1]), (1, 1, 1, 1))
-    cg = c // groups
-    wt = reshape(be, w, (groups, cg, og, kh, kw)).transpose((0, 2, 1, 3, 4))
-    wt = reshape(be, wt, (groups * og, cg, kh, kw))
-    st = wt.strides
-    flipped = wt.view(wt.shape, (st[0], st[1], -st[2], -st[3]),
-                      wt.offset + (kh - 1) * st[2] + (kw - 1) * st[3])
     return conv2d(be, buf, flipped, (1, 1), (0, 0), dilation, groups)
 
 
