@@ -36,6 +36,38 @@ def test_long_rows_reduce_in_two_passes(dev: ember.Device) -> None:
     np.testing.assert_array_equal(top, a.max(axis=1))
 
 
+@pytest.mark.parametrize("split", [False, True])
+def test_reductions_over_batch_and_space_read_strided(dev: ember.Device,
+                                                      monkeypatch: pytest.MonkeyPatch,
+                                                      split: bool) -> None:
+    """A sum over axes (0, 2, 3) of NCHW (a conv bias gradient) walks two strided axes per row
+    instead of copying the rows out first; in one pass and in two."""
+    be = dev.backend
+    a = _rng().standard_normal((5, 3, 4, 6))
+    b = _rng().standard_normal((5, 3, 8))
+    x = be.from_numpy(a, ember.float64)
+    y = be.from_numpy(b, ember.float64)
+    if split:
+        monkeypatch.setattr(be, "split_reductions", True)
+        monkeypatch.setattr(be, "reduce_chunk", 8)
+    for op, arg, dims in ((ops.sum, x, (0, 2, 3)), (ops.max, y, (0, 2))):  # makes the
+        be.kernels[op](arg, dims=dims)  # identity scalars
+    launched: list[str] = []
+    real = be.launch
+
+    def counting(kernel, grid, *args, **meta):  # type: ignore[no-untyped-def]
+        launched.append(kernel.fn.__name__ if hasattr(kernel, "fn") else kernel.__name__)
+        return real(kernel, grid, *args, **meta)
+
+    monkeypatch.setattr(be, "launch", counting)
+    got = be.to_numpy(be.kernels[ops.sum](x, dims=(0, 2, 3)), None)
+    top = be.to_numpy(be.kernels[ops.max](y, dims=(0, 2)), None)
+    np.testing.assert_allclose(got, a.sum(axis=(0, 2, 3)), rtol=1e-12)
+    np.testing.assert_array_equal(top, b.max(axis=(0, 2)))
+    assert set(launched) == {"reduce_rows"}  # no copy of the rows first
+    assert len(launched) == (4 if split else 2)
+
+
 def test_batched_matmul_broadcasts_without_copies(dev: ember.Device) -> None:
     a = _rng().standard_normal((2, 1, 5, 7))
     b = _rng().standard_normal((3, 7, 4))

@@ -62,34 +62,46 @@ def _identity(op: str, acc: np.dtype[Any]) -> Any:
     return info.min if op == "max" else info.max
 
 
+#: how a row of the reduced matrix walks memory: one stride, or ``(outer stride, inner size,
+#: inner stride)`` for two axes that do not merge (a sum over batch and spatial axes)
+RowWalk = int | tuple[int, int, int]
+
+
 def _matrix(be: TritonBackend, x: DeviceArray,
-            dims: tuple[int, ...]) -> tuple[DeviceArray, int, int, int, int, tuple[int, ...]]:
+            dims: tuple[int, ...]) -> tuple[DeviceArray, int, int, int, RowWalk, tuple[int, ...]]:
     """``x`` as an ``[M, K]`` matrix whose rows run over ``dims``: ``(x, M, K, SM, SK, kept
-    shape)`` with element strides ``SM`` and ``SK``.  The kept axes and the reduced axes must
-    each merge into one strided axis; otherwise the rows are copied out first (`rows_of`)."""
+    shape)`` with element strides ``SM`` and ``SK`` (see `RowWalk`).  The kept axes must
+    merge into one strided axis and the reduced ones into at most two; otherwise the rows are
+    copied out first (`rows_of`)."""
     keep = tuple(i for i in range(x.ndim) if i not in dims)
     kept = tuple(x.shape[d] for d in keep)
     m = math.prod(kept)
     k = math.prod(x.shape[d] for d in dims)
     sm = _merged_stride(x, keep)
-    sk = _merged_stride(x, dims)
+    sk = _merged_stride(x, dims, levels=2)
     if sm is None or sk is None:
         rows, m, k, kept = rows_of(be, x, dims)
         return rows, m, k, k, 1, kept
     return x, m, k, sm, sk, kept
 
 
-def _merged_stride(x: DeviceArray, axes: tuple[int, ...]) -> int | None:
-    """The one stride that walks ``axes`` of ``x`` (in order) as a single axis, if any."""
+def _merged_stride(x: DeviceArray, axes: tuple[int, ...], levels: int = 1) -> Any:
+    """The stride that walks ``axes`` of ``x`` (in order) as a single axis, or with
+    ``levels=2`` a two-level `RowWalk`; ``None`` if there is none."""
     shape, (strides,) = collapse(tuple(x.shape[a] for a in axes),
                                  [tuple(x.strides[a] for a in axes)])
-    if len(shape) > 1:
+    if len(shape) > levels:
         return None
+    if len(shape) == 2:
+        return strides[0], shape[1], strides[1]
     return strides[0] if shape else 1
 
 
 def _reduce_rows(be: TritonBackend, rows: DeviceArray, m: int, k: int, op: str,
-                 out_dtype: np.dtype[Any], sm: int | None = None, sk: int = 1) -> DeviceArray:
+                 out_dtype: np.dtype[Any], sm: int | None = None,
+                 walk: RowWalk = 1) -> DeviceArray:
+    two = type(walk) is tuple
+    sk, k2, sk2 = walk if type(walk) is tuple else (walk, 1, 0)
     acc = _acc_dtype(op, rows.dtype)
     ident = be.scalar(_identity(op, acc), acc)
     kern = be.module("reduction").reduce_rows
@@ -99,20 +111,21 @@ def _reduce_rows(be: TritonBackend, rows: DeviceArray, m: int, k: int, op: str,
     if be.split_reductions and m < 256 and k > 4 * chunk:
         parts = -(-k // chunk)
         partial = be.empty((m, parts), acc)
-        be.launch(kern, (m, parts), partial, rows, ident, m, k, sm, sk, chunk, OP=_OPS[op],
-                  FLOAT=flt, BLOCK_M=1, BLOCK_K=min(1024, be.block_size(chunk)))
+        be.launch(kern, (m, parts), partial, rows, ident, m, k, sm, sk, k2, sk2, chunk,
+                  OP=_OPS[op], FLOAT=flt, TWO_LEVEL=two, BLOCK_M=1,
+                  BLOCK_K=min(1024, be.block_size(chunk)))
         second = "sum" if op == "sum" else ("max" if op == "any" else
                                             ("min" if op == "all" else op))
         return _reduce_rows(be, partial, m, parts, second, out_dtype)
     out = be.empty((m,), out_dtype)
     if m:
-        if sk == 1 or be.memory.interpret:
+        if (sk2 if two else sk) == 1 or be.memory.interpret:
             bm, bk = _blocks(be, m, k)
         else:  # columns: neighbouring rows are what is contiguous, so blocks run down them
             bm = min(64, be.block_size(m))
             bk = max(1, 2048 // bm)
-        be.launch(kern, (-(-m // bm), 1), out, rows, ident, m, k, sm, sk, max(k, 1),
-                  OP=_OPS[op], FLOAT=flt, BLOCK_M=bm, BLOCK_K=bk)
+        be.launch(kern, (-(-m // bm), 1), out, rows, ident, m, k, sm, sk, k2, sk2, max(k, 1),
+                  OP=_OPS[op], FLOAT=flt, TWO_LEVEL=two, BLOCK_M=bm, BLOCK_K=bk)
     return out
 
 

@@ -22,9 +22,11 @@ def _mul(a, b):
 
 
 @triton.jit
-def reduce_rows(out, x, ident, M, K, SM, SK, CHUNK, OP: tl.constexpr, FLOAT: tl.constexpr,
-                BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
-    # row i, element j of the [M, K] matrix is x[i * SM + j * SK]
+def reduce_rows(out, x, ident, M, K, SM, SK, K2, SK2, CHUNK, OP: tl.constexpr,
+                FLOAT: tl.constexpr, TWO_LEVEL: tl.constexpr, BLOCK_M: tl.constexpr,
+                BLOCK_K: tl.constexpr):
+    # row i, element j of the [M, K] matrix is x[i * SM + j * SK]; TWO_LEVEL: the row is two
+    # strided axes, x[i * SM + (j // K2) * SK + (j % K2) * SK2] (a sum over batch and space)
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     part = tl.program_id(1)
     parts = tl.num_programs(1)
@@ -37,7 +39,11 @@ def reduce_rows(out, x, ident, M, K, SM, SK, CHUNK, OP: tl.constexpr, FLOAT: tl.
     for k0 in range(k_lo, k_hi, BLOCK_K):
         kk = k0 + tl.arange(0, BLOCK_K)
         m = rmask[:, None] & (kk < k_hi)[None, :]
-        v = tl.load(x + rows[:, None] * SM + kk[None, :] * SK, mask=m)
+        if TWO_LEVEL:
+            koff = (kk // K2) * SK + (kk % K2) * SK2
+        else:
+            koff = kk * SK
+        v = tl.load(x + rows[:, None] * SM + koff[None, :], mask=m)
         if OP == ANY or OP == ALL:
             v = (v != 0).to(init.dtype)
         else:
