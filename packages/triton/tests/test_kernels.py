@@ -126,3 +126,40 @@ def test_grouped_strided_conv2d_matches_naive_loops(dev: ember.Device) -> None:
                     patch = xp[n, 2 * g:2 * g + 2, 2 * i:2 * i + 3, j:j + 3:2]
                     want[n, o, i, j] = (patch * w[o]).sum()
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize(("kernel", "stride", "padding", "dilation", "ceil"), [
+    ((2, 2), (2, 2), (0, 0), (1, 1), False),  # the common case: windows do not overlap
+    ((3, 3), (1, 2), (1, 1), (1, 1), True),  # overlapping windows, padding, ceil mode
+    ((2, 3), (2, 1), (1, 0), (2, 2), False),  # dilation
+])
+def test_max_pool_backward_is_one_gather_kernel(dev: ember.Device,
+                                                monkeypatch: pytest.MonkeyPatch,
+                                                kernel: tuple[int, int], stride: tuple[int, int],
+                                                padding: tuple[int, int],
+                                                dilation: tuple[int, int], ceil: bool) -> None:
+    """``max_pool2d``'s gradient (`max_pool2d_backward`) against the scatter of numpy float64,
+    ties included (each window's gradient goes to the position its index names)."""
+    rng = _rng()
+    a = rng.integers(-3, 3, (2, 3, 7, 6)).astype(np.float64)  # many ties
+    x = ember.tensor(a, device=ember.device(f"autodiff<{dev}>"), requires_grad=True)
+    vals, idx = ember.nn.functional.max_pool2d(x, kernel, stride, padding, dilation,
+                                               ceil_mode=ceil, return_indices=True)
+    gout = rng.standard_normal(tuple(vals.shape))
+    launched: list[str] = []
+    real = dev.backend.launch
+
+    def counting(k, grid, *args, **meta):  # type: ignore[no-untyped-def]
+        launched.append(k.fn.__name__ if hasattr(k, "fn") else k.__name__)
+        return real(k, grid, *args, **meta)
+
+    monkeypatch.setattr(dev.backend, "launch", counting)
+    grads = vals.backward(ember.tensor(gout, device=vals.device))
+    assert launched == ["max_pool_backward"]
+    want = np.zeros_like(a)
+    flat = want.reshape(2, 3, -1)
+    ind = idx.numpy().reshape(2, 3, -1)
+    for i in range(2):
+        for j in range(3):
+            np.add.at(flat[i, j], ind[i, j], gout.reshape(2, 3, -1)[i, j])
+    np.testing.assert_allclose(grads[x].numpy(), want, rtol=1e-12)

@@ -433,6 +433,9 @@ for _op in (nn.conv_transpose1d, nn.conv_transpose2d):
 
 @rule(nn.max_pool2d)
 def _max_pool2d(g: Tensor, out: tuple[Tensor, Tensor], x: Tensor, **params: Any) -> Grads:
+    if (g._dtype is x._dtype and x._dtype.kind == "f"
+            and g._device.implements(composite.max_pool2d_backward)):
+        return (apply(composite.max_pool2d_backward, g, out[1], x, **params),)
     n, c, h, w = x.shape
     flat = apply(movement.scatter_add, _zeros(x).reshape(n, c, h * w),
                  out[1].reshape(n, c, -1), g.reshape(n, c, -1), dim=2)

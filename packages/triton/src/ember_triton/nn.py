@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from ember.ops import composite as cops
 from ember.ops import nn
 
 from ._array import DeviceArray, contiguous_strides, dtype_name
@@ -147,6 +148,24 @@ def _max_pool2d(be: TritonBackend, x: DeviceArray, kernel_size: Pair = (1, 1),
     return cast(be, out, dtype), idx
 
 
+def _max_pool2d_backward(be: TritonBackend, g: DeviceArray, idx: DeviceArray, x: DeviceArray,
+                         kernel_size: Pair = (1, 1), stride: Pair = (1, 1),
+                         padding: Pair = (0, 0), dilation: Pair = (1, 1),
+                         ceil_mode: bool = False) -> DeviceArray:
+    """``dx`` of `max_pool2d` in one kernel (`ember.ops.composite.max_pool2d_backward`)."""
+    _, c, h, w = x.shape
+    oh, ow = g.shape[2:]
+    dx = be.empty(x.shape, g.dtype)
+    total = dx.size
+    if total:
+        g, idx = contiguous(be, g), contiguous(be, idx)  # the same strides for both
+        block = be.block_size(total)
+        be.launch(be.module("nn").max_pool_backward, (-(-total // block),), dx, g, idx, total,
+                  c, h, w, oh, ow, *kernel_size, *stride, *padding, *dilation, *g.strides,
+                  ACC=_acc(g.dtype), BLOCK=block)
+    return dx
+
+
 def _avg_pool2d(be: TritonBackend, x: DeviceArray, kernel_size: Pair = (1, 1),
                 stride: Pair = (1, 1), padding: Pair = (0, 0), ceil_mode: bool = False,
                 count_include_pad: bool = True) -> DeviceArray:
@@ -230,6 +249,7 @@ KERNELS: dict[Any, Any] = {
     nn.conv_transpose1d: _conv_transpose1d,
     nn.conv_transpose2d: conv_transpose2d,
     nn.max_pool2d: _max_pool2d,
+    cops.max_pool2d_backward: _max_pool2d_backward,
     nn.avg_pool2d: _avg_pool2d,
     nn.adaptive_avg_pool2d: _adaptive_avg_pool2d,
     nn.embedding: _embedding,

@@ -91,3 +91,11 @@ linear = Op("linear", "composite", 3, dtypes="float")
 #: ``None`` is absent) and 0 elsewhere: the gradient of ``clamp`` (and so of ``relu``) as one
 #: op.  ``g`` and ``x`` share shape and float dtype; ``min``/``max`` are Python numbers.
 clamp_backward = Op("clamp_backward", "composite", 2, ("min", "max"), dtypes="float")
+
+#: ``max_pool2d_backward(g[N,C,OH,OW], indices[N,C,OH,OW] int64, x[N,C,H,W], kernel_size=,
+#: stride=, padding=, dilation=, ceil_mode=)`` -> ``dx`` (``x``'s shape and dtype): each window's
+#: gradient added at the position ``indices`` names in its ``H*W`` plane (what `max_pool2d`
+#: returned); positions no window picked get 0.  ``g`` has ``x``'s float dtype.
+max_pool2d_backward = Op("max_pool2d_backward", "composite", 3,
+                         ("kernel_size", "stride", "padding", "dilation", "ceil_mode"),
+                         result="last", dtypes="float")

@@ -55,6 +55,36 @@ def max_pool(out, idx, x, total, C, H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw
 
 
 @triton.jit
+def max_pool_backward(dx, g, idx, total, C, H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw,
+                      sgn, sgc, sgh, sgw, ACC: tl.constexpr, BLOCK: tl.constexpr):
+    # one program per BLOCK input positions: every window that can hold a position is visited
+    # and its gradient taken where the window's recorded argmax is that position (a gather:
+    # no zero-filled buffer, no atomics, the same sum in the same order every run)
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < total
+    iw = offs % W
+    rem = offs // W
+    ih = rem % H
+    rem = rem // H
+    c = rem % C
+    n = rem // C
+    here = ih * W + iw
+    acc = tl.zeros((BLOCK,), ACC)
+    for i in range(KH):
+        for j in range(KW):
+            th = ih + ph - i * dh  # oh * sh when the window at oh covers ih with offset i
+            tw = iw + pw - j * dw
+            oh = th // sh
+            ow = tw // sw
+            ok = mask & (th >= 0) & (tw >= 0) & (oh * sh == th) & (ow * sw == tw) \
+                & (oh < OH) & (ow < OW)
+            at = n * sgn + c * sgc + oh * sgh + ow * sgw
+            hit = ok & (tl.load(idx + at, mask=ok, other=-1) == here)
+            acc += tl.load(g + at, mask=hit, other=0).to(ACC)
+    tl.store(dx + offs, acc.to(dx.dtype.element_ty), mask=mask)
+
+
+@triton.jit
 def avg_pool(out, x, total, C, H, W, OH, OW, KH, KW, sh, sw, ph, pw,
              sxn, sxc, sxh, sxw, INCLUDE_PAD: tl.constexpr, ACC: tl.constexpr,
              BLOCK: tl.constexpr):
