@@ -163,3 +163,43 @@ def test_max_pool_backward_is_one_gather_kernel(dev: ember.Device,
         for j in range(3):
             np.add.at(flat[i, j], ind[i, j], gout.reshape(2, 3, -1)[i, j])
     np.testing.assert_allclose(grads[x].numpy(), want, rtol=1e-12)
+
+
+def _factor(n: int, rng: np.random.Generator) -> tuple[int, ...]:
+    """A random shape of ``n`` elements, size-1 axes included."""
+    out: list[int] = []
+    while n > 1:
+        d = int(rng.choice([f for f in range(2, n + 1) if n % f == 0]))
+        out.append(d)
+        n //= d
+    out += [1] * int(rng.integers(0, 2))
+    rng.shuffle(out)
+    return tuple(out)
+
+
+def test_reshape_views_whenever_numpy_can() -> None:
+    """`view_strides` against numpy: a view exactly where ``reshape(copy=False)`` works, and
+    the view shows the same elements in the same order."""
+    from ember_triton.movement import view_strides
+
+    rng = _rng()
+    for _ in range(2000):
+        base = np.arange(int(rng.integers(1, 4)) * 24, dtype=np.float64)
+        a = base.reshape(_factor(base.size, rng))
+        a = a.transpose(rng.permutation(a.ndim))
+        if a.ndim and rng.random() < 0.5:  # a strided or reversed slice of one axis
+            ax = int(rng.integers(0, a.ndim))
+            idx = [slice(None)] * a.ndim
+            idx[ax] = slice(None, None, int(rng.choice([-1, 2])))
+            a = a[tuple(idx)]
+        new = _factor(a.size, rng)
+        item = a.itemsize
+        strides = view_strides(a.shape, tuple(s // item for s in a.strides), new)
+        try:
+            want: np.ndarray | None = a.reshape(new, copy=False)
+        except ValueError:
+            want = None
+        assert (strides is None) == (want is None), (a.shape, a.strides, new)
+        if strides is not None:
+            got = np.lib.stride_tricks.as_strided(a, new, tuple(s * item for s in strides))
+            np.testing.assert_array_equal(got, a.reshape(new))

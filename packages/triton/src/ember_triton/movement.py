@@ -18,8 +18,42 @@ __all__ = ["KERNELS", "sort"]
 
 
 def reshape(be: TritonBackend, x: DeviceArray, shape: tuple[int, ...] = ()) -> DeviceArray:
+    """A view where the strides allow one (as numpy's reshape), else a contiguous copy."""
+    shape = tuple(shape)
+    strides = view_strides(x.shape, x.strides, shape)
+    if strides is not None:
+        return x.view(shape, strides, x.offset)
     src = contiguous(be, x)
-    return src.view(tuple(shape), contiguous_strides(tuple(shape)), src.offset)
+    return src.view(shape, contiguous_strides(shape), src.offset)
+
+
+def view_strides(shape: tuple[int, ...], strides: tuple[int, ...],
+                 new: tuple[int, ...]) -> tuple[int, ...] | None:
+    """Strides that show an array of ``shape``/``strides`` as ``new`` (same size) without
+    moving data, or ``None``.  Runs of old axes that map onto runs of new axes must each be
+    contiguous among themselves; size-1 axes go anywhere."""
+    if 0 in shape:
+        return contiguous_strides(new)
+    old = [(n, s) for n, s in zip(shape, strides, strict=True) if n != 1]
+    out = [1] * len(new)
+    oi = ni = 0
+    while oi < len(old) and ni < len(new):
+        oj, nj = oi + 1, ni + 1
+        osize, nsize = old[oi][0], new[ni]
+        while osize != nsize:
+            if nsize < osize:
+                nsize *= new[nj]
+                nj += 1
+            else:
+                osize *= old[oj][0]
+                oj += 1
+        if any(old[k][1] != old[k + 1][0] * old[k + 1][1] for k in range(oi, oj - 1)):
+            return None
+        out[nj - 1] = old[oj - 1][1]
+        for k in range(nj - 1, ni, -1):
+            out[k - 1] = out[k] * new[k]
+        oi, ni = oj, nj
+    return tuple(out)
 
 
 def _permute(be: TritonBackend, x: DeviceArray, dims: tuple[int, ...] = ()) -> DeviceArray:
