@@ -85,25 +85,31 @@ def child() -> None:
         return " ".join(f"{k} {float(abs(o - r).max() / abs(r).max()):.1e}"
                         for k, r in refs.items())
     kmaj = (n, n, n, 1, 0, 0, n, 1, 0, 0, 1, n)
-    for precision, cfg, bargs in [("tf32", (128, 128, 32, 8, 4, 3), args),
-                                  ("tf32", (128, 256, 32, 8, 8, 3), args),
-                                  ("tf32", (128, 128, 32, 8, 4, 3), kmaj),
-                                  ("tf32", (128, 256, 32, 8, 8, 3), kmaj),
-                                  ("ieee", (128, 128, 32, 8, 8, 3), args)]:
+    for precision, cfg, bargs, kmaj_b in [
+            ("tf32", (128, 128, 32, 8, 4, 3), args, False),
+            ("tf32", (128, 128, 32, 8, 4, 3), kmaj, False),
+            ("tf32", (128, 128, 32, 8, 4, 3), kmaj, True),
+            ("tf32", (128, 256, 32, 8, 8, 3), kmaj, True),
+            ("tf32", (128, 256, 32, 8, 8, 4), kmaj, True),
+            ("tf32", (256, 128, 32, 8, 8, 3), kmaj, True),
+            ("tf32", (128, 128, 64, 8, 8, 3), kmaj, True),
+            ("tf32", (128, 128, 32, 8, 8, 4), kmaj, True),
+            ("tf32", (128, 256, 16, 8, 8, 5), kmaj, True)]:
         bm, bn, bk, g, w, s = cfg
         grid = ((n // bm) * (n // bn), 1)
 
         src0 = B if bargs is args else BT
 
         def call(bm=bm, bn=bn, bk=bk, g=g, w=w, s=s, grid=grid, precision=precision,
-                 bargs=bargs, src0=src0):
+                 bargs=bargs, src0=src0, kmaj_b=kmaj_b):
             return kern[grid](C.arg(), A.arg(), src0.arg(), C.arg(), *bargs, PRECISION=precision,
                               UPCAST=False, WIDE=False, BM=bm, BN=bn, BK=bk, GROUP_M=g,
-                              EVEN_K=True, HAS_BIAS=False, num_warps=w, num_stages=s)
+                              EVEN_K=True, HAS_BIAS=False, B_KMAJOR=kmaj_b, num_warps=w,
+                              num_stages=s)
         try:
             compiled = call()
             ms = timer(call)
-            tag = "B row-major" if bargs is args else "B K-major"
+            tag = ("B row-major" if bargs is args else "B K-major") + (" T" if kmaj_b else "")
             rows.append((f"ember {precision} {tag} {cfg}", flop / ms / 1e9, errors(),
                          _describe(compiled)))
         except Exception as exc:
@@ -134,6 +140,14 @@ def child() -> None:
                          _describe(compiled)))
         except Exception as exc:
             rows.append((f"textbook {prec} BT={bt_mode} {cfg}", 0.0, "", f"failed: {exc!r}"[:200]))
+    be.matmul_precision, be.use_cublas = "tf32", False
+    for cfg in [(128, 128, 32, 8, 4, 3), (128, 256, 32, 8, 8, 3)]:
+        import ember_triton.linalg as la
+
+        def whole(cfg=cfg) -> None:
+            la._triton_matmul(be, cfg, C, A, B, args, 1, "tf32")
+        ms = timer(whole)
+        rows.append((f"ember a @ b (copies B K-major) {cfg}", flop / ms / 1e9, errors(), ""))
     with cp.cuda.Device(0):
         cp_ms = timer(lambda: ca @ cb)
     rows.append(("cupy matmul (tf32 if enabled)", flop / cp_ms / 1e9, "", ""))

@@ -151,10 +151,34 @@ def test_tile_matmul_kernel_matches_numpy_for_every_grouping(dev: ember.Device,
     xbias = be.memory.from_numpy(bias)
     bm, bn, bk, group = cfg
     grid = (-(-m // bm) * -(-n // bn), 1)
-    for has_bias in (False, True):  # the bias epilogue (`ember.ops.composite.linear`)
+    # the bias epilogue (`ember.ops.composite.linear`); a K-major B also as transposed tiles
+    for has_bias, kmajor in [(False, False), (True, False)] + (
+            [(False, True), (True, True)] if layout[1] == "t" else []):
         be.launch(be.module("linalg").matmul_dot, grid, out, xa, xb, xbias, m, n, k, 1, 0, 0,
                   xa.strides[0], xa.strides[1], 0, 0, xb.strides[0], xb.strides[1],
                   PRECISION="ieee", UPCAST=False, WIDE=False, BM=bm, BN=bn, BK=bk,
-                  GROUP_M=group, EVEN_K=k % bk == 0, HAS_BIAS=has_bias)
+                  GROUP_M=group, EVEN_K=k % bk == 0, HAS_BIAS=has_bias, B_KMAJOR=kmajor)
         want = a @ b + bias if has_bias else a @ b
         np.testing.assert_allclose(be.memory.to_numpy(out), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("layout", ["nn", "tn", "nt", "tt"])
+def test_tf32_matmul_reads_both_operands_k_major(dev: ember.Device,
+                                                 monkeypatch: pytest.MonkeyPatch,
+                                                 layout: str) -> None:
+    """With ``matmul_precision="tf32"`` a 2-D float32 matmul copies an operand whose K axis is
+    not contiguous and loads B as transposed tiles; the result is the same product."""
+    be = dev.backend
+    monkeypatch.setattr(be, "matmul_precision", "tf32")
+    rng = np.random.default_rng(3)
+    m, n, k = 33, 20, 45
+    a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+    b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+    xa = ember.tensor(a.T.copy(), device=dev).T if layout[0] == "t" else ember.tensor(
+        a, device=dev)
+    xb = ember.tensor(b.T.copy(), device=dev).T if layout[1] == "t" else ember.tensor(
+        b, device=dev)
+    got = (xa @ xb).numpy()
+    # tf32 keeps 10 mantissa bits of each operand: products good to about 1e-3
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b.astype(np.float64), rtol=0,
+                               atol=5e-3 * np.sqrt(k))

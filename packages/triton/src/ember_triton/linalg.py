@@ -142,12 +142,30 @@ def _triton_matmul(be: TritonBackend, cfg: tuple[int, ...], out: DeviceArray, a:
                    bias: DeviceArray | None = None) -> None:
     m, n, k = args[:3]
     bm, bn, bk, group, warps, stages = cfg
+    kmajor = precision == "tf32" and batch == 1
+    if kmajor:  # tf32 tensor cores read both operands K-major: copy those that are not
+        a, b, args = _k_major(be, a, b, args)
     wide = max(a.size, b.size, out.size) >= 1 << 31
     be.launch(be.module("linalg").matmul_dot, (-(-m // bm) * -(-n // bn), batch), out, a, b,
               out if bias is None else bias, *args, PRECISION=precision,
               UPCAST=be.memory.interpret and dtype_name(a.dtype) == "bfloat16", WIDE=wide,
               BM=bm, BN=bn, BK=bk, GROUP_M=group, EVEN_K=k % bk == 0,
-              HAS_BIAS=bias is not None, num_warps=warps, num_stages=stages)
+              HAS_BIAS=bias is not None, B_KMAJOR=kmajor, num_warps=warps, num_stages=stages)
+
+
+def _k_major(be: TritonBackend, a: DeviceArray, b: DeviceArray, args: tuple[int, ...],
+             ) -> tuple[DeviceArray, DeviceArray, tuple[int, ...]]:
+    """2-D operands with K contiguous in both (a copy of each that is not): tf32 MMA reads
+    32-bit operands only K-major, and Triton shuffles any other layout through registers at a
+    third of the speed (``benchmarks/gpu/tf32_probe.py``)."""
+    m, n, k, b2, sa1, sa2, sam, sak, sb1, sb2, sbk, sbn = args
+    if sak != 1 and k > 1:
+        a = contiguous(be, a.view((m, k), (sam, sak), a.offset))
+        sam, sak = k, 1
+    if sbk != 1 and k > 1:
+        bt = contiguous(be, b.view((n, k), (sbn, sbk), b.offset))
+        b, sbk, sbn = bt, 1, k
+    return a, b, (m, n, k, b2, sa1, sa2, sam, sak, sb1, sb2, sbk, sbn)
 
 
 def _cublas_layouts(args: tuple[int, ...],

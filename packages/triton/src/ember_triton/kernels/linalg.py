@@ -43,7 +43,7 @@ def matmul(c, a, b, M, N, K, B2, sa1, sa2, sam, sak, sb1, sb2, sbk, sbn,
 def matmul_dot(c, a, b, bias, M, N, K, B2, sa1, sa2, sam, sak, sb1, sb2, sbk, sbn,
                PRECISION: tl.constexpr, UPCAST: tl.constexpr, WIDE: tl.constexpr,
                BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
-               EVEN_K: tl.constexpr, HAS_BIAS: tl.constexpr):
+               EVEN_K: tl.constexpr, HAS_BIAS: tl.constexpr, B_KMAJOR: tl.constexpr):
     """Tensor-core matmul (float16/bfloat16/float32), one BMxBN tile of C per program.
 
     Programs walk C in groups of GROUP_M tile rows, so neighbouring programs share A and B
@@ -51,6 +51,8 @@ def matmul_dot(c, a, b, bias, M, N, K, B2, sa1, sa2, sam, sak, sb1, sb2, sbk, sb
     the K tail is masked (EVEN_K drops that mask) and only the store masks M and N.
     WIDE computes offsets in int64 (operands of 2**31 elements or more).  HAS_BIAS adds
     ``bias[N]`` to every row in the epilogue, in float32 before the result is rounded.
+    B_KMAJOR loads B (whose K axis is contiguous) as BN x BK tiles and transposes them in
+    registers: the layout tf32 tensor-core instructions read without a shuffle.
     """
     pid = tl.program_id(0)
     bid = tl.program_id(1).to(tl.int64)
@@ -73,15 +75,23 @@ def matmul_dot(c, a, b, bias, M, N, K, B2, sa1, sa2, sam, sak, sb1, sb2, sbk, sb
         bn = bn.to(tl.int64)
         rk = rk.to(tl.int64)
     a_ptrs = a + b1 * sa1 + b2 * sa2 + am[:, None] * sam + rk[None, :] * sak
-    b_ptrs = b + b1 * sb1 + b2 * sb2 + rk[:, None] * sbk + bn[None, :] * sbn
+    if B_KMAJOR:
+        b_ptrs = b + b1 * sb1 + b2 * sb2 + bn[:, None] * sbn + rk[None, :] * sbk
+    else:
+        b_ptrs = b + b1 * sb1 + b2 * sb2 + rk[:, None] * sbk + bn[None, :] * sbn
     acc = tl.zeros((BM, BN), tl.float32)
     for k0 in range(0, tl.cdiv(K, BK)):
         if EVEN_K:
             av = tl.load(a_ptrs)
             bv = tl.load(b_ptrs)
+        elif B_KMAJOR:
+            av = tl.load(a_ptrs, mask=rk[None, :] < K - k0 * BK, other=0)
+            bv = tl.load(b_ptrs, mask=rk[None, :] < K - k0 * BK, other=0)
         else:
             av = tl.load(a_ptrs, mask=rk[None, :] < K - k0 * BK, other=0)
             bv = tl.load(b_ptrs, mask=rk[:, None] < K - k0 * BK, other=0)
+        if B_KMAJOR:
+            bv = tl.trans(bv)
         if UPCAST:  # the interpreter holds bfloat16 as raw bits: multiply in float32
             av = av.to(tl.float32)
             bv = bv.to(tl.float32)
