@@ -117,6 +117,7 @@ class TritonBackend(Backend):
         self.elementwise_plans: dict[Any, tuple[Any, ...]] = {}
         #: compiled kernels by `launch_key`, launched without the JIT's binding
         self._launchers: dict[Any, Any] = {}
+        self._planned: dict[Any, Any] = {}
         self.fast_launch = not memory.interpret and _fast_launch_allowed()
         #: while a CUDA graph records (``ember_cuda.graph``): what must outlive the recording
         self.capture_keep: list[Any] | None = None
@@ -204,6 +205,31 @@ class TritonBackend(Backend):
                                                         tuple(meta[n] for n in rest))
                 return hit
         return None
+
+    def launch_planned(self, key: Any, kernel: Any, grid: tuple[int, ...],
+                       arrays: Sequence[DeviceArray], scalars: Sequence[Any],
+                       **meta: Any) -> None:
+        """`launch` for a kernel whose arguments are ``arrays`` then ``scalars``, by a caller
+        that knows a cheap ``key`` standing for the kernel, ``meta``, the arrays' dtypes, the
+        scalars and ``grid``: a recurring key whose arrays are all 16-byte aligned runs its
+        compiled entry without computing `launch_key` (what matmuls and reductions use)."""
+        entry = self._planned.get(key)
+        if entry is not None:
+            bits = 0
+            raw = []
+            for a in arrays:
+                p = a.ptr
+                bits |= p
+                raw.append(p)
+            if not bits & 15:
+                raw += scalars
+                entry(grid, self.memory.stream(), raw)
+                return
+        hit = self.launch(kernel, grid, *arrays, *scalars, **meta)
+        if hit is not None and not any(a.ptr & 15 for a in arrays):
+            if len(self._planned) >= 16384:
+                self._planned.clear()
+            self._planned[key] = hit
 
     def run_compiled(self, entry: Any, grid: tuple[int, ...], raw: Sequence[Any]) -> None:
         """Launch a compiled kernel again without the JIT: ``entry`` is what `launch`

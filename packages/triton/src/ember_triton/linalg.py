@@ -145,12 +145,16 @@ def _triton_matmul(be: TritonBackend, cfg: tuple[int, ...], out: DeviceArray, a:
     kmajor = precision == "tf32" and batch == 1
     if kmajor:  # tf32 tensor cores read both operands K-major: copy those that are not
         a, b, args = _k_major(be, a, b, args)
+    arrays = (out, a, b, out if bias is None else bias)
+    key = ("matmul_dot", cfg, args, batch, precision, kmajor, bias is None, a.dtype, b.dtype,
+           out.dtype, arrays[3].dtype)
     wide = max(a.size, b.size, out.size) >= 1 << 31
-    be.launch(be.module("linalg").matmul_dot, (-(-m // bm) * -(-n // bn), batch), out, a, b,
-              out if bias is None else bias, *args, PRECISION=precision,
-              UPCAST=be.memory.interpret and dtype_name(a.dtype) == "bfloat16", WIDE=wide,
-              BM=bm, BN=bn, BK=bk, GROUP_M=group, EVEN_K=k % bk == 0,
-              HAS_BIAS=bias is not None, B_KMAJOR=kmajor, num_warps=warps, num_stages=stages)
+    be.launch_planned(key, be.module("linalg").matmul_dot,
+                      (-(-m // bm) * -(-n // bn), batch), arrays, args, PRECISION=precision,
+                      UPCAST=be.memory.interpret and dtype_name(a.dtype) == "bfloat16",
+                      WIDE=wide, BM=bm, BN=bn, BK=bk, GROUP_M=group, EVEN_K=k % bk == 0,
+                      HAS_BIAS=bias is not None, B_KMAJOR=kmajor, num_warps=warps,
+                      num_stages=stages)
 
 
 def _k_major(be: TritonBackend, a: DeviceArray, b: DeviceArray, args: tuple[int, ...],

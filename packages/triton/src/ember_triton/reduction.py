@@ -124,8 +124,10 @@ def _reduce_rows(be: TritonBackend, rows: DeviceArray, m: int, k: int, op: str,
         else:  # columns: neighbouring rows are what is contiguous, so blocks run down them
             bm = min(64, be.block_size(m))
             bk = max(1, 2048 // bm)
-        be.launch(kern, (-(-m // bm), 1), out, rows, ident, m, k, sm, sk, k2, sk2, max(k, 1),
-                  OP=_OPS[op], FLOAT=flt, TWO_LEVEL=two, BLOCK_M=bm, BLOCK_K=bk)
+        scalars = (m, k, sm, sk, k2, sk2, max(k, 1))
+        be.launch_planned(("reduce_rows", op, rows.dtype, out_dtype, ident.dtype, scalars, two,
+                           bm, bk), kern, (-(-m // bm), 1), (out, rows, ident), scalars,
+                          OP=_OPS[op], FLOAT=flt, TWO_LEVEL=two, BLOCK_M=bm, BLOCK_K=bk)
     return out
 
 
