@@ -69,9 +69,10 @@ def child() -> None:
     flop = 2 * n ** 3
     a = ember.randn((n, n), device=d)
     b = ember.randn((n, n), device=d)
-    bt = b.T.contiguous()
     out = ember.zeros((n, n), device=d)
-    A, B, BT, C = (t._data for t in (a, b, bt, out))
+    A, B, C = (t._data for t in (a, b, out))
+    # B^T as a row-major copy (Tensor.contiguous() keeps a transposed view as it is)
+    BT = be.contiguous(B.transpose((1, 0)))
     ca = cp.asarray(a.numpy())
     cb = cp.asarray(b.numpy())
     rows = []
