@@ -27,15 +27,17 @@ __all__ = ["KERNELS", "MAX_TENSORS"]
 #: parameters updated by one launch (each takes nine kernel arguments)
 MAX_TENSORS = 16
 _BLOCK = 1024
-_SLOT = ("po", "mo", "vo", "p", "g", "m", "v", "n", "end")
+_POINTERS = ("po", "mo", "vo", "p", "g", "m", "v")
 _SCALARS = ("lr", "beta1", "beta2", "eps", "weight_decay", "decay")
 
 
 def _source(name: str, t: int, capturable: bool) -> str:
     """A kernel updating ``t`` parameters; ``capturable`` reads the step count from ``step``
-    and computes both bias corrections from it (so a replayed graph sees the count move)."""
-    args = [f"{a}{i}" for i in range(t) for a in _SLOT]
-    args += ["step", *_SCALARS, "log_b1", "log_b2"] if capturable else \
+    and computes both bias corrections from it (so a replayed graph sees the count move).
+    Arguments: every pointer, then every size and block end, then the float scalars."""
+    args = [f"{a}{i}" for i in range(t) for a in _POINTERS] + (["step"] if capturable else [])
+    args += [f"{a}{i}" for i in range(t) for a in ("n", "end")]
+    args += [*_SCALARS, "log_b1", "log_b2"] if capturable else \
         [*_SCALARS, "step_size", "bc2_sqrt"]
     lines = ["@triton.jit",
              f"def {name}({', '.join(args)}, HAS_WD: tl.constexpr, DECOUPLED: tl.constexpr,",
@@ -76,17 +78,23 @@ def _update(be: TritonBackend, ps: Sequence[DeviceArray], gs: Sequence[DeviceArr
                             "MAXIMIZE": maximize, "BLOCK": _BLOCK}
     if not be.memory.interpret:
         meta["num_warps"] = 4
-    scalars = (lr, beta1, beta2, eps, weight_decay, 1.0 - lr * weight_decay)
+    floats = (lr, beta1, beta2, eps, weight_decay, 1.0 - lr * weight_decay, *tail)
     for first in range(0, len(live), MAX_TENSORS):
         chunk = live[first:first + MAX_TENSORS]
-        args: list[Any] = []
+        arrays: list[DeviceArray] = []
+        ints: list[int] = []
         end = 0
         for i in chunk:
             end += -(-ps[i].size // _BLOCK)
-            args += [outs[0][i], outs[1][i], outs[2][i],
-                     *(contiguous(be, a[i]) for a in (ps, gs, ms, vs)), ps[i].size, end]
-        args += [step, *scalars, *tail] if step is not None else [*scalars, *tail]
-        be.launch(_kernel(be, len(chunk), step is not None), (end,), *args, **meta)
+            arrays += [outs[0][i], outs[1][i], outs[2][i],
+                       *(contiguous(be, a[i]) for a in (ps, gs, ms, vs))]
+            ints += [ps[i].size, end]
+        if step is not None:
+            arrays.append(step)
+        key = ("adam", len(chunk), step is not None, tuple(a.dtype for a in arrays), *ints,
+               *meta.values())
+        be.launch_planned(key, _kernel(be, len(chunk), step is not None), (end,), arrays,
+                          (*ints, *floats), **meta)
     return (*outs[0], *outs[1], *outs[2])
 
 
