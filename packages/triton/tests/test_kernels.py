@@ -203,3 +203,52 @@ def test_reshape_views_whenever_numpy_can() -> None:
         if strides is not None:
             got = np.lib.stride_tricks.as_strided(a, new, tuple(s * item for s in strides))
             np.testing.assert_array_equal(got, a.reshape(new))
+
+
+@pytest.mark.parametrize(("xs", "ws", "stride", "padding", "dilation", "groups"), [
+    ((2, 3, 5, 5), (4, 3, 3, 3), (1, 1), (0, 0), (1, 1), 1),
+    ((1, 2, 6, 5), (3, 2, 3, 2), (2, 1), (1, 2), (1, 1), 1),
+    ((1, 2, 7, 7), (2, 2, 3, 3), (1, 1), (1, 1), (2, 2), 1),
+    ((2, 4, 4, 4), (6, 2, 2, 2), (1, 1), (0, 0), (1, 1), 2),
+    ((1, 3, 5, 4), (3, 1, 3, 3), (2, 2), (1, 1), (1, 1), 3),
+])
+def test_conv2d_weight_grad_is_one_matmul_over_patches(
+        dev: ember.Device, monkeypatch: pytest.MonkeyPatch, xs: tuple[int, ...],
+        ws: tuple[int, ...], stride: tuple[int, int], padding: tuple[int, int],
+        dilation: tuple[int, int], groups: int) -> None:
+    """``conv2d``'s weight gradient (`conv2d_weight_grad`): patches laid out batch-inner, one
+    (grouped) matmul, against numpy float64 loops."""
+    rng = _rng()
+    a, wv = rng.standard_normal(xs), rng.standard_normal(ws)
+    ad = ember.device(f"autodiff<{dev}>")
+    x = ember.tensor(a, device=ad)
+    w = ember.tensor(wv, device=ad, requires_grad=True)
+    out = ember.nn.functional.conv2d(x, w, stride=stride, padding=padding, dilation=dilation,
+                                     groups=groups)
+    g = rng.standard_normal(tuple(out.shape))
+    launched: list[str] = []
+    real = dev.backend.launch
+
+    def counting(k, grid, *args, **meta):  # type: ignore[no-untyped-def]
+        launched.append(k.fn.__name__ if hasattr(k, "fn") else k.__name__)
+        return real(k, grid, *args, **meta)
+
+    monkeypatch.setattr(dev.backend, "launch", counting)
+    got = out.backward(ember.tensor(g, device=ad))[w].numpy()
+    assert launched.count("im2col") == 1 and launched.count("matmul_dot") + launched.count(
+        "matmul") == 1
+    n, c, h, wd = xs
+    o, cg, kh, kw = ws
+    oh, ow = g.shape[2:]
+    xp = np.pad(a, ((0, 0), (0, 0), (padding[0],) * 2, (padding[1],) * 2))
+    want = np.zeros(ws)
+    og = o // groups
+    for oc in range(o):
+        grp = oc // og
+        for ci in range(cg):
+            for i in range(kh):
+                for j in range(kw):
+                    patch = xp[:, grp * cg + ci, i * dilation[0]:, j * dilation[1]:][
+                        :, :oh * stride[0]:stride[0], :ow * stride[1]:stride[1]][:, :oh, :ow]
+                    want[oc, ci, i, j] = (patch * g[:, oc]).sum()
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)

@@ -396,6 +396,10 @@ def _conv_rules(op: Op) -> tuple[InputRule, InputRule]:
 
     def grad_w(g: Tensor, out: Tensor, x: Tensor, w: Tensor, stride: tuple[int, ...],
                padding: tuple[int, ...], dilation: tuple[int, ...], groups: int) -> Tensor:
+        if (op is nn.conv2d and g._dtype is x._dtype is w._dtype
+                and g._device.implements(composite.conv2d_weight_grad)):
+            return apply(composite.conv2d_weight_grad, g, x, w,  # type: ignore[no-any-return]
+                         stride=stride, padding=padding, dilation=dilation, groups=groups)
         # a convolution of x with g, batch and channel axes swapped; stride and dilation too
         gw = apply(conv, _batch_as_channels(x, groups, True),
                    _batch_as_channels(g, groups, False), stride=dilation, padding=padding,

@@ -41,17 +41,48 @@ def conv2d(be: TritonBackend, x: DeviceArray, w: DeviceArray, stride: Pair = (1,
     oh = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
     ow = (wd + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
     ck = cg * kh * kw
-    cols = be.empty((n, groups, ck, oh * ow), x.dtype)
-    total = cols.size
-    if total:
-        block = be.block_size(total)
-        be.launch(be.module("nn").im2col, (-(-total // block),), cols, x, total, c, h, wd, oh,
-                  ow, kh, kw, stride[0], stride[1], padding[0], padding[1], dilation[0],
-                  dilation[1], *x.strides, BLOCK=block)
+    cols = _im2col(be, x, (n, groups, ck, oh * ow), (oh, ow), (kh, kw), stride, padding,
+                   dilation, batch_inner=False)
     wg = reshape(be, w, (groups, o // groups, ck))
     wb = wg.view((n, groups, o // groups, ck), (0, *wg.strides), wg.offset)
     out = matmul(be, wb, cols)  # [N, G, O/G, OH*OW]
     return out.view((n, o, oh, ow), (o * oh * ow, oh * ow, ow, 1), out.offset)
+
+
+def _im2col(be: TritonBackend, x: DeviceArray, shape: tuple[int, ...], out_hw: Pair,
+            kernel: Pair, stride: Pair, padding: Pair, dilation: Pair,
+            batch_inner: bool) -> DeviceArray:
+    """x's patches: ``[N, G, C/G*kh*kw, OH*OW]``, or with ``batch_inner``
+    ``[C*kh*kw, N, OH*OW]`` (both as the flat array ``shape``)."""
+    n, c, h, wd = x.shape
+    cols = be.empty(shape, x.dtype)
+    total = cols.size
+    if total:
+        block = be.block_size(total)
+        be.launch(be.module("nn").im2col, (-(-total // block),), cols, x, total, n, c, h, wd,
+                  *out_hw, *kernel, *stride, *padding, *dilation, *x.strides,
+                  BATCH_INNER=batch_inner, BLOCK=block)
+    return cols
+
+
+def conv2d_weight_grad(be: TritonBackend, g: DeviceArray, x: DeviceArray, w: DeviceArray,
+                       stride: Pair = (1, 1), padding: Pair = (0, 0),
+                       dilation: Pair = (1, 1), groups: int = 1) -> DeviceArray:
+    """``dw`` of ``conv2d(x, w)`` given the output's gradient ``g``
+    (`ember.ops.composite.conv2d_weight_grad`): per group one matmul
+    ``g[Og, N*OH*OW] @ patches[N*OH*OW, C/G*kh*kw]``, whose result is ``dw``'s layout."""
+    n, c, _, _ = x.shape
+    o, cg, kh, kw = w.shape
+    oh, ow = g.shape[2:]
+    og, p, ck = o // groups, oh * ow, cg * kh * kw
+    cols = _im2col(be, x, (c * kh * kw, n, p), (oh, ow), (kh, kw), stride, padding, dilation,
+                   batch_inner=True)
+    # cols[(c, i, j), n, p] seen as [G, N*P, CK]; g as [G, Og, N*P] (a copy: n moves inward)
+    b = cols.view((groups, n * p, ck), (ck * n * p, 1, n * p), cols.offset)
+    gt = contiguous(be, reshape(be, g, (n, groups, og, p)).transpose((1, 2, 0, 3)))
+    a = gt.view((groups, og, n * p), (og * n * p, n * p, 1), gt.offset)
+    out = matmul(be, a, b)  # [G, Og, CK]
+    return out.view((o, cg, kh, kw), contiguous_strides((o, cg, kh, kw)), out.offset)
 
 
 def conv_transpose2d(be: TritonBackend, x: DeviceArray, w: DeviceArray, stride: Pair = (1, 1),
@@ -250,6 +281,7 @@ KERNELS: dict[Any, Any] = {
     nn.conv_transpose2d: conv_transpose2d,
     nn.max_pool2d: _max_pool2d,
     cops.max_pool2d_backward: _max_pool2d_backward,
+    cops.conv2d_weight_grad: conv2d_weight_grad,
     nn.avg_pool2d: _avg_pool2d,
     nn.adaptive_avg_pool2d: _adaptive_avg_pool2d,
     nn.embedding: _embedding,

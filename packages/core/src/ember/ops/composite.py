@@ -99,3 +99,10 @@ clamp_backward = Op("clamp_backward", "composite", 2, ("min", "max"), dtypes="fl
 max_pool2d_backward = Op("max_pool2d_backward", "composite", 3,
                          ("kernel_size", "stride", "padding", "dilation", "ceil_mode"),
                          result="last", dtypes="float")
+
+#: ``conv2d_weight_grad(g[N,O,OH,OW], x[N,C,H,W], w[O,C/groups,kh,kw], stride=, padding=,
+#: dilation=, groups=)`` -> ``dw`` (``w``'s shape): the gradient of `ember.ops.nn.conv2d` with
+#: respect to its weight (``w`` gives the shape only); all three share one float dtype.
+conv2d_weight_grad = Op("conv2d_weight_grad", "composite", 3,
+                        ("stride", "padding", "dilation", "groups"), result="last",
+                        dtypes="float")

@@ -5,9 +5,10 @@ import triton.language as tl
 
 
 @triton.jit
-def im2col(cols, x, total, C, H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw,
-           sxn, sxc, sxh, sxw, BLOCK: tl.constexpr):
-    # cols[n, (c, i, j), (oh, ow)] = x[n, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw]
+def im2col(cols, x, total, N, C, H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw,
+           sxn, sxc, sxh, sxw, BATCH_INNER: tl.constexpr, BLOCK: tl.constexpr):
+    # cols[n, (c, i, j), (oh, ow)] = x[n, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw];
+    # BATCH_INNER: laid out as cols[(c, i, j), n, (oh, ow)] (a weight gradient's operand)
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < total
     ow = offs % OW
@@ -24,7 +25,11 @@ def im2col(cols, x, total, C, H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw,
     iw = ow * sw - pw + j * dw
     ok = mask & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
     v = tl.load(x + n * sxn + c * sxc + ih * sxh + iw * sxw, mask=ok, other=0)
-    tl.store(cols + offs, v, mask=mask)
+    if BATCH_INNER:
+        at = (((c * KH + i) * KW + j) * N + n) * (OH * OW) + oh * OW + ow
+    else:
+        at = offs
+    tl.store(cols + at, v, mask=mask)
 
 
 @triton.jit
