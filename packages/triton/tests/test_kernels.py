@@ -237,7 +237,6 @@ def test_conv2d_weight_grad_is_one_matmul_over_patches(
     got = out.backward(ember.tensor(g, device=ad))[w].numpy()
     assert launched.count("im2col") == 1 and launched.count("matmul_dot") + launched.count(
         "matmul") == 1
-    n, c, h, wd = xs
     o, cg, kh, kw = ws
     oh, ow = g.shape[2:]
     xp = np.pad(a, ((0, 0), (0, 0), (padding[0],) * 2, (padding[1],) * 2))

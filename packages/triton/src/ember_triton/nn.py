@@ -36,7 +36,7 @@ def _acc(dt: np.dtype[Any]) -> Any:
 def conv2d(be: TritonBackend, x: DeviceArray, w: DeviceArray, stride: Pair = (1, 1),
            padding: Pair = (0, 0), dilation: Pair = (1, 1), groups: int = 1) -> DeviceArray:
     """2-D cross-correlation of ``x[N, C, H, W]`` with ``w[O, C/groups, kh, kw]``."""
-    n, c, h, wd = x.shape
+    n, _, h, wd = x.shape
     o, cg, kh, kw = w.shape
     oh = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
     ow = (wd + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
