@@ -105,24 +105,26 @@ def child() -> None:
     from _mlp import mlp_step
 
     step = mlp_step(ember)
+    _measure("mlp", d, step, 50)
+    kernel_times(step, d)
+    guide(d)
+
+
+def _measure(name: str, d, step, n: int) -> None:  # type: ignore[no-untyped-def]
+    """Host enqueue time and time with the device per step, backend ops per step, and the
+    profile of ``n`` steps (`_report`)."""
+    import collections
+
     for _ in range(10):
         step()
     d.synchronize()
     t = time.perf_counter()
-    for _ in range(50):
-        step()
-    d.synchronize()
-    print(f"MLP step: {(time.perf_counter() - t) / 50 * 1e3:.3f} ms")
-    t = time.perf_counter()
-    for _ in range(50):
+    for _ in range(n):
         step()
     t1 = time.perf_counter()
     d.synchronize()
-    print(f"MLP step: host enqueue {(t1 - t) / 50 * 1e3:.3f} ms, "
-          f"with the device {(time.perf_counter() - t) / 50 * 1e3:.3f} ms")
-    kernel_times(step, d)
-    import collections
-
+    print(f"{name} step: host enqueue {(t1 - t) / n * 1e3:.3f} ms, "
+          f"with the device {(time.perf_counter() - t) / n * 1e3:.3f} ms")
     counts: collections.Counter[str] = collections.Counter()
     inner = d.dispatch
 
@@ -133,15 +135,14 @@ def child() -> None:
     d.dispatch = counting
     step()
     d.dispatch = inner
-    print(f"backend ops per step: {sum(counts.values())}: {counts.most_common()}")
+    print(f"{name} backend ops per step: {sum(counts.values())}: {counts.most_common()}")
     prof = cProfile.Profile()
     prof.enable()
-    for _ in range(50):
+    for _ in range(n):
         step()
     d.synchronize()
     prof.disable()
-    _report("mlp", prof, 50)
-    guide(d)
+    _report(name, prof, n)
 
 
 def _report(name: str, prof: cProfile.Profile, steps: int) -> None:
@@ -169,8 +170,6 @@ def _report(name: str, prof: cProfile.Profile, steps: int) -> None:
 
 def guide(d) -> None:  # type: ignore[no-untyped-def]
     """The guide CNN's training step (batch 32, AdamW): time, ops, and the profile."""
-    import collections
-
     import numpy as np
 
     import ember
@@ -190,34 +189,7 @@ def guide(d) -> None:  # type: ignore[no-untyped-def]
         loss = f.cross_entropy(model(ember.tensor(xb, device=dev)), ember.tensor(yb, device=dev))
         opt.step(loss.backward())
 
-    for _ in range(10):
-        step()
-    d.synchronize()
-    t = time.perf_counter()
-    for _ in range(100):
-        step()
-    t1 = time.perf_counter()
-    d.synchronize()
-    print(f"guide step: host enqueue {(t1 - t) / 100 * 1e3:.3f} ms, "
-          f"with the device {(time.perf_counter() - t) / 100 * 1e3:.3f} ms")
-    counts: collections.Counter[str] = collections.Counter()
-    inner = d.dispatch
-
-    def counting(op, args, params):  # type: ignore[no-untyped-def]
-        counts[op.name] += 1
-        return inner(op, args, params)
-
-    d.dispatch = counting
-    step()
-    d.dispatch = inner
-    print(f"guide backend ops per step: {sum(counts.values())}: {counts.most_common()}")
-    prof = cProfile.Profile()
-    prof.enable()
-    for _ in range(100):
-        step()
-    d.synchronize()
-    prof.disable()
-    _report("guide", prof, 100)
+    _measure("guide", d, step, 100)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import ember
 import numpy as np
 import pytest
@@ -10,6 +12,19 @@ from ember import ops
 
 def _rng() -> np.random.Generator:
     return np.random.default_rng(0)
+
+
+def _launches(monkeypatch: pytest.MonkeyPatch, be: Any) -> list[str]:
+    """The names of the kernels ``be`` launches from now on (a list that fills up)."""
+    launched: list[str] = []
+    real = be.launch
+
+    def counting(kernel: Any, grid: Any, *args: Any, **meta: Any) -> Any:
+        launched.append(kernel.fn.__name__ if hasattr(kernel, "fn") else kernel.__name__)
+        return real(kernel, grid, *args, **meta)
+
+    monkeypatch.setattr(be, "launch", counting)
+    return launched
 
 
 def test_broadcast_of_strided_views_matches_numpy(dev: ember.Device) -> None:
@@ -52,14 +67,7 @@ def test_reductions_over_batch_and_space_read_strided(dev: ember.Device,
         monkeypatch.setattr(be, "reduce_chunk", 8)
     for op, arg, dims in ((ops.sum, x, (0, 2, 3)), (ops.max, y, (0, 2))):  # makes the
         be.kernels[op](arg, dims=dims)  # identity scalars
-    launched: list[str] = []
-    real = be.launch
-
-    def counting(kernel, grid, *args, **meta):  # type: ignore[no-untyped-def]
-        launched.append(kernel.fn.__name__ if hasattr(kernel, "fn") else kernel.__name__)
-        return real(kernel, grid, *args, **meta)
-
-    monkeypatch.setattr(be, "launch", counting)
+    launched = _launches(monkeypatch, be)
     got = be.to_numpy(be.kernels[ops.sum](x, dims=(0, 2, 3)), None)
     top = be.to_numpy(be.kernels[ops.max](y, dims=(0, 2)), None)
     np.testing.assert_allclose(got, a.sum(axis=(0, 2, 3)), rtol=1e-12)
@@ -146,14 +154,7 @@ def test_max_pool_backward_is_one_gather_kernel(dev: ember.Device,
     vals, idx = ember.nn.functional.max_pool2d(x, kernel, stride, padding, dilation,
                                                ceil_mode=ceil, return_indices=True)
     gout = rng.standard_normal(tuple(vals.shape))
-    launched: list[str] = []
-    real = dev.backend.launch
-
-    def counting(k, grid, *args, **meta):  # type: ignore[no-untyped-def]
-        launched.append(k.fn.__name__ if hasattr(k, "fn") else k.__name__)
-        return real(k, grid, *args, **meta)
-
-    monkeypatch.setattr(dev.backend, "launch", counting)
+    launched = _launches(monkeypatch, dev.backend)
     grads = vals.backward(ember.tensor(gout, device=vals.device))
     assert launched == ["max_pool_backward"]
     want = np.zeros_like(a)
@@ -226,14 +227,7 @@ def test_conv2d_weight_grad_is_one_matmul_over_patches(
     out = ember.nn.functional.conv2d(x, w, stride=stride, padding=padding, dilation=dilation,
                                      groups=groups)
     g = rng.standard_normal(tuple(out.shape))
-    launched: list[str] = []
-    real = dev.backend.launch
-
-    def counting(k, grid, *args, **meta):  # type: ignore[no-untyped-def]
-        launched.append(k.fn.__name__ if hasattr(k, "fn") else k.__name__)
-        return real(k, grid, *args, **meta)
-
-    monkeypatch.setattr(dev.backend, "launch", counting)
+    launched = _launches(monkeypatch, dev.backend)
     got = out.backward(ember.tensor(g, device=ad))[w].numpy()
     assert launched.count("im2col") == 1 and launched.count("matmul_dot") + launched.count(
         "matmul") == 1
