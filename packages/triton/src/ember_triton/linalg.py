@@ -79,6 +79,7 @@ def matmul(be: TritonBackend, a: DeviceArray, b: DeviceArray) -> DeviceArray:
 #: the first of each list is the default when a shape is too small to be worth timing
 _CONFIGS = {
     "half": [(128, 128, 64, 8, 4, 4), (128, 256, 64, 8, 8, 3), (256, 128, 64, 8, 8, 3),
+             (128, 256, 64, 8, 8, 4), (256, 128, 64, 8, 8, 4),
              (128, 128, 32, 8, 4, 4), (64, 128, 64, 8, 4, 4), (64, 64, 64, 8, 4, 4)],
     "tf32": [(128, 128, 32, 8, 4, 3), (128, 256, 32, 8, 8, 3), (256, 128, 32, 8, 8, 3),
              (128, 64, 32, 8, 4, 4), (64, 64, 32, 8, 4, 4)],
