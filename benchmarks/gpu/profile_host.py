@@ -190,6 +190,7 @@ def guide(d) -> None:  # type: ignore[no-untyped-def]
         opt.step(loss.backward())
 
     _measure("guide", d, step, 100)
+    kernel_times(step, d)
 
 
 if __name__ == "__main__":
