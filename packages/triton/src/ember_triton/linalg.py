@@ -39,10 +39,16 @@ def _batch_strides(x: DeviceArray, bshape: tuple[int, ...]) -> tuple[int, ...]:
 
 def matmul(be: TritonBackend, a: DeviceArray, b: DeviceArray) -> DeviceArray:
     """``a @ b`` with batch axes broadcast."""
-    bshape = tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
     m, k = a.shape[-2:]
     n = b.shape[-1]
-    cshape, (sa, sb) = collapse(bshape, [_batch_strides(a, bshape), _batch_strides(b, bshape)])
+    if a.ndim == 2 and b.ndim == 2:  # the common case: no batch axes to broadcast
+        bshape: tuple[int, ...] = ()
+        cshape: tuple[int, ...] = ()
+        sa = sb = ()
+    else:
+        bshape = tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
+        cshape, (sa, sb) = collapse(bshape, [_batch_strides(a, bshape),
+                                             _batch_strides(b, bshape)])
     if len(cshape) > 2:  # batch axes that do not merge: materialise both operands
         from .movement import expand
 
