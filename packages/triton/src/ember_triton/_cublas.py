@@ -25,6 +25,9 @@ _OP_N, _OP_T = 0, 1
 _GEMM_DEFAULT = -1
 _ONE = {"f4": np.ones(1, np.float32), "f8": np.ones(1, np.float64)}
 _ZERO = {"f4": np.zeros(1, np.float32), "f8": np.zeros(1, np.float64)}
+#: their host addresses (``ndarray.ctypes`` builds a helper object on every access)
+_ONE_AT = {k: int(v.ctypes.data) for k, v in _ONE.items()}
+_ZERO_AT = {k: int(v.ctypes.data) for k, v in _ZERO.items()}
 
 
 def gemm_layout(rows: int, cols: int, s_row: int, s_col: int) -> tuple[int, int] | None:
@@ -62,7 +65,7 @@ def strided_batched_gemm(c_ptr: int, a_ptr: int, b_ptr: int, m: int, n: int, k: 
     op_a, lda = a_layout
     op_b, ldb = b_layout
     cublas.gemmStridedBatchedEx(
-        handle, op_b, op_a, n, m, k, _ONE[scal].ctypes.data,
+        handle, op_b, op_a, n, m, k, _ONE_AT[scal],
         b_ptr, cuda_type, ldb, sb_batch,
         a_ptr, cuda_type, lda, sa_batch,
-        _ZERO[scal].ctypes.data, c_ptr, cuda_type, n, m * n, batch, compute, _GEMM_DEFAULT)
+        _ZERO_AT[scal], c_ptr, cuda_type, n, m * n, batch, compute, _GEMM_DEFAULT)
