@@ -31,7 +31,7 @@ def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
         acc *= max(n, 1)
     got = tuple(reversed(out))
     if len(_STRIDES) < 65536:  # shapes recur in a training loop; stop caching odd workloads
-        _STRIDES[tuple(int(n) for n in shape)] = got
+        _STRIDES[tuple(map(int, shape))] = got
     return got
 
 
@@ -64,7 +64,7 @@ class DeviceArray:
                  strides: tuple[int, ...] | None = None, offset: int = 0) -> None:
         self.memory = memory
         self.storage = storage
-        self.shape = tuple(int(n) for n in shape)
+        self.shape = tuple(map(int, shape))
         self.dtype = np.dtype(dtype)
         self.strides = contiguous_strides(self.shape) if strides is None else tuple(strides)
         self.offset = int(offset)
@@ -106,7 +106,7 @@ class DeviceArray:
         a = object.__new__(DeviceArray)
         a.memory = self.memory
         a.storage = self.storage
-        a.shape = tuple(int(n) for n in shape)
+        a.shape = tuple(map(int, shape))
         a.dtype = self.dtype
         a.strides = tuple(strides)
         a.offset = int(offset)
