@@ -23,36 +23,25 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _step(which: str) -> Any:
-    import numpy as np
-
     import ember
 
+    sys.path.insert(0, str(ROOT / "benchmarks" / "gpu"))
+    from _mlp import guide_step
+
+    if which != "mlp":
+        return guide_step(ember, "autodiff<triton-interpret>", batch=4)
     dev = ember.device("autodiff<triton-interpret>")
     f, nn, g = ember.nn.functional, ember.nn, ember.Generator(0)
-    if which == "mlp":
-        model = nn.Sequential(nn.Linear(8, 16, generator=g), nn.ReLU(),
-                              nn.Linear(16, 16, generator=g), nn.ReLU(),
-                              nn.Linear(16, 4, generator=g)).to(dev)
-        opt = ember.optim.Adam(model.parameters(), lr=1e-3)
-        xb = ember.randn((4, 8), device=dev, generator=g)
-        yb = ember.randint(0, 4, (4,), device=dev, generator=g)
+    model = nn.Sequential(nn.Linear(8, 16, generator=g), nn.ReLU(),
+                          nn.Linear(16, 16, generator=g), nn.ReLU(),
+                          nn.Linear(16, 4, generator=g)).to(dev)
+    opt = ember.optim.Adam(model.parameters(), lr=1e-3)
+    xb = ember.randn((4, 8), device=dev, generator=g)
+    yb = ember.randint(0, 4, (4,), device=dev, generator=g)
 
-        def mlp() -> None:
-            opt.step(f.cross_entropy(model(xb), yb).backward())
-        return mlp
-    sys.path.insert(0, str(ROOT / "examples" / "guide"))
-    from model import GuideCNN
-
-    cnn = GuideCNN(8, dropout=0.0, generator=g).to(dev)
-    adamw = ember.optim.AdamW(cnn.parameters(), lr=1e-3, weight_decay=1e-4)
-    rng = np.random.default_rng(0)
-    xn = rng.standard_normal((4, 1, 8, 8)).astype(np.float32)
-    yn = rng.integers(0, 10, 4)
-
-    def guide() -> None:
-        loss = f.cross_entropy(cnn(ember.tensor(xn, device=dev)), ember.tensor(yn, device=dev))
-        adamw.step(loss.backward())
-    return guide
+    def mlp() -> None:
+        opt.step(f.cross_entropy(model(xb), yb).backward())
+    return mlp
 
 
 def _stub_kernels() -> None:

@@ -1,9 +1,12 @@
-"""The MLP training step the GPU benchmarks time: 784-1024-1024-10, batch 512, Adam, fp32, on
-``autodiff<cuda:0>`` (issue 8's figure; PyTorch eager's is in FACTS.md)."""
+"""The training steps the benchmarks time: the MLP (784-1024-1024-10, batch 512, Adam, fp32, on
+``autodiff<cuda:0>``: issue 8's figure; PyTorch eager's is in FACTS.md) and the guide CNN's
+step (AdamW, each batch uploaded from the host as the guide does)."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 
@@ -22,6 +25,29 @@ def mlp_step(ember: Any, device: str = "autodiff<cuda:0>",
 
     def step() -> Any:
         loss = nn.functional.cross_entropy(model(xb), yb)
+        opt.step(loss.backward())
+        return loss
+    return step
+
+
+def guide_step(ember: Any, device: str = "autodiff<cuda:0>", batch: int = 32) -> Callable[[], Any]:
+    """A closure running one training step of the guide CNN (8x8 inputs, no dropout, AdamW)
+    on one fixed random batch held on the host."""
+    import numpy as np
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "guide"))
+    from model import GuideCNN
+
+    dev = ember.device(device)
+    f = ember.nn.functional
+    model = GuideCNN(8, dropout=0.0, generator=ember.Generator(0)).to(dev)
+    opt = ember.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-4)
+    rng = np.random.default_rng(0)
+    xb = rng.standard_normal((batch, 1, 8, 8)).astype(np.float32)
+    yb = rng.integers(0, 10, batch)
+
+    def step() -> Any:
+        loss = f.cross_entropy(model(ember.tensor(xb, device=dev)), ember.tensor(yb, device=dev))
         opt.step(loss.backward())
         return loss
     return step

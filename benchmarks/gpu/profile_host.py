@@ -172,25 +172,11 @@ def _report(name: str, prof: cProfile.Profile, steps: int) -> None:
 
 def guide(d) -> None:  # type: ignore[no-untyped-def]
     """The guide CNN's training step (batch 32, AdamW): time, ops, and the profile."""
-    import numpy as np
+    from _mlp import guide_step
 
     import ember
 
-    sys.path.insert(0, str(HERE.parents[1] / "examples" / "guide"))
-    from model import GuideCNN
-
-    dev = ember.device("autodiff<cuda:0>")
-    f = ember.nn.functional
-    model = GuideCNN(8, dropout=0.0, generator=ember.Generator(0)).to(dev)
-    opt = ember.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-4)
-    rng = np.random.default_rng(0)
-    xb = rng.standard_normal((32, 1, 8, 8)).astype(np.float32)
-    yb = rng.integers(0, 10, 32)
-
-    def step() -> None:
-        loss = f.cross_entropy(model(ember.tensor(xb, device=dev)), ember.tensor(yb, device=dev))
-        opt.step(loss.backward())
-
+    step = guide_step(ember)
     _measure("guide", d, step, 100)
     kernel_times(step, d)
 
