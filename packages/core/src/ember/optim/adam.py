@@ -110,17 +110,13 @@ class Adam(Optimizer):
         super().update_group(single, group)
 
     def _fused_many(self, batch: list[StepItem], group: dict[str, Any], t: Any) -> None:
-        lr, (b1, b2) = float(group["lr"]), group["betas"]
         for _, value, _, state in batch:
             _init_state(state, value, False, device_step=False)
             state["step"] = t
         n = len(batch)
         outs = apply(composite.adam_steps, *[it[1] for it in batch], *[it[2] for it in batch],
                      *[it[3]["exp_avg"] for it in batch], *[it[3]["exp_avg_sq"] for it in batch],
-                     lr=lr, beta1=float(b1), beta2=float(b2), eps=float(group["eps"]),
-                     weight_decay=float(group["weight_decay"]), decoupled=self._decoupled,
-                     maximize=bool(group["maximize"]), step_size=lr / (1 - b1 ** t),
-                     bias_correction2_sqrt=math.sqrt(1 - b2 ** t))
+                     **self._fused_params(group, t))
         for i, (param, _, _, state) in enumerate(batch):
             state["exp_avg"], state["exp_avg_sq"] = outs[n + i], outs[2 * n + i]
             rebind(param, outs[i])
@@ -177,17 +173,21 @@ class Adam(Optimizer):
     def _fused(self, p: Tensor, g: Tensor, state: dict[str, Any],
                group: dict[str, Any]) -> Tensor:
         """The same update as one op (one kernel) on devices that implement `adam_step`."""
-        lr, (b1, b2) = float(group["lr"]), group["betas"]
         _init_state(state, p, False, device_step=False)
         state["step"] += 1
         t = state["step"]
         out, state["exp_avg"], state["exp_avg_sq"] = apply(
-            composite.adam_step, p, g, state["exp_avg"], state["exp_avg_sq"], lr=lr,
-            beta1=float(b1), beta2=float(b2), eps=float(group["eps"]),
-            weight_decay=float(group["weight_decay"]), decoupled=self._decoupled,
-            maximize=bool(group["maximize"]), step_size=lr / (1 - b1 ** t),
-            bias_correction2_sqrt=math.sqrt(1 - b2 ** t))
+            composite.adam_step, p, g, state["exp_avg"], state["exp_avg_sq"],
+            **self._fused_params(group, t))
         return out  # type: ignore[no-any-return]
+
+    def _fused_params(self, group: dict[str, Any], t: Any) -> dict[str, Any]:
+        """The params of `adam_step` / `adam_steps` at step ``t``."""
+        lr, (b1, b2) = float(group["lr"]), group["betas"]
+        return dict(lr=lr, beta1=float(b1), beta2=float(b2), eps=float(group["eps"]),
+                    weight_decay=float(group["weight_decay"]), decoupled=self._decoupled,
+                    maximize=bool(group["maximize"]), step_size=lr / (1 - b1 ** t),
+                    bias_correction2_sqrt=math.sqrt(1 - b2 ** t))
 
 
 class AdamW(Adam):
