@@ -103,7 +103,7 @@ def child() -> None:
 
         def call(bm=bm, bn=bn, bk=bk, g=g, w=w, s=s, grid=grid, precision=precision,
                  bargs=bargs, src0=src0, kmaj_b=kmaj_b):
-            return kern[grid](C.arg(), A.arg(), src0.arg(), C.arg(), *bargs, PRECISION=precision,
+            return kern[grid](C.arg(), A.arg(), src0.arg(), C.arg(), *bargs, n, PRECISION=precision,
                               UPCAST=False, WIDE=False, BM=bm, BN=bn, BK=bk, GROUP_M=g,
                               EVEN_K=True, HAS_BIAS=False, B_KMAJOR=kmaj_b, num_warps=w,
                               num_stages=s)

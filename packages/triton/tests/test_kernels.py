@@ -245,3 +245,43 @@ def test_conv2d_weight_grad_is_one_matmul_over_patches(
                         :, :oh * stride[0]:stride[0], :ow * stride[1]:stride[1]][:, :oh, :ow]
                     want[oc, ci, i, j] = (patch * g[:, oc]).sum()
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("m,n,k,batch,bias", [
+    (5, 7, 1000, 1, False),   # a K tail in the last split
+    (16, 16, 2048, 2, False),  # whole BK steps, batched
+    (3, 5, 1100, 1, True),    # linear: the bias is added when the splits are summed
+])
+def test_split_k_matmul_matches_numpy(dev: ember.Device, monkeypatch: pytest.MonkeyPatch,
+                                      m: int, n: int, k: int, batch: int, bias: bool) -> None:
+    """Few output tiles and a long K: the matmul runs as split-K partials plus one sum
+    (`split_k`, `split_k_sum`), against numpy float64."""
+    rng = _rng()
+    launched = _launches(monkeypatch, dev.backend)
+    if bias:
+        xv, wv, bv = rng.standard_normal((m, k)), rng.standard_normal((n, k)), \
+            rng.standard_normal(n)
+        got = ember.nn.functional.linear(*(ember.tensor(v, dtype=ember.float32, device=dev)
+                                           for v in (xv, wv, bv))).numpy()
+        want = xv.astype(np.float32).astype(np.float64) @ wv.astype(np.float32).T + \
+            bv.astype(np.float32)
+    else:
+        av, bv2 = rng.standard_normal((batch, m, k)), rng.standard_normal((batch, k, n))
+        got = (ember.tensor(av, dtype=ember.float32, device=dev)
+               @ ember.tensor(bv2, dtype=ember.float32, device=dev)).numpy()
+        want = av.astype(np.float32).astype(np.float64) @ bv2.astype(np.float32)
+    assert launched.count("split_k_sum") == 1 and launched.count("matmul_dot") == 1
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+
+
+@pytest.mark.parametrize("tiles,k,bk,procs", [(1, 1000, 64, 8), (3, 2048, 32, 132),
+                                              (4, 100_000, 16, 132), (1, 777, 32, 132)])
+def test_split_k_covers_k_in_whole_steps(tiles: int, k: int, bk: int, procs: int) -> None:
+    from ember_triton.linalg import split_k
+
+    splits, per = split_k(tiles, k, bk, procs)
+    assert splits > 1 and per % bk == 0 and per >= 4 * bk
+    assert (splits - 1) * per < k <= splits * per  # every split has work, all of K is covered
+    assert splits * tiles <= procs + tiles  # no more programs than the device runs at once
+    assert split_k(procs, k, bk, procs) == (1, k)  # enough tiles: no split
+    assert split_k(tiles, 4 * bk, bk, procs) == (1, 4 * bk)  # too little K

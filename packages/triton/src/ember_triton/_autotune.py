@@ -27,7 +27,9 @@ from typing import Any
 __all__ = ["KernelSelector", "bucket", "cache_dir"]
 
 #: bump when candidate names change meaning, so old choices are not reused
-_FORMAT = 1
+_FORMAT = 2
+#: timing rounds over all candidates (interleaved; each candidate keeps its best)
+ROUNDS = 2
 
 
 def bucket(n: int) -> int:
@@ -111,12 +113,22 @@ class KernelSelector:
             return first
         assert self.timer is not None
         times: dict[str, float] = {}
-        for cand, fn in candidates.items():
-            try:
-                times[cand] = self.timer(fn)
-            except Exception as exc:  # a config the compiler refuses (e.g. out of shared memory)
-                warnings.warn(f"kernel candidate {cand!r} for {key!r} failed and is skipped: "
-                              f"{type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=2)
+        failed: set[str] = set()
+        # rounds interleave the candidates, so that a clock that drifts while they are timed
+        # (a GPU warming up under a long matmul) favours none of them; each keeps its best
+        for _ in range(ROUNDS):
+            for cand, fn in candidates.items():
+                if cand in failed:
+                    continue
+                try:
+                    t = self.timer(fn)
+                except Exception as exc:  # a config the compiler refuses (out of shared memory)
+                    failed.add(cand)
+                    warnings.warn(f"kernel candidate {cand!r} for {key!r} failed and is "
+                                  f"skipped: {type(exc).__name__}: {exc}", RuntimeWarning,
+                                  stacklevel=2)
+                else:
+                    times[cand] = min(times.get(cand, t), t)
         if not times:
             raise RuntimeError(f"every kernel candidate for {key!r} failed")
         best = min(times, key=times.__getitem__)

@@ -98,6 +98,10 @@ class CupyMemory(Memory):
         name = name.decode() if isinstance(name, bytes) else str(name)
         return f"{name} sm{self.device.compute_capability}"
 
+    def processors(self) -> int:
+        props = self.cupy.cuda.runtime.getDeviceProperties(self.index)
+        return int(props["multiProcessorCount"])
+
     def timer(self, fn: Callable[[], Any]) -> float:
         """Milliseconds per call of ``fn`` on this device's current stream (CUDA events):
         one warm-up call (it may compile), then the best of 3 batches of calls lasting

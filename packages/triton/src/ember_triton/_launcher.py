@@ -57,7 +57,7 @@ class DriverLaunch:
     """A compiled kernel launched with one ``cuLaunchKernel`` (see the module docstring)."""
 
     __slots__ = ("_buffer", "_launch", "_lock", "_pack", "_params", "_params_at", "block",
-                 "function", "shared")
+                 "compiled", "function", "shared", "types")
 
     def __init__(self, compiled: Any, types: Sequence[str]) -> None:
         from cupy.cuda import driver
@@ -74,6 +74,8 @@ class DriverLaunch:
         self._params_at = ctypes.addressof(self._params)
         self._lock = threading.Lock()
         self._launch = driver.launchKernel
+        self.compiled = compiled
+        self.types = tuple(types)
         self.function = int(compiled.function)
         self.block = 32 * int(compiled.metadata.num_warps)
         self.shared = int(compiled.metadata.shared)

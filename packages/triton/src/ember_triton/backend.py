@@ -111,6 +111,8 @@ class TritonBackend(Backend):
         #: matmul's kernel selection: timed choices per shape bucket, cached on disk per GPU
         self.selector = KernelSelector(memory.device_id(), memory.timer)
         self.use_cublas = os.environ.get("EMBER_CUBLAS", "1") != "0"
+        #: the device's multiprocessors (split-K matmuls fill them)
+        self.processors = memory.processors()
         self._scalars: dict[tuple[Any, bytes], DeviceArray] = {}
         self._scalar_values: dict[tuple[Any, ...], DeviceArray] = {}
         #: recurring elementwise launches by operand layout (see `_codegen.elementwise`)

@@ -152,16 +152,40 @@ def _triton_matmul(be: TritonBackend, cfg: tuple[int, ...], out: DeviceArray, a:
     kmajor = precision == "tf32" and batch == 1
     if kmajor:  # tf32 tensor cores read both operands K-major: copy those that are not
         a, b, args = _k_major(be, a, b, args)
-    arrays = (out, a, b, out if bias is None else bias)
-    key = ("matmul_dot", cfg, args, batch, precision, kmajor, bias is None, a.dtype, b.dtype,
-           out.dtype, arrays[3].dtype)
-    wide = max(a.size, b.size, out.size) >= 1 << 31
-    be.launch_planned(key, be.module("linalg").matmul_dot,
-                      (-(-m // bm) * -(-n // bn), batch), arrays, args, PRECISION=precision,
+    tiles = -(-m // bm) * -(-n // bn)
+    splits, ks = split_k(tiles * batch, k, bk, be.processors)
+    target = out if splits == 1 else be.empty((splits, *out.shape), np.dtype(np.float32))
+    fused_bias = bias is not None and splits == 1
+    arrays = (target, a, b, bias if fused_bias else target)
+    key = ("matmul_dot", cfg, args, batch, precision, kmajor, fused_bias, splits, a.dtype,
+           b.dtype, target.dtype, arrays[3].dtype)
+    wide = max(a.size, b.size, target.size) >= 1 << 31
+    be.launch_planned(key, be.module("linalg").matmul_dot, (tiles, batch, splits), arrays,
+                      (*args, ks), PRECISION=precision,
                       UPCAST=be.memory.interpret and dtype_name(a.dtype) == "bfloat16",
                       WIDE=wide, BM=bm, BN=bn, BK=bk, GROUP_M=group, EVEN_K=k % bk == 0,
-                      HAS_BIAS=bias is not None, B_KMAJOR=kmajor, num_warps=warps,
+                      HAS_BIAS=fused_bias, B_KMAJOR=kmajor, num_warps=warps,
                       num_stages=stages)
+    if splits > 1:
+        total = out.size
+        block = be.block_size(total)
+        parts = (out, target, target if bias is None else bias)
+        be.launch_planned(("split_k_sum", total, n, splits, bias is None, out.dtype,
+                           parts[2].dtype), be.module("linalg").split_k_sum,
+                          (-(-total // block),), parts, (total, n, splits),
+                          HAS_BIAS=bias is not None, BLOCK=block)
+
+
+def split_k(tiles: int, k: int, bk: int, processors: int) -> tuple[int, int]:
+    """``(splits, K per split)`` for a matmul of ``tiles`` output tiles: a problem with too
+    few tiles to fill the device's ``processors`` and a long K is cut along K (each split
+    keeps at least four BK steps), so more programs share the work; else ``(1, k)``."""
+    if 2 * tiles > processors or k < 8 * bk:
+        return 1, k
+    splits = min(-(-processors // tiles), k // (4 * bk))
+    per = -(-k // splits)
+    per = -(-per // bk) * bk  # whole BK steps: only the last split has a K tail
+    return -(-k // per), per
 
 
 def _k_major(be: TritonBackend, a: DeviceArray, b: DeviceArray, args: tuple[int, ...],

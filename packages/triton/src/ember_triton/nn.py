@@ -49,6 +49,14 @@ def conv2d(be: TritonBackend, x: DeviceArray, w: DeviceArray, stride: Pair = (1,
     return out.view((n, o, oh, ow), (o * oh * ow, oh * ow, ow, 1), out.offset)
 
 
+def _wide(*arrays: DeviceArray) -> bool:
+    """Whether a gather over ``arrays`` needs 64-bit indices: any of them holds, or its
+    strides reach, 2**31 elements or more (`kernels.nn.offsets`)."""
+    return any(a.size >= 1 << 31 or sum((d - 1) * abs(s) for d, s in zip(a.shape, a.strides,
+                                                                          strict=True))
+               >= (1 << 31) - 1 for a in arrays)
+
+
 def _im2col(be: TritonBackend, x: DeviceArray, shape: tuple[int, ...], out_hw: Pair,
             kernel: Pair, stride: Pair, padding: Pair, dilation: Pair,
             batch_inner: bool) -> DeviceArray:
@@ -61,7 +69,7 @@ def _im2col(be: TritonBackend, x: DeviceArray, shape: tuple[int, ...], out_hw: P
         block = be.block_size(total)
         be.launch(be.module("nn").im2col, (-(-total // block),), cols, x, total, n, c, h, wd,
                   *out_hw, *kernel, *stride, *padding, *dilation, *x.strides,
-                  BATCH_INNER=batch_inner, BLOCK=block)
+                  BATCH_INNER=batch_inner, WIDE=_wide(cols, x), BLOCK=block)
     return cols
 
 
@@ -175,7 +183,8 @@ def _max_pool2d(be: TritonBackend, x: DeviceArray, kernel_size: Pair = (1, 1),
     if total:
         block = be.block_size(total)
         be.launch(be.module("nn").max_pool, (-(-total // block),), out, idx, x, total, c, h, w,
-                  oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, *x.strides, BLOCK=block)
+                  oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, *x.strides, WIDE=_wide(idx, x),
+                  BLOCK=block)
     return cast(be, out, dtype), idx
 
 
@@ -193,7 +202,7 @@ def _max_pool2d_backward(be: TritonBackend, g: DeviceArray, idx: DeviceArray, x:
         block = be.block_size(total)
         be.launch(be.module("nn").max_pool_backward, (-(-total // block),), dx, g, idx, total,
                   c, h, w, oh, ow, *kernel_size, *stride, *padding, *dilation, *g.strides,
-                  ACC=_acc(g.dtype), BLOCK=block)
+                  ACC=_acc(g.dtype), WIDE=_wide(dx, g), BLOCK=block)
     return dx
 
 
@@ -210,7 +219,7 @@ def _avg_pool2d(be: TritonBackend, x: DeviceArray, kernel_size: Pair = (1, 1),
         block = be.block_size(total)
         be.launch(be.module("nn").avg_pool, (-(-total // block),), out, x, total, c, h, w, oh,
                   ow, kh, kw, sh, sw, ph, pw, *x.strides, INCLUDE_PAD=bool(count_include_pad),
-                  ACC=_acc(x.dtype), BLOCK=block)
+                  ACC=_acc(x.dtype), WIDE=_wide(out, x), BLOCK=block)
     return out
 
 
@@ -225,7 +234,8 @@ def _adaptive_avg_pool2d(be: TritonBackend, x: DeviceArray,
         maxw = max(-(-((i + 1) * w) // ow) - (i * w) // ow for i in range(ow))
         block = be.block_size(total)
         be.launch(be.module("nn").adaptive_avg_pool, (-(-total // block),), out, x, total, c,
-                  h, w, oh, ow, maxh, maxw, *x.strides, ACC=_acc(x.dtype), BLOCK=block)
+                  h, w, oh, ow, maxh, maxw, *x.strides, ACC=_acc(x.dtype),
+                  WIDE=_wide(out, x), BLOCK=block)
     return out
 
 

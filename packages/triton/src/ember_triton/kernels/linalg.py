@@ -40,7 +40,7 @@ def matmul(c, a, b, M, N, K, B2, sa1, sa2, sam, sak, sb1, sb2, sbk, sbn,
 
 
 @triton.jit
-def matmul_dot(c, a, b, bias, M, N, K, B2, sa1, sa2, sam, sak, sb1, sb2, sbk, sbn,
+def matmul_dot(c, a, b, bias, M, N, K, B2, sa1, sa2, sam, sak, sb1, sb2, sbk, sbn, KS,
                PRECISION: tl.constexpr, UPCAST: tl.constexpr, WIDE: tl.constexpr,
                BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
                EVEN_K: tl.constexpr, HAS_BIAS: tl.constexpr, B_KMAJOR: tl.constexpr):
@@ -53,6 +53,10 @@ def matmul_dot(c, a, b, bias, M, N, K, B2, sa1, sa2, sam, sak, sb1, sb2, sbk, sb
     ``bias[N]`` to every row in the epilogue, in float32 before the result is rounded.
     B_KMAJOR loads B (whose K axis is contiguous) as BN x BK tiles and transposes them in
     registers: the layout tf32 tensor-core instructions read without a shuffle.
+
+    Split-K: program ``(_, _, s)`` sums K from ``s * KS`` over at most ``KS`` (a multiple of
+    BK) and writes its float32 partial to slice ``s`` of ``c`` (``[splits, batch, M, N]``);
+    `split_k_sum` adds the slices.  With one split, ``KS`` is K.
     """
     pid = tl.program_id(0)
     bid = tl.program_id(1).to(tl.int64)
@@ -63,6 +67,7 @@ def matmul_dot(c, a, b, bias, M, N, K, B2, sa1, sa2, sam, sak, sb1, sb2, sbk, sb
     rows = tl.minimum(num_m - first_m, GROUP_M)
     pm = first_m + (pid % per_group) % rows
     pn = (pid % per_group) // rows
+    pk = tl.program_id(2)
     b1 = bid // B2
     b2 = bid % B2
     rm = pm * BM + tl.arange(0, BM)
@@ -70,26 +75,29 @@ def matmul_dot(c, a, b, bias, M, N, K, B2, sa1, sa2, sam, sak, sb1, sb2, sbk, sb
     am = tl.max_contiguous(tl.multiple_of(rm % M, BM), BM)
     bn = tl.max_contiguous(tl.multiple_of(rn % N, BN), BN)
     rk = tl.arange(0, BK)
+    k_first = pk * KS
+    k_len = tl.minimum(KS, K - k_first)
     if WIDE:
         am = am.to(tl.int64)
         bn = bn.to(tl.int64)
         rk = rk.to(tl.int64)
-    a_ptrs = a + b1 * sa1 + b2 * sa2 + am[:, None] * sam + rk[None, :] * sak
+        k_first = k_first.to(tl.int64)
+    a_ptrs = a + b1 * sa1 + b2 * sa2 + am[:, None] * sam + (k_first + rk)[None, :] * sak
     if B_KMAJOR:
-        b_ptrs = b + b1 * sb1 + b2 * sb2 + bn[:, None] * sbn + rk[None, :] * sbk
+        b_ptrs = b + b1 * sb1 + b2 * sb2 + bn[:, None] * sbn + (k_first + rk)[None, :] * sbk
     else:
-        b_ptrs = b + b1 * sb1 + b2 * sb2 + rk[:, None] * sbk + bn[None, :] * sbn
+        b_ptrs = b + b1 * sb1 + b2 * sb2 + (k_first + rk)[:, None] * sbk + bn[None, :] * sbn
     acc = tl.zeros((BM, BN), tl.float32)
-    for k0 in range(0, tl.cdiv(K, BK)):
+    for k0 in range(0, tl.cdiv(k_len, BK)):
         if EVEN_K:
             av = tl.load(a_ptrs)
             bv = tl.load(b_ptrs)
         elif B_KMAJOR:
-            av = tl.load(a_ptrs, mask=rk[None, :] < K - k0 * BK, other=0)
-            bv = tl.load(b_ptrs, mask=rk[None, :] < K - k0 * BK, other=0)
+            av = tl.load(a_ptrs, mask=rk[None, :] < k_len - k0 * BK, other=0)
+            bv = tl.load(b_ptrs, mask=rk[None, :] < k_len - k0 * BK, other=0)
         else:
-            av = tl.load(a_ptrs, mask=rk[None, :] < K - k0 * BK, other=0)
-            bv = tl.load(b_ptrs, mask=rk[:, None] < K - k0 * BK, other=0)
+            av = tl.load(a_ptrs, mask=rk[None, :] < k_len - k0 * BK, other=0)
+            bv = tl.load(b_ptrs, mask=rk[:, None] < k_len - k0 * BK, other=0)
         if B_KMAJOR:
             bv = tl.trans(bv)
         if UPCAST:  # the interpreter holds bfloat16 as raw bits: multiply in float32
@@ -103,5 +111,21 @@ def matmul_dot(c, a, b, bias, M, N, K, B2, sa1, sa2, sam, sak, sb1, sb2, sbk, sb
         rn = rn.to(tl.int64)
     if HAS_BIAS:  # masked, not through the wrapped `bn`: its contiguity hint breaks at N
         acc += tl.load(bias + rn, mask=rn < N, other=0).to(tl.float32)[None, :]
-    c_ptrs = c + bid * M * N + rm[:, None] * N + rn[None, :]
+    slab = pk * tl.num_programs(1) + bid  # the split's slice, then the batch entry
+    c_ptrs = c + slab * M * N + rm[:, None] * N + rn[None, :]
     tl.store(c_ptrs, acc.to(c.dtype.element_ty), mask=(rm < M)[:, None] & (rn < N)[None, :])
+
+
+@triton.jit
+def split_k_sum(out, parts, bias, total, N, SPLITS, HAS_BIAS: tl.constexpr,
+                BLOCK: tl.constexpr):
+    """``out = sum(parts[s] for s in range(SPLITS)) (+ bias[N] per row)``, summed in split
+    order in float32 (the same result every run), then rounded to ``out``'s dtype."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < total
+    acc = tl.load(parts + offs, mask=mask, other=0)
+    for s in range(1, SPLITS):
+        acc += tl.load(parts + s * total + offs, mask=mask, other=0)
+    if HAS_BIAS:
+        acc += tl.load(bias + offs % N, mask=mask, other=0).to(tl.float32)
+    tl.store(out + offs, acc.to(out.dtype.element_ty), mask=mask)

@@ -5,11 +5,23 @@ import triton.language as tl
 
 
 @triton.jit
+def offsets(BLOCK: tl.constexpr, WIDE: tl.constexpr):
+    """This program's BLOCK flat indices: 32-bit unless WIDE (an operand of 2**31 elements or
+    more), since 64-bit division, which the index arithmetic is made of, costs several times
+    more."""
+    pid = tl.program_id(0)
+    if WIDE:
+        pid = pid.to(tl.int64)
+    return pid * BLOCK + tl.arange(0, BLOCK)
+
+
+@triton.jit
 def im2col(cols, x, total, N, C, H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw,
-           sxn, sxc, sxh, sxw, BATCH_INNER: tl.constexpr, BLOCK: tl.constexpr):
+           sxn, sxc, sxh, sxw, BATCH_INNER: tl.constexpr, WIDE: tl.constexpr,
+           BLOCK: tl.constexpr):
     # cols[n, (c, i, j), (oh, ow)] = x[n, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw];
     # BATCH_INNER: laid out as cols[(c, i, j), n, (oh, ow)] (a weight gradient's operand)
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    offs = offsets(BLOCK, WIDE)
     mask = offs < total
     ow = offs % OW
     rem = offs // OW
@@ -34,8 +46,8 @@ def im2col(cols, x, total, N, C, H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw,
 
 @triton.jit
 def max_pool(out, idx, x, total, C, H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw,
-             sxn, sxc, sxh, sxw, BLOCK: tl.constexpr):
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+             sxn, sxc, sxh, sxw, WIDE: tl.constexpr, BLOCK: tl.constexpr):
+    offs = offsets(BLOCK, WIDE)
     mask = offs < total
     ow = offs % OW
     rem = offs // OW
@@ -61,11 +73,12 @@ def max_pool(out, idx, x, total, C, H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw
 
 @triton.jit
 def max_pool_backward(dx, g, idx, total, C, H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw,
-                      sgn, sgc, sgh, sgw, ACC: tl.constexpr, BLOCK: tl.constexpr):
+                      sgn, sgc, sgh, sgw, ACC: tl.constexpr, WIDE: tl.constexpr,
+                      BLOCK: tl.constexpr):
     # one program per BLOCK input positions: every window that can hold a position is visited
     # and its gradient taken where the window's recorded argmax is that position (a gather:
     # no zero-filled buffer, no atomics, the same sum in the same order every run)
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    offs = offsets(BLOCK, WIDE)
     mask = offs < total
     iw = offs % W
     rem = offs // W
@@ -92,8 +105,8 @@ def max_pool_backward(dx, g, idx, total, C, H, W, OH, OW, KH, KW, sh, sw, ph, pw
 @triton.jit
 def avg_pool(out, x, total, C, H, W, OH, OW, KH, KW, sh, sw, ph, pw,
              sxn, sxc, sxh, sxw, INCLUDE_PAD: tl.constexpr, ACC: tl.constexpr,
-             BLOCK: tl.constexpr):
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+             WIDE: tl.constexpr, BLOCK: tl.constexpr):
+    offs = offsets(BLOCK, WIDE)
     mask = offs < total
     ow = offs % OW
     rem = offs // OW
@@ -122,8 +135,8 @@ def avg_pool(out, x, total, C, H, W, OH, OW, KH, KW, sh, sw, ph, pw,
 
 @triton.jit
 def adaptive_avg_pool(out, x, total, C, H, W, OH, OW, MAXH, MAXW, sxn, sxc, sxh, sxw,
-                      ACC: tl.constexpr, BLOCK: tl.constexpr):
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+                      ACC: tl.constexpr, WIDE: tl.constexpr, BLOCK: tl.constexpr):
+    offs = offsets(BLOCK, WIDE)
     mask = offs < total
     ow = offs % OW
     rem = offs // OW
