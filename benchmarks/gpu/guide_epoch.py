@@ -1,13 +1,15 @@
 """One training epoch of the guide CNN on the GPU: ember (``autodiff<cuda:0>``, eagerly and as a
 replayed CUDA graph) against PyTorch eager, same batches, same model shape, in one process.
 
-    python benchmarks/gpu/guide_epoch.py [--epochs 3]
+    python benchmarks/gpu/guide_epoch.py [--epochs 7]
 
 The data is the guide's (scikit-learn's 8x8 digits, 70% for training, batch 32, AdamW).  Each
 side trains from its own initial weights on the same shuffled batches held on the host; an
-epoch is timed from the first batch's upload to the end of the last step on the device (the
-best of ``--epochs`` after a warm-up epoch).  Dropout is left out of the timed model on every
-side (a recorded graph would replay one dropout mask).  Runs from a checkout with no install.
+epoch is timed from the first batch's upload to the end of the last step on the device; the
+three runs take turns for ``--epochs`` rounds after a warm-up epoch each (`_rounds`), and each
+keeps its best (the median of the per-round ratios is reported too).  Dropout is left out
+of the timed model on every side (a recorded graph would replay one dropout mask).  Runs from
+a checkout with no install.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -37,16 +38,6 @@ def _batches(seed: int = 0) -> list[tuple[Any, Any]]:
     return [(xs[order[i:i + 32]], ys[order[i:i + 32]]) for i in range(0, len(order) - 31, 32)]
 
 
-def _best(run: Any, epochs: int) -> float:
-    run()
-    best = float("inf")
-    for _ in range(epochs):
-        t = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - t)
-    return best * 1e3
-
-
 def child(epochs: int) -> dict[str, Any]:
     import torch
 
@@ -54,6 +45,8 @@ def child(epochs: int) -> dict[str, Any]:
     import ember_cuda
 
     sys.path.insert(0, str(ROOT / "examples" / "guide"))
+    sys.path.insert(0, str(HERE))
+    from _rounds import interleaved, summary
     from model import GuideCNN
 
     batches = _batches()
@@ -76,7 +69,6 @@ def child(epochs: int) -> dict[str, Any]:
             opt.step(loss.backward())
         dev.synchronize()
 
-    res["ember_eager_ms"] = round(_best(ember_epoch, epochs), 2)
 
     gmodel, gopt = ember_epoch_fn(True)
     x = ember.tensor(batches[0][0], device=dev)
@@ -97,9 +89,9 @@ def child(epochs: int) -> dict[str, Any]:
                 recorded.replay()
             dev.synchronize()
 
-        res["ember_graph_ms"] = round(_best(graph_epoch, epochs), 2)
     except Exception as exc:  # reported, not fatal
         res["graph_error"] = f"{type(exc).__name__}: {exc}"[:1500]
+        graph_epoch = None
 
     tm = torch.nn.Sequential(
         torch.nn.Conv2d(1, 16, 3, padding=1), torch.nn.ReLU(),
@@ -117,8 +109,15 @@ def child(epochs: int) -> dict[str, Any]:
             topt.step()
         torch.cuda.synchronize()
 
-    res["torch_eager_ms"] = round(_best(torch_epoch, epochs), 2)
+    # the three epochs in turn, round by round (`_rounds.interleaved`); best of each
+    fns = {"ember_eager": ember_epoch, "torch_eager": torch_epoch}
+    if graph_epoch is not None:
+        fns["ember_graph"] = graph_epoch
+    times = interleaved(fns, dict.fromkeys(fns, lambda: None), epochs, 1)
+    for name, ts in times.items():
+        res[f"{name}_ms"] = round(min(ts), 2)
     res["eager_ratio"] = round(res["ember_eager_ms"] / res["torch_eager_ms"], 3)
+    res["eager_ratio_median"] = summary(times, "ember_eager", "torch_eager")["median_ratio"]
     if "ember_graph_ms" in res:
         res["graph_ratio"] = round(res["ember_graph_ms"] / res["torch_eager_ms"], 3)
     return res
@@ -126,7 +125,7 @@ def child(epochs: int) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--epochs", type=int, default=7)
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
@@ -141,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(r))
     print(f"guide CNN epoch ({r['batches']} batches of 32): ember eager {r['ember_eager_ms']} ms, "
           f"ember graph {r.get('ember_graph_ms')} ms, torch eager {r['torch_eager_ms']} ms; "
-          f"ratios {r['eager_ratio']}x / {r.get('graph_ratio')}x {r.get('graph_error', '')}")
+          f"ratios {r['eager_ratio']}x / {r.get('graph_ratio')}x (median of rounds, eager: "
+          f"{r['eager_ratio_median']}x) {r.get('graph_error', '')}")
     return 0
 
 

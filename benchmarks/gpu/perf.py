@@ -21,6 +21,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 
@@ -46,6 +47,9 @@ def child(quick: bool) -> dict[str, object]:
     import torch
 
     import ember
+
+    sys.path.insert(0, str(HERE))
+    from _rounds import interleaved, summary
 
     d = ember.device("cuda:0")
     be = d.backend
@@ -98,12 +102,15 @@ def child(quick: bool) -> dict[str, object]:
     torch.backends.cuda.matmul.allow_tf32 = False
     res["matmul"] = rows
     res["selector_cache"] = str(be.selector.path)
+    res["selector_timings"] = dict(be.selector._timings)  # ms per candidate, by key
 
     # -- host cost per eager op -----------------------------------------------------------
     x = ember.ones((1024,), device=d)
     tx = torch.ones(1024, device="cuda")
-    res["host_us_per_add"] = {"ember": round(_host_us(lambda: x + x, 2000, sync), 2),
-                              "torch": round(_host_us(lambda: tx + tx, 2000, tsync), 2)}
+    times = interleaved({"ember": lambda: x + x, "torch": lambda: tx + tx},
+                        {"ember": sync, "torch": tsync}, 7, 2000)
+    res["host_us_per_add"] = {k: round(v * 1e3, 2) if k != "median_ratio" else v
+                              for k, v in summary(times, "ember", "torch").items()}
 
     # -- row softmax / layer_norm vs copy -------------------------------------------------
     r = 8192
@@ -142,29 +149,28 @@ def child(quick: bool) -> dict[str, object]:
         torch.nn.functional.cross_entropy(tm(txb), tyb).backward()
         topt.step()
 
-    for _ in range(5):
-        step()
-        tstep()
-    steps = 20 if quick else 100
-    e_ms = _host_us(step, steps, sync) / 1e3
-    t_ms = _host_us(tstep, steps, tsync) / 1e3
-    res["mlp_step_ms"] = {"ember": round(e_ms, 3), "torch": round(t_ms, 3),
-                          "ratio": round(e_ms / t_ms, 2)}
+    fns: dict[str, Any] = {"ember": step, "torch": tstep}
+    syncs: dict[str, Any] = {"ember": sync, "torch": tsync}
     try:  # the same step recorded once as a CUDA graph and replayed
         import ember_cuda
 
         gstep = mlp_step(ember, capturable=True)
         recorded = ember_cuda.graph(gstep, device="autodiff<cuda:0>", warmup=3)
-        g_ms = _host_us(recorded.replay, steps, sync) / 1e3
-        res["mlp_step_ms"]["ember_graph"] = round(g_ms, 3)
-        res["mlp_step_ms"]["graph_ratio"] = round(g_ms / t_ms, 3)
-        eager_c = mlp_step(ember, capturable=True)  # the capturable optimizer, eagerly
-        for _ in range(5):
-            eager_c()
-        res["mlp_step_ms"]["ember_capturable_eager"] = round(
-            _host_us(eager_c, steps, sync) / 1e3, 3)
+        fns["ember_graph"] = recorded.replay
+        fns["ember_capturable_eager"] = mlp_step(ember, capturable=True)
+        syncs["ember_graph"] = syncs["ember_capturable_eager"] = sync
     except Exception as exc:  # reported, not fatal
-        res["mlp_step_ms"]["graph_error"] = f"{type(exc).__name__}: {exc}"[:2000]
+        res["mlp_step_ms"] = {"graph_error": f"{type(exc).__name__}: {exc}"[:2000]}
+    for _ in range(5):
+        for fn in fns.values():
+            fn()
+    steps = 20 if quick else 50
+    times = interleaved(fns, syncs, 3 if quick else 7, steps)  # rounds: ember, torch, ...
+    mlp = summary(times, "ember", "torch")
+    res["mlp_step_ms"] = {**res.get("mlp_step_ms", {}), **mlp,
+                          "ratio": round(mlp["ember"] / mlp["torch"], 2)}
+    if "ember_graph" in mlp:
+        res["mlp_step_ms"]["graph_ratio"] = round(mlp["ember_graph"] / mlp["torch"], 3)
     try:  # the same step through Fusion: analysis share from its stats
         import ember_fusion
 
@@ -211,7 +217,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['torch_tflops']} | {r['triton_vs_cublas']}x | {r['selected_vs_cublas']}x | "
               f"{r['max_rel_err']:.1e} |")
     h = res["host_us_per_add"]
-    print(f"\nhost cost per add (1,024 elements): ember {h['ember']} us, torch {h['torch']} us")
+    print(f"\nhost cost per add (1,024 elements): ember {h['ember']} us, torch {h['torch']} us "
+          f"(median ratio of 7 interleaved rounds {h['median_ratio']}x)")
     r = res["rows"]
     print(f"8192x8192 fp32 rows, share of copy ({r['copy_tb_s']} TB/s): softmax "
           f"{r['softmax_share_of_copy']} (torch {r['torch_softmax_share']}), layer_norm "
@@ -220,7 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"MLP step with CUDA graph replay: {m.get('ember_graph')} ms, ratio "
           f"{m.get('graph_ratio')}x of torch eager (capturable Adam eagerly: "
           f"{m.get('ember_capturable_eager')} ms) {m.get('graph_error', '')}")
-    print(f"MLP step: ember {m['ember']} ms, torch {m['torch']} ms, ratio {m['ratio']}x; "
+    print(f"MLP step: ember {m['ember']} ms, torch {m['torch']} ms, ratio {m['ratio']}x "
+          f"(median of rounds {m['median_ratio']}x); "
           f"autodiff<fusion<cuda:0>> {m.get('ember_fusion')} ms (analysis share "
           f"{m.get('fusion_analysis_share')}) {m.get('fusion_error', '')}")
     return 0

@@ -51,10 +51,26 @@ def conv2d(be: TritonBackend, x: DeviceArray, w: DeviceArray, stride: Pair = (1,
 
 def _wide(*arrays: DeviceArray) -> bool:
     """Whether a gather over ``arrays`` needs 64-bit indices: any of them holds, or its
-    strides reach, 2**31 elements or more (`kernels.nn.offsets`)."""
-    return any(a.size >= 1 << 31 or sum((d - 1) * abs(s) for d, s in zip(a.shape, a.strides,
-                                                                          strict=True))
-               >= (1 << 31) - 1 for a in arrays)
+    strides may reach, 2**31 elements or more (a cheap bound; `kernels.nn.offsets`)."""
+    for a in arrays:
+        if a.size >= _INT32 or (a.shape and len(a.shape) * max(a.shape)
+                                * max(map(abs, a.strides)) >= _INT32):
+            return True
+    return False
+
+
+_INT32 = (1 << 31) - 1
+
+
+def _gather(be: TritonBackend, name: str, total: int, arrays: tuple[DeviceArray, ...],
+            scalars: tuple[int, ...], **meta: Any) -> None:
+    """Launch the gather kernel ``name`` (`kernels.nn`) over ``total`` outputs, by a key of
+    its own (`TritonBackend.launch_planned`): ``scalars`` hold every size and stride."""
+    block = be.block_size(total)
+    wide = _wide(*arrays)
+    key = (name, total, scalars, wide, *[a.dtype for a in arrays], *meta.values())
+    be.launch_planned(key, getattr(be.module("nn"), name), (-(-total // block),), arrays,
+                      (total, *scalars), WIDE=wide, BLOCK=block, **meta)
 
 
 def _im2col(be: TritonBackend, x: DeviceArray, shape: tuple[int, ...], out_hw: Pair,
@@ -66,10 +82,9 @@ def _im2col(be: TritonBackend, x: DeviceArray, shape: tuple[int, ...], out_hw: P
     cols = be.empty(shape, x.dtype)
     total = cols.size
     if total:
-        block = be.block_size(total)
-        be.launch(be.module("nn").im2col, (-(-total // block),), cols, x, total, n, c, h, wd,
-                  *out_hw, *kernel, *stride, *padding, *dilation, *x.strides,
-                  BATCH_INNER=batch_inner, WIDE=_wide(cols, x), BLOCK=block)
+        _gather(be, "im2col", total, (cols, x), (n, c, h, wd, *out_hw, *kernel, *stride,
+                                                 *padding, *dilation, *x.strides),
+                BATCH_INNER=batch_inner)
     return cols
 
 
@@ -181,10 +196,8 @@ def _max_pool2d(be: TritonBackend, x: DeviceArray, kernel_size: Pair = (1, 1),
     idx = be.empty((n, c, oh, ow), np.int64)
     total = out.size
     if total:
-        block = be.block_size(total)
-        be.launch(be.module("nn").max_pool, (-(-total // block),), out, idx, x, total, c, h, w,
-                  oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, *x.strides, WIDE=_wide(idx, x),
-                  BLOCK=block)
+        _gather(be, "max_pool", total, (out, idx, x), (c, h, w, oh, ow, kh, kw, sh, sw, ph,
+                                                       pw, dh, dw, *x.strides))
     return cast(be, out, dtype), idx
 
 
@@ -199,10 +212,9 @@ def _max_pool2d_backward(be: TritonBackend, g: DeviceArray, idx: DeviceArray, x:
     total = dx.size
     if total:
         g, idx = contiguous(be, g), contiguous(be, idx)  # the same strides for both
-        block = be.block_size(total)
-        be.launch(be.module("nn").max_pool_backward, (-(-total // block),), dx, g, idx, total,
-                  c, h, w, oh, ow, *kernel_size, *stride, *padding, *dilation, *g.strides,
-                  ACC=_acc(g.dtype), WIDE=_wide(dx, g), BLOCK=block)
+        _gather(be, "max_pool_backward", total, (dx, g, idx),
+                (c, h, w, oh, ow, *kernel_size, *stride, *padding, *dilation, *g.strides),
+                ACC=_acc(g.dtype))
     return dx
 
 
@@ -216,10 +228,9 @@ def _avg_pool2d(be: TritonBackend, x: DeviceArray, kernel_size: Pair = (1, 1),
     out = be.empty((n, c, oh, ow), x.dtype)
     total = out.size
     if total:
-        block = be.block_size(total)
-        be.launch(be.module("nn").avg_pool, (-(-total // block),), out, x, total, c, h, w, oh,
-                  ow, kh, kw, sh, sw, ph, pw, *x.strides, INCLUDE_PAD=bool(count_include_pad),
-                  ACC=_acc(x.dtype), WIDE=_wide(out, x), BLOCK=block)
+        _gather(be, "avg_pool", total, (out, x), (c, h, w, oh, ow, kh, kw, sh, sw, ph, pw,
+                                                  *x.strides),
+                INCLUDE_PAD=bool(count_include_pad), ACC=_acc(x.dtype))
     return out
 
 
@@ -232,10 +243,8 @@ def _adaptive_avg_pool2d(be: TritonBackend, x: DeviceArray,
     if total:
         maxh = max(-(-((i + 1) * h) // oh) - (i * h) // oh for i in range(oh))
         maxw = max(-(-((i + 1) * w) // ow) - (i * w) // ow for i in range(ow))
-        block = be.block_size(total)
-        be.launch(be.module("nn").adaptive_avg_pool, (-(-total // block),), out, x, total, c,
-                  h, w, oh, ow, maxh, maxw, *x.strides, ACC=_acc(x.dtype),
-                  WIDE=_wide(out, x), BLOCK=block)
+        _gather(be, "adaptive_avg_pool", total, (out, x), (c, h, w, oh, ow, maxh, maxw,
+                                                           *x.strides), ACC=_acc(x.dtype))
     return out
 
 
