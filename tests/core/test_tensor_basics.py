@@ -104,3 +104,17 @@ def test_negative_zero_scalar_is_not_the_cached_positive_zero() -> None:
         np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
     np.testing.assert_array_equal(np.signbit(x.clamp(min=-0.0).numpy()),
                                   np.signbit(np.maximum(x_np, -0.0)))
+
+
+def test_contiguous_gives_a_row_major_payload() -> None:
+    """``contiguous()`` (as in PyTorch): a transposed view comes back as a row-major copy,
+    which is what ``_data`` and DLPack consumers see; a dense tensor keeps its payload."""
+    a = np.arange(12.0).reshape(3, 4)
+    x = ember.tensor(a)
+    t = x.T
+    assert not t._data.flags.c_contiguous  # the cpu payload is a numpy view
+    c = t.contiguous()
+    assert c._data.flags.c_contiguous
+    np.testing.assert_array_equal(c.numpy(), a.T)
+    np.testing.assert_array_equal(np.from_dlpack(c), a.T)
+    assert x.contiguous()._data is x._data

@@ -157,7 +157,9 @@ class Tensor:
         return _mv.contiguous(self)
 
     def contiguous(self) -> Tensor:
-        return self
+        """This tensor in a dense row-major layout: itself where its payload has one, else a
+        copy (what ``_data`` or a DLPack consumer then sees), as in PyTorch."""
+        return _mv.contiguous(self)
 
     def __dlpack__(self, stream: Any = None, **kwargs: Any) -> Any:
         base = self._device.base.backend
