@@ -94,11 +94,16 @@ def _source(name: str, nin: int, nsc: int, rank: int, body: str, in_dtypes: Sequ
 def run_plan(be: TritonBackend, plan: tuple[Any, ...], inputs: Sequence[DeviceArray],
              scalars: Sequence[DeviceArray] = ()) -> DeviceArray:
     """Run a recorded elementwise launch (see `elementwise`) on operands of the same layouts."""
-    kernel, grid, pshape, pdtype, ints, block, nbytes, direct = plan
+    kernel, grid, pshape, pdtype, ints, block, nbytes, pstrides, direct = plan
     mem = be.memory
     storage, ptr = mem.allocate_at(nbytes)
-    out = DeviceArray.fresh(mem, storage, pshape, pdtype, ptr)
+    out = DeviceArray.fresh(mem, storage, pshape, pdtype, ptr, pstrides)
     if direct is not None:
+        if len(inputs) == 2 and not scalars:  # binary ops: the common case, unrolled
+            pa, pb = inputs[0].ptr, inputs[1].ptr
+            if not (ptr | pa | pb) & 15:
+                direct(grid, mem.stream(), [ptr, pa, pb, *ints])
+                return out
         # the compiled kernel, launched with addresses: it was compiled for 16-byte aligned
         # operands, which every operand still is (else the general path)
         addrs = [ptr]
@@ -184,7 +189,7 @@ def elementwise(be: TritonBackend, body: str, inputs: Sequence[DeviceArray],
         if direct is not None and any(a.ptr & 15 for a in (out, *inputs, *scalars)):
             direct = None  # compiled for an unaligned operand: keep the general path
         plans[plan_key] = (kernel, grid, out.shape, out.dtype, ints, block,
-                           max(n, 1) * out.dtype.itemsize, direct)
+                           max(n, 1) * out.dtype.itemsize, out.strides, direct)
     return out
 
 

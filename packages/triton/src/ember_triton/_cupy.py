@@ -46,6 +46,7 @@ class CupyMemory(Memory):
         self.device = cupy.cuda.Device(index)
         self.pool = pool if pool is not None else cupy.get_default_memory_pool()
         self._get_device = cupy.cuda.runtime.getDevice
+        self._current_stream = cupy.cuda.get_current_stream
         self._alloc = cupy.cuda.alloc  # the current allocator (a recording graph's pool)
 
     def activate(self) -> None:
@@ -54,7 +55,7 @@ class CupyMemory(Memory):
 
     def stream(self) -> int:
         # the stream ember's Triton driver reports to the JIT: CuPy's current one
-        return int(self.cupy.cuda.get_current_stream().ptr)
+        return self._current_stream().ptr  # type: ignore[no-any-return]
 
     # storages are CuPy ``MemoryPointer``s from the current allocator (a recording CUDA graph
     # swaps in its own pool); a pointer keeps its block alive and returns it when dropped
