@@ -83,7 +83,7 @@ def child() -> None:
         ex = ctypes.addressof(extra)
         rows["cupy driver.launchKernel, extra buffer"] = lambda: launch(
             f, g0, 1, 1, block, 1, 1, shared, stream, 0, ex)
-        tail = ()
+        tail = (plan[5],)  # BLOCK: the constexpr after the arguments
         rows["triton CompiledKernel.run"] = lambda: compiled.run(
             g0, 1, 1, stream, compiled.function, compiled.packed_metadata, None, None, None,
             *raw, *tail)
