@@ -16,6 +16,22 @@ __all__ = ["DeviceArray", "contiguous_strides", "dtype_name", "kind_of", "triton
 
 
 _STRIDES: dict[tuple[int, ...], tuple[int, ...]] = {}
+_SHAPES: dict[tuple[int, ...], tuple[int, ...]] = {}
+
+
+def int_shape(shape: Any) -> tuple[int, ...]:
+    """``shape`` as a tuple of Python ints (numpy integers leak into views otherwise, and
+    slow down everything that hashes or compares them).  A dictionary of the shapes seen
+    answers in one look-up: numpy integers hash and compare like the ints they hold, so a
+    tuple of them finds its int twin."""
+    if type(shape) is not tuple:
+        shape = tuple(shape)
+    got = _SHAPES.get(shape)
+    if got is None:
+        got = tuple(map(int, shape))
+        if len(_SHAPES) < 65536:
+            _SHAPES[got] = got
+    return got
 
 
 def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -64,7 +80,7 @@ class DeviceArray:
                  strides: tuple[int, ...] | None = None, offset: int = 0) -> None:
         self.memory = memory
         self.storage = storage
-        self.shape = tuple(map(int, shape))
+        self.shape = int_shape(shape)
         self.dtype = np.dtype(dtype)
         self.strides = contiguous_strides(self.shape) if strides is None else tuple(strides)
         self.offset = int(offset)
@@ -107,7 +123,7 @@ class DeviceArray:
         a = object.__new__(DeviceArray)
         a.memory = self.memory
         a.storage = self.storage
-        a.shape = tuple(map(int, shape))
+        a.shape = int_shape(shape)
         a.dtype = self.dtype
         a.strides = tuple(strides)
         a.offset = int(offset)

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ._array import DeviceArray
+from ._array import DeviceArray, int_shape
 
 __all__ = ["HostMemory", "HostPointer", "Memory"]
 
@@ -75,8 +75,9 @@ class Memory:
     # -- shared ----------------------------------------------------------------------------
 
     def empty(self, shape: tuple[int, ...], dtype: np.dtype[Any]) -> DeviceArray:
-        shape = tuple(map(int, shape))
-        dtype = np.dtype(dtype)
+        shape = int_shape(shape)
+        if not isinstance(dtype, np.dtype):
+            dtype = np.dtype(dtype)
         n = math.prod(shape)
         storage, ptr = self.allocate_at(max(n, 1) * dtype.itemsize)
         return DeviceArray.fresh(self, storage, shape, dtype, ptr)
