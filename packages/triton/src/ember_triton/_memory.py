@@ -9,7 +9,7 @@ supply CuPy-backed layers.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -81,6 +81,20 @@ class Memory:
         n = math.prod(shape)
         storage, ptr = self.allocate_at(max(n, 1) * dtype.itemsize)
         return DeviceArray.fresh(self, storage, shape, dtype, ptr)
+
+    def empty_many(self, specs: Sequence[tuple[tuple[int, ...], Any]]) -> list[DeviceArray]:
+        """New contiguous arrays of the ``(shape, dtype)`` pairs over one allocation, each
+        starting on a 256-byte boundary: outputs that are always replaced together (Adam's
+        moments) cost one allocation instead of one each."""
+        layout = []
+        at = 0
+        for shape, dtype in specs:
+            shape, dtype = int_shape(shape), np.dtype(dtype)
+            layout.append((shape, dtype, at))
+            at += -(-max(math.prod(shape), 1) * dtype.itemsize // 256) * 256
+        storage, _ = self.allocate_at(max(at, 1))
+        return [DeviceArray(self, storage, shape, dtype, None, start // dtype.itemsize)
+                for shape, dtype, start in layout]
 
     def from_numpy(self, array: np.ndarray) -> DeviceArray:
         flat = np.asarray(array)  # Note: not ascontiguousarray, which makes 0-d arrays 1-d

@@ -72,7 +72,10 @@ def _update(be: TritonBackend, ps: Sequence[DeviceArray], gs: Sequence[DeviceArr
             decoupled: bool, maximize: bool, step: DeviceArray | None = None,
             ) -> tuple[DeviceArray, ...]:
     """New ``(p_1..p_n, m_1..m_n, v_1..v_n)``: one launch per `MAX_TENSORS` parameters."""
-    outs = [[be.empty(p.shape, p.dtype) for p in ps] for _ in range(3)]
+    # the moments of all the parameters in one allocation (they are always replaced
+    # together); the parameters one each (a kept parameter value keeps only itself alive)
+    moments = be.memory.empty_many([(p.shape, p.dtype) for p in ps] * 2)
+    outs = [[be.empty(p.shape, p.dtype) for p in ps], moments[:len(ps)], moments[len(ps):]]
     live = [i for i, p in enumerate(ps) if p.size]
     meta: dict[str, Any] = {"HAS_WD": weight_decay != 0.0, "DECOUPLED": decoupled,
                             "MAXIMIZE": maximize, "BLOCK": _BLOCK}
