@@ -12,22 +12,9 @@ from __future__ import annotations
 import ctypes
 import struct
 import sys
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-
-
-def _us(fn, n: int = 20000) -> float:  # type: ignore[no-untyped-def]
-    for _ in range(n // 10):
-        fn()
-    best = float("inf")
-    for _ in range(3):
-        t = time.perf_counter()
-        for _ in range(n):
-            fn()
-        best = min(best, (time.perf_counter() - t) / n * 1e6)
-    return best
 
 
 def _abi_buffer(types: list[str], raw: list[object]) -> bytes:
@@ -50,6 +37,7 @@ def _abi_buffer(types: list[str], raw: list[object]) -> bytes:
 def child() -> None:
     import cupy
     from cupy.cuda import driver
+    from profile_host import _us, add_launch
 
     import ember
 
@@ -58,12 +46,8 @@ def child() -> None:
     for _ in range(100):
         x + x
     d.synchronize()
-    be = x._device.dispatch.__self__
+    be, entry, grid, raw, stream = add_launch(x)
     plan = next(iter(be.elementwise_plans.values()))
-    entry, grid = plan[-1], plan[1]
-    a = x._data
-    raw = [a.ptr] * 3 + list(plan[4])
-    stream = be.memory.stream()
     rows: dict[str, object] = {"ember x + x": lambda: x + x}
     rows[f"entry ({type(entry).__name__})"] = lambda: entry(grid, stream, raw)
     f, block, shared = entry.function, entry.block, entry.shared
