@@ -285,3 +285,77 @@ def test_split_k_covers_k_in_whole_steps(tiles: int, k: int, bk: int, procs: int
     assert splits * tiles <= procs + tiles  # no more programs than the device runs at once
     assert split_k(procs, k, bk, procs) == (1, k)  # enough tiles: no split
     assert split_k(tiles, 4 * bk, bk, procs) == (1, 4 * bk)  # too little K
+
+
+def _tma_operands(dev: ember.Device, dtype: ember.DType, m: int, n: int, k: int,
+                  b_kmajor: bool) -> tuple[Any, Any, np.ndarray, np.ndarray]:
+    rng = _rng()
+    av = rng.standard_normal((m, k))
+    bv = rng.standard_normal((n, k)).T if b_kmajor else rng.standard_normal((k, n))
+    a = ember.tensor(av, dtype=dtype, device=dev)
+    b = ember.tensor(np.ascontiguousarray(bv.T) if b_kmajor else bv, dtype=dtype, device=dev)
+    bd = b._data.transpose((1, 0)) if b_kmajor else b._data
+    # the operands as the kernel sees them, rounded to ``dtype``, in float64
+    return a._data, bd, a.numpy().astype(np.float64), b.numpy().astype(np.float64).T \
+        if b_kmajor else b.numpy().astype(np.float64)
+
+
+@pytest.mark.parametrize("dtype", [ember.float32, ember.float16, ember.bfloat16])
+@pytest.mark.parametrize("b_kmajor", [False, True])
+@pytest.mark.parametrize("bias", [False, True])
+def test_tma_matmul_matches_numpy(dev: ember.Device, dtype: ember.DType, b_kmajor: bool,
+                                  bias: bool) -> None:
+    """The persistent tensor-descriptor matmul (`matmul_tma`): shapes that are no multiple of
+    the tiles (descriptor loads fill zeros past the edges), more tiles than programs (each
+    program walks several), B in either layout, the bias epilogue; against numpy float64."""
+    from ember_triton.linalg import _tma_matmul, tma_fits
+
+    be = dev.backend
+    m, n, k = 70, 48, 40
+    a, b, an, bn = _tma_operands(dev, dtype, m, n, k, b_kmajor)
+    precision = "tf32" if dtype == ember.float32 else "ieee"
+    args = (m, n, k, 1, 0, 0, *a.strides, 0, 0, *b.strides)
+    assert tma_fits(a, b, args, precision)
+    out = be.empty((m, n), a.dtype)
+    bias_t = ember.tensor(_rng().standard_normal(n), dtype=dtype, device=dev) if bias else None
+    cfg = (32, 16, 16, 2, 4, 1)  # 3 x 3 tiles on the interpreter's 8 programs
+    assert -(-m // cfg[0]) * -(-n // cfg[1]) > be.processors
+    _tma_matmul(be, cfg, out, a, b, args, precision, None if bias_t is None else bias_t._data)
+    want = an @ bn
+    if bias_t is not None:
+        want = want + bias_t.numpy().astype(np.float64)
+    got = be.to_numpy(out, dtype).astype(np.float64)
+    tol = 1e-5 if dtype == ember.float32 else 1e-2
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.sqrt(k))
+
+
+def test_tma_fits_only_descriptor_friendly_operands(dev: ember.Device) -> None:
+    from ember_triton.linalg import tma_fits
+
+    def fits(dtype: ember.DType, m: int, n: int, k: int, b_kmajor: bool, precision: str,
+             shift: int = 0) -> bool:
+        a, b, _, _ = _tma_operands(dev, dtype, m, n, k + shift, b_kmajor)
+        if shift:  # a view one element in: its base is no longer 16-byte aligned
+            a = a.view((m, k), a.strides, a.offset + shift)
+        args = (m, n, k, 1, 0, 0, *a.strides, 0, 0, *b.strides)
+        return tma_fits(a, b, args, precision)
+
+    assert fits(ember.float16, 64, 64, 64, False, "ieee")
+    assert fits(ember.float16, 64, 64, 64, True, "ieee")
+    assert fits(ember.float32, 64, 64, 64, False, "tf32")  # B is copied K-major
+    assert not fits(ember.float32, 64, 64, 64, False, "ieee")  # strict float32: no tensor cores
+    assert not fits(ember.float16, 64, 64, 60, False, "ieee")  # K rows of 120 bytes
+    assert not fits(ember.float16, 64, 60, 64, False, "ieee")  # N rows of 120 bytes
+    assert not fits(ember.float16, 64, 64, 64, False, "ieee", shift=1)
+
+
+@pytest.mark.parametrize("dtype", [ember.float32, ember.bfloat16, ember.int64])
+def test_transposed_copies_use_the_tiled_kernel(dev: ember.Device,
+                                                monkeypatch: pytest.MonkeyPatch,
+                                                dtype: ember.DType) -> None:
+    launched = _launches(monkeypatch, dev.backend)
+    x = ember.tensor(_rng().integers(-1000, 1000, (130, 70)), dtype=dtype, device=dev)
+    got = x.transpose(0, 1).contiguous()
+    assert "transpose" in launched
+    np.testing.assert_array_equal(got.numpy(), x.numpy().T)
+    assert got._data.strides == (130, 1)

@@ -214,4 +214,24 @@ def contiguous(be: TritonBackend, a: DeviceArray) -> DeviceArray:
         return a
     if a.is_contiguous:  # contiguous but for the strides of size-1 axes
         return a.view(a.shape, contiguous_strides(a.shape), a.offset)
+    if (a.ndim == 2 and a.size >= TRANSPOSE_MIN and 0 < a.strides[0] < a.strides[1]
+            and a.shape[1] < 1 << 22):  # the grid's second axis holds C / 64 programs
+        return _transpose_copy(be, a)
     return elementwise(be, "r = x0", [a], a.dtype, widen=False)
+
+
+#: 2-D copies of at least this many elements whose rows are not contiguous use the tiled
+#: `transpose` kernel (both sides coalesced); smaller ones the elementwise copy
+TRANSPOSE_MIN = 1 << 12
+
+
+def _transpose_copy(be: TritonBackend, a: DeviceArray) -> DeviceArray:
+    r, c = a.shape
+    out = be.empty(a.shape, a.dtype)
+    sr, sc = a.strides
+    block = 64
+    wide = a.size >= 1 << 31 or (r - 1) * sr + (c - 1) * sc >= 1 << 31
+    be.launch_planned(("transpose", r, c, sr, sc, a.dtype), be.module("movement").transpose,
+                      (-(-r // block), -(-c // block)), (out, a), (r, c, sr, sc), WIDE=wide,
+                      BR=block, BC=block)
+    return out

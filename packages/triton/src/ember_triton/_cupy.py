@@ -29,6 +29,20 @@ class CupyPointer:
         return self._ptr
 
 
+class _Scratch:
+    """A global-scratch buffer handed to Triton's launcher (it asks for ``data_ptr()``)."""
+
+    __slots__ = ("ptr", "size", "storage")
+
+    def __init__(self, storage: Any, alignment: int, size: int) -> None:
+        self.storage = storage
+        self.ptr = -(-int(storage.ptr) // alignment) * alignment
+        self.size = size
+
+    def data_ptr(self) -> int:
+        return self.ptr
+
+
 class CupyMemory(Memory):
     """Byte buffers from CuPy's default memory pool on device ``index``.
 
@@ -48,6 +62,7 @@ class CupyMemory(Memory):
         self._get_device = cupy.cuda.runtime.getDevice
         self._current_stream = cupy.cuda.get_current_stream
         self._alloc = cupy.cuda.alloc  # the current allocator (a recording graph's pool)
+        self._scratch: dict[int, _Scratch] = {}
 
     def activate(self) -> None:
         if self._get_device() != self.index:
@@ -111,6 +126,25 @@ class CupyMemory(Memory):
     def processors(self) -> int:
         props = self.cupy.cuda.runtime.getDeviceProperties(self.index)
         return int(props["multiProcessorCount"])
+
+    def tma(self) -> bool:
+        return not self.cupy.cuda.runtime.is_hip and int(self.device.compute_capability) >= 90
+
+    def use_scratch(self) -> None:
+        import triton
+
+        triton.set_allocator(self._scratch_for)
+
+    def _scratch_for(self, size: int, alignment: int, stream: int | None) -> _Scratch:
+        """Triton's allocator: one buffer per stream, kept and grown (kernels on one stream run
+        in order, so they can share it; a CUDA graph that recorded a launch keeps using it)."""
+        key = 0 if stream is None else int(stream)
+        buf = self._scratch.get(key)
+        if buf is None or buf.size < size or buf.ptr % alignment:
+            self.activate()
+            storage = self.cupy.cuda.memory.alloc(max(size, 1 << 16) + alignment)
+            buf = self._scratch[key] = _Scratch(storage, alignment, max(size, 1 << 16))
+        return buf
 
     def timer(self, fn: Callable[[], Any]) -> float:
         """Milliseconds per call of ``fn`` on this device's current stream (CUDA events):

@@ -72,6 +72,16 @@ class Memory:
         so CI runs it."""
         return 8
 
+    def tma(self) -> bool:
+        """Whether the device loads tiles through tensor descriptors in hardware (Hopper's TMA,
+        CUDA sm90 and later): the persistent matmul kernels' candidates.  The interpreter runs
+        those kernels too (tests), but kernel selection does not offer them there."""
+        return False
+
+    def use_scratch(self) -> None:
+        """Make this memory Triton's allocator for kernels' global scratch (device-side tensor
+        descriptors) in the calling thread (GPU layers)."""
+
     # -- shared ----------------------------------------------------------------------------
 
     def empty(self, shape: tuple[int, ...], dtype: np.dtype[Any]) -> DeviceArray:

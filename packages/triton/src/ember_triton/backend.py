@@ -113,6 +113,8 @@ class TritonBackend(Backend):
         self.use_cublas = os.environ.get("EMBER_CUBLAS", "1") != "0"
         #: the device's multiprocessors (split-K matmuls fill them)
         self.processors = memory.processors()
+        #: Hopper's TMA: kernel selection adds the persistent tensor-descriptor matmuls
+        self.tma = memory.tma()
         self._scalars: dict[tuple[Any, bytes], DeviceArray] = {}
         self._scalar_values: dict[tuple[Any, ...], DeviceArray] = {}
         #: recurring elementwise launches by operand layout (see `_codegen.elementwise`)

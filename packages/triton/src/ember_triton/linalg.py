@@ -92,6 +92,15 @@ _CONFIGS = {
     "ieee": [(64, 64, 32, 8, 4, 3), (128, 64, 32, 8, 4, 3), (128, 128, 16, 8, 8, 3),
              (64, 64, 16, 8, 4, 4)],
 }
+#: persistent TMA configs ``(BM, BN, BK, GROUP_M, num_warps, num_stages)``: 2-D problems on
+#: sm90+ (`matmul_tma`), timed beside ``_CONFIGS`` (strict float32 has none: no tensor cores)
+_TMA_CONFIGS = {
+    "half": [(128, 256, 64, 8, 8, 3), (128, 256, 64, 8, 8, 4), (256, 128, 64, 8, 8, 3),
+             (128, 128, 64, 8, 4, 4), (128, 128, 64, 8, 8, 4)],
+    "tf32": [(128, 128, 32, 8, 4, 4), (128, 256, 32, 8, 8, 3), (128, 256, 32, 8, 8, 4),
+             (256, 128, 32, 8, 8, 3), (128, 128, 32, 8, 8, 4)],
+    "ieee": [],
+}
 #: problems below this many multiply-adds use the default config without timing
 TUNE_MIN_MACS = 1 << 24
 
@@ -117,15 +126,22 @@ def _matmul_dot(be: TritonBackend, out: DeviceArray, a: DeviceArray, b: DeviceAr
         return
     layouts = _cublas_layouts(args, batch) if be.name == "cuda" and be.use_cublas else None
     blas = layouts is not None
+    tma = be.tma and batch == 1 and tma_fits(a, b, args, precision)
     key = ("matmul", dtype_name(dt), precision, bucket(m), bucket(n), bucket(k), batch > 1,
-           a.strides[-1] == 1, b.strides[-1] == 1, blas)
+           a.strides[-1] == 1, b.strides[-1] == 1, blas, tma)
     name = be.selector.known(key)
     if name is None or (name == "cublas" and not blas) or (
-            name != "cublas" and name not in _CONFIG_NAMES):
+            name != "cublas" and name not in _CONFIG_NAMES and name not in _TMA_NAMES) or (
+            name in _TMA_NAMES and not tma):
         candidates: dict[str, Callable[[], None]] = {
             _config_name(cfg): functools.partial(_triton_matmul, be, cfg, out, a, b, args,
                                                  batch, precision, bias)
             for cfg in configs}
+        if tma:
+            candidates.update({
+                _config_name(cfg, "tma"): functools.partial(_tma_matmul, be, cfg, out, a, b,
+                                                            args, precision, bias)
+                for cfg in _TMA_CONFIGS[family]})
         if blas:
             candidates["cublas"] = functools.partial(_cublas_matmul, be, out, a, b, args,
                                                      batch, precision, layouts, bias)
@@ -133,15 +149,64 @@ def _matmul_dot(be: TritonBackend, out: DeviceArray, a: DeviceArray, b: DeviceAr
         candidates[name]()
     elif name == "cublas":
         _cublas_matmul(be, out, a, b, args, batch, precision, layouts, bias)
+    elif name in _TMA_NAMES:
+        _tma_matmul(be, _TMA_NAMES[name], out, a, b, args, precision, bias)
     else:
         _triton_matmul(be, _CONFIG_NAMES[name], out, a, b, args, batch, precision, bias)
 
 
-def _config_name(cfg: tuple[int, ...]) -> str:
-    return "triton:" + "x".join(map(str, cfg))
+def _config_name(cfg: tuple[int, ...], kind: str = "triton") -> str:
+    return f"{kind}:" + "x".join(map(str, cfg))
 
 
 _CONFIG_NAMES = {_config_name(cfg): cfg for cfgs in _CONFIGS.values() for cfg in cfgs}
+_TMA_NAMES = {_config_name(cfg, "tma"): cfg for cfgs in _TMA_CONFIGS.values() for cfg in cfgs}
+
+
+def tma_fits(a: DeviceArray, b: DeviceArray, args: tuple[int, ...], precision: str) -> bool:
+    """Whether `matmul_tma` can run the 2-D problem ``args``: tensor descriptors need 16-byte
+    aligned bases and row strides, and A's K axis contiguous (tf32 copies an operand whose K
+    axis is not, as `_k_major` does; half types read B either way)."""
+    _, n, k, _, _, _, sam, sak, _, _, sbk, sbn = args
+    size = a.dtype.itemsize
+    if precision == "ieee" and dtype_name(a.dtype) == "float32":
+        return False
+    if (k * size) % 16 or (n * size) % 16:
+        return False
+
+    def aligned(x: DeviceArray, stride: int) -> bool:
+        return stride > 0 and not (stride * size) % 16 and not x.ptr % 16
+
+    tf32 = precision == "tf32"
+    a_ok = aligned(a, sam) if sak == 1 else tf32
+    if tf32:
+        b_ok = aligned(b, sbn) if sbk == 1 else True
+    else:
+        b_ok = aligned(b, sbk) if sbn == 1 else sbk == 1 and aligned(b, sbn)
+    return a_ok and b_ok
+
+
+def _tma_matmul(be: TritonBackend, cfg: tuple[int, ...], out: DeviceArray, a: DeviceArray,
+                b: DeviceArray, args: tuple[int, ...], precision: str,
+                bias: DeviceArray | None = None) -> None:
+    """``out = a @ b (+ bias)`` by `matmul_tma` (``tma_fits(a, b, args, precision)`` holds):
+    persistent programs, one per multiprocessor at most."""
+    m, n, k = args[:3]
+    bm, bn, bk, group, warps, stages = cfg
+    if precision == "tf32":
+        a, b, args = _k_major(be, a, b, args)
+    sam, sbk, sbn = args[6], args[10], args[11]
+    kmajor = sbk == 1 and sbn != 1
+    step = min(-(-m // bm) * -(-n // bn), be.processors)
+    arrays = (out, a, b, out if bias is None else bias)
+    key = ("matmul_tma", cfg, m, n, k, sam, sbk, sbn, precision, kmajor, bias is None, a.dtype,
+           out.dtype, arrays[3].dtype)
+    be.memory.use_scratch()  # the descriptors live in global scratch
+    be.launch_planned(key, be.module("linalg").matmul_tma, (step,), arrays,
+                      (m, n, k, sam, sbk, sbn, step), PRECISION=precision,
+                      UPCAST=be.memory.interpret and dtype_name(a.dtype) == "bfloat16",
+                      BM=bm, BN=bn, BK=bk, GROUP_M=group, HAS_BIAS=bias is not None,
+                      B_KMAJOR=kmajor, num_warps=warps, num_stages=stages)
 
 
 def _triton_matmul(be: TritonBackend, cfg: tuple[int, ...], out: DeviceArray, a: DeviceArray,

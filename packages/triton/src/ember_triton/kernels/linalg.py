@@ -129,3 +129,50 @@ def split_k_sum(out, parts, bias, total, N, SPLITS, HAS_BIAS: tl.constexpr,
     if HAS_BIAS:
         acc += tl.load(bias + offs % N, mask=mask, other=0).to(tl.float32)
     tl.store(out + offs, acc.to(out.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def matmul_tma(c, a, b, bias, M, N, K, sam, sbk, sbn, STEP,
+               PRECISION: tl.constexpr, UPCAST: tl.constexpr, BM: tl.constexpr,
+               BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
+               HAS_BIAS: tl.constexpr, B_KMAJOR: tl.constexpr):
+    """2-D tensor-core matmul on Hopper's TMA: persistent programs walk C's tiles
+    (``STEP`` programs, tile ``t`` to program ``t % STEP``, GROUP_M tile rows at a time for L2),
+    loading A (K contiguous) and B as tiles through tensor descriptors; out-of-range rows,
+    columns and K steps load as zeros, so no masks.  B is ``K x N`` with N contiguous, or with
+    B_KMAJOR given as its ``N x K`` transpose with K contiguous: the only layout 32-bit (tf32)
+    wgmma reads from shared memory without a shuffle.  The epilogue adds ``bias[N]`` in float32
+    (HAS_BIAS) and stores with masks, in 64-bit offsets."""
+    a_desc = tl.make_tensor_descriptor(a, shape=[M, K], strides=[sam, 1], block_shape=[BM, BK])
+    if B_KMAJOR:
+        b_desc = tl.make_tensor_descriptor(b, shape=[N, K], strides=[sbn, 1],
+                                           block_shape=[BN, BK])
+    else:
+        b_desc = tl.make_tensor_descriptor(b, shape=[K, N], strides=[sbk, 1],
+                                           block_shape=[BK, BN])
+    num_m = tl.cdiv(M, BM)
+    num_n = tl.cdiv(N, BN)
+    k_tiles = tl.cdiv(K, BK)
+    per_group = GROUP_M * num_n
+    for tile in tl.range(tl.program_id(0), num_m * num_n, STEP):
+        first_m = (tile // per_group) * GROUP_M
+        rows = tl.minimum(num_m - first_m, GROUP_M)
+        om = (first_m + (tile % per_group) % rows) * BM
+        on = ((tile % per_group) // rows) * BN
+        acc = tl.zeros((BM, BN), tl.float32)
+        for kk in range(0, k_tiles):
+            av = a_desc.load([om, kk * BK])
+            if B_KMAJOR:
+                bv = tl.trans(b_desc.load([on, kk * BK]))
+            else:
+                bv = b_desc.load([kk * BK, on])
+            if UPCAST:  # the interpreter holds bfloat16 as raw bits: multiply in float32
+                av = av.to(tl.float32)
+                bv = bv.to(tl.float32)
+            acc = tl.dot(av, bv, acc, input_precision=PRECISION)
+        rm = om + tl.arange(0, BM)
+        rn = on + tl.arange(0, BN)
+        if HAS_BIAS:
+            acc += tl.load(bias + rn, mask=rn < N, other=0).to(tl.float32)[None, :]
+        c_ptrs = c + rm.to(tl.int64)[:, None] * N + rn[None, :]
+        tl.store(c_ptrs, acc.to(c.dtype.element_ty), mask=(rm < M)[:, None] & (rn < N)[None, :])

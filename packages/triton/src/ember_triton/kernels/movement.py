@@ -91,3 +91,19 @@ def nonzero_rows(out, flags, csum, n, NDIM: tl.constexpr, S0, S1, S2, S3, S4, S5
         tl.store(out + pos * NDIM + 1, rem % S1, mask=m)
         rem = rem // S1
     tl.store(out + pos * NDIM, rem % S0, mask=m)
+
+
+@triton.jit
+def transpose(out, x, R, C, sr, sc, WIDE: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr):
+    """``out[r, c] = x[r, c]`` for an ``R x C`` view ``x`` whose rows are not contiguous
+    (typically a transpose, ``sr`` 1): each program moves one ``BR x BC`` tile, read along
+    ``x``'s contiguous axis and written along ``out``'s (Triton swaps the layouts through shared
+    memory), so both sides of the copy are coalesced."""
+    rr = tl.program_id(0) * BR + tl.arange(0, BR)
+    rc = tl.program_id(1) * BC + tl.arange(0, BC)
+    if WIDE:
+        rr = rr.to(tl.int64)
+        rc = rc.to(tl.int64)
+    mask = (rr < R)[:, None] & (rc < C)[None, :]
+    v = tl.load(x + rr[:, None] * sr + rc[None, :] * sc, mask=mask)
+    tl.store(out + rr[:, None] * C + rc[None, :], v, mask=mask)
