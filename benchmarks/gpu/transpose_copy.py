@@ -1,6 +1,6 @@
 """How fast is a transposed copy (``x.T.contiguous()``, what tf32 matmuls make of an N-major
-B)?  Times ember's tiled `transpose` kernel and the elementwise copy it replaced against CuPy's
-contiguous copy of the same bytes, as shares of that copy (``python
+B)?  Times ember's tiled `transpose` kernel and the elementwise copy it replaced, and CuPy's
+copy of the same bytes, in TB/s read plus written (``python
 benchmarks/gpu/transpose_copy.py``)."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ def child() -> None:
     d = ember.device("cuda:0")
     be = d.backend
     timer = be.memory.timer
-    print(f"{'copy':34} {'µs':>9} {'share of plain copy':>20}")
+    print(f"{'copy':42} {'µs':>9} {'TB/s':>6}")
     for n, dtype in [(4096, np.float32), (8192, np.float32), (8192, np.float16)]:
         x = ember.tensor(np.random.default_rng(0).standard_normal((n, n)).astype(dtype),
                          device=d)
@@ -34,7 +34,8 @@ def child() -> None:
         flat = timer(lambda xt=xt: elementwise(be, "r = x0", [xt], xt.dtype, widen=False))
         for name, ms in [("cupy plain copy", plain), ("ember transpose (tiled)", tiled),
                          ("ember elementwise gather", flat)]:
-            print(f"{n} {np.dtype(dtype).name:8} {name:24} {ms * 1e3:9.1f} {plain / ms:20.3f}")
+            tbs = 2 * x.numel() * np.dtype(dtype).itemsize / ms / 1e9
+            print(f"{n} {np.dtype(dtype).name:8} {name:28} {ms * 1e3:9.1f} {tbs:6.2f}")
 
 
 if __name__ == "__main__":

@@ -318,7 +318,7 @@ def test_tma_matmul_matches_numpy(dev: ember.Device, dtype: ember.DType, b_kmajo
     assert tma_fits(a, b, args, precision)
     out = be.empty((m, n), a.dtype)
     bias_t = ember.tensor(_rng().standard_normal(n), dtype=dtype, device=dev) if bias else None
-    cfg = (32, 16, 16, 2, 4, 1)  # 3 x 3 tiles on the interpreter's 8 programs
+    cfg = (32, 16, 16, 2, 4, 1, 1)  # 3 x 3 tiles on the interpreter's 8 programs
     assert -(-m // cfg[0]) * -(-n // cfg[1]) > be.processors
     _tma_matmul(be, cfg, out, a, b, args, precision, None if bias_t is None else bias_t._data)
     want = an @ bn

@@ -135,7 +135,7 @@ def split_k_sum(out, parts, bias, total, N, SPLITS, HAS_BIAS: tl.constexpr,
 def matmul_tma(c, a, b, bias, M, N, K, sam, sbk, sbn, STEP,
                PRECISION: tl.constexpr, UPCAST: tl.constexpr, BM: tl.constexpr,
                BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
-               HAS_BIAS: tl.constexpr, B_KMAJOR: tl.constexpr):
+               HAS_BIAS: tl.constexpr, B_KMAJOR: tl.constexpr, FLATTEN: tl.constexpr):
     """2-D tensor-core matmul on Hopper's TMA: persistent programs walk C's tiles
     (``STEP`` programs, tile ``t`` to program ``t % STEP``, GROUP_M tile rows at a time for L2),
     loading A (K contiguous) and B as tiles through tensor descriptors; out-of-range rows,
@@ -154,7 +154,9 @@ def matmul_tma(c, a, b, bias, M, N, K, sam, sbk, sbn, STEP,
     num_n = tl.cdiv(N, BN)
     k_tiles = tl.cdiv(K, BK)
     per_group = GROUP_M * num_n
-    for tile in tl.range(tl.program_id(0), num_m * num_n, STEP):
+    # FLATTEN merges the tile and K loops for the software pipeliner, so a tile's epilogue
+    # overlaps the next tile's first loads
+    for tile in tl.range(tl.program_id(0), num_m * num_n, STEP, flatten=FLATTEN):
         first_m = (tile // per_group) * GROUP_M
         rows = tl.minimum(num_m - first_m, GROUP_M)
         om = (first_m + (tile % per_group) % rows) * BM
