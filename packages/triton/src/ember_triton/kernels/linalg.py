@@ -135,8 +135,7 @@ def split_k_sum(out, parts, bias, total, N, SPLITS, HAS_BIAS: tl.constexpr,
 def matmul_tma(c, a, b, bias, M, N, K, sam, sbk, sbn, STEP,
                PRECISION: tl.constexpr, UPCAST: tl.constexpr, BM: tl.constexpr,
                BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
-               HAS_BIAS: tl.constexpr, B_KMAJOR: tl.constexpr, FLATTEN: tl.constexpr,
-               SPLIT_N: tl.constexpr):
+               HAS_BIAS: tl.constexpr, B_KMAJOR: tl.constexpr, FLATTEN: tl.constexpr):
     """2-D tensor-core matmul on Hopper's TMA: persistent programs walk C's tiles
     (``STEP`` programs, tile ``t`` to program ``t % STEP``, GROUP_M tile rows at a time for L2),
     loading A (K contiguous) and B as tiles through tensor descriptors; out-of-range rows,
@@ -177,15 +176,5 @@ def matmul_tma(c, a, b, bias, M, N, K, sam, sbk, sbn, STEP,
         rn = on + tl.arange(0, BN)
         if HAS_BIAS:
             acc += tl.load(bias + rn, mask=rn < N, other=0).to(tl.float32)[None, :]
-        c_rows = c + rm.to(tl.int64)[:, None] * N
-        if SPLIT_N:  # two BM x BN/2 stores: half the shared memory their layout change takes
-            left, right = tl.split(tl.permute(tl.reshape(acc, (BM, 2, BN // 2)), (0, 2, 1)))
-            rn = on + tl.arange(0, BN // 2)
-            tl.store(c_rows + rn[None, :], left.to(c.dtype.element_ty),
-                     mask=(rm < M)[:, None] & (rn < N)[None, :])
-            rn += BN // 2
-            tl.store(c_rows + rn[None, :], right.to(c.dtype.element_ty),
-                     mask=(rm < M)[:, None] & (rn < N)[None, :])
-        else:
-            tl.store(c_rows + rn[None, :], acc.to(c.dtype.element_ty),
-                     mask=(rm < M)[:, None] & (rn < N)[None, :])
+        c_ptrs = c + rm.to(tl.int64)[:, None] * N + rn[None, :]
+        tl.store(c_ptrs, acc.to(c.dtype.element_ty), mask=(rm < M)[:, None] & (rn < N)[None, :])
