@@ -37,8 +37,22 @@ def _batch_strides(x: DeviceArray, bshape: tuple[int, ...]) -> tuple[int, ...]:
                  else x.strides[i - pad] for i in range(len(bshape)))
 
 
+#: ``(a.shape, a.strides, b.shape, b.strides)`` -> ``(out shape, args, batch)`` of matmuls
+#: whose batch axes merge into at most two (the per-call work before the launch, done once)
+_LAYOUTS: dict[tuple[Any, ...], tuple[tuple[int, ...], tuple[int, ...], int]] = {}
+
+
 def matmul(be: TritonBackend, a: DeviceArray, b: DeviceArray) -> DeviceArray:
     """``a @ b`` with batch axes broadcast."""
+    dt = a.dtype
+    if dtype_name(dt) in ("float16", "bfloat16", "float32"):
+        lkey = (a.shape, a.strides, b.shape, b.strides)
+        layout = _LAYOUTS.get(lkey)
+        if layout is not None:
+            out = be.empty(layout[0], dt)
+            if out.size:
+                _matmul_dot(be, out, a, b, layout[1], layout[2])
+            return out
     m, k = a.shape[-2:]
     n = b.shape[-1]
     if a.ndim == 2 and b.ndim == 2:  # the common case: no batch axes to broadcast
@@ -60,13 +74,15 @@ def matmul(be: TritonBackend, a: DeviceArray, b: DeviceArray) -> DeviceArray:
     sa1, sa2 = (0,) * pad + sa
     sb1, sb2 = (0,) * pad + sb
     out = be.empty((*bshape, m, n), a.dtype)
-    if out.size == 0:
-        return out
-    dt = a.dtype
     args = (m, n, k, b2, sa1, sa2, a.strides[-2], a.strides[-1],
             sb1, sb2, b.strides[-2], b.strides[-1])
     if dtype_name(dt) in ("float16", "bfloat16", "float32"):
-        _matmul_dot(be, out, a, b, args, b1 * b2)
+        if len(_LAYOUTS) < 4096:
+            _LAYOUTS[(a.shape, a.strides, b.shape, b.strides)] = (out.shape, args, b1 * b2)
+        if out.size:
+            _matmul_dot(be, out, a, b, args, b1 * b2)
+        return out
+    if out.size == 0:
         return out
     import triton.language as tl
 
@@ -112,20 +128,41 @@ def _matmul_dot(be: TritonBackend, out: DeviceArray, a: DeviceArray, b: DeviceAr
     """Tensor-core matmul: Triton tile configs (and cuBLAS on CUDA), chosen per shape bucket.
 
     A shape bucket's choice, once made, is run directly: the candidates are only built (and
-    timed) the first time a bucket is seen.
+    timed) the first time a bucket is seen.  A problem that ran as one Triton launch on
+    operands used as they are (no copy, no split-K) leaves a plan, by its ``args``, dtypes and
+    the backend's settings: the next one like it allocates nothing more and launches that
+    kernel straight away (the eager path of a training step's small matmuls).
     """
+    pkey = (args, batch, a.dtype, None if bias is None else bias.dtype, be.matmul_precision,
+            be.use_cublas)
+    plan = be.matmul_plans.get(pkey)
+    if plan is not None:
+        o, x, y = out.ptr, a.ptr, b.ptr
+        z = o if bias is None else bias.ptr
+        if not (o | x | y | z) & 15:
+            plan[0](plan[1], be.memory.stream(), [o, x, y, z, *plan[2]])
+            return
+    ran = _run_matmul(be, out, a, b, args, batch, bias)
+    if ran is not None:
+        if len(be.matmul_plans) >= 4096:
+            be.matmul_plans.clear()
+        be.matmul_plans[pkey] = ran
+
+
+def _run_matmul(be: TritonBackend, out: DeviceArray, a: DeviceArray, b: DeviceArray,
+                args: tuple[int, ...], batch: int, bias: DeviceArray | None) -> Any:
+    """`_matmul_dot` without its plans: returns what `_triton_matmul` returns (or ``None``)."""
     m, n, k = args[:3]
     dt = a.dtype
     precision = be.matmul_precision if dtype_name(dt) == "float32" else "ieee"
     if be.memory.interpret:  # the interpreter pays per program: one config of big blocks
         bm, bn, bk = (max(16, min(64, be.block_size(x))) for x in (m, n, k))
-        _triton_matmul(be, (bm, bn, bk, 8, 4, 1), out, a, b, args, batch, precision, bias)
-        return
+        return _triton_matmul(be, (bm, bn, bk, 8, 4, 1), out, a, b, args, batch, precision,
+                              bias)
     family = "half" if dtype_name(dt) != "float32" else ("tf32" if precision == "tf32" else "ieee")
     configs = _CONFIGS[family]
     if m * n * k * batch < TUNE_MIN_MACS:
-        _triton_matmul(be, configs[0], out, a, b, args, batch, precision, bias)
-        return
+        return _triton_matmul(be, configs[0], out, a, b, args, batch, precision, bias)
     layouts = _cublas_layouts(args, batch) if be.name == "cuda" and be.use_cublas else None
     blas = layouts is not None
     tma = be.tma and batch == 1 and tma_fits(a, b, args, precision)
@@ -135,7 +172,7 @@ def _matmul_dot(be: TritonBackend, out: DeviceArray, a: DeviceArray, b: DeviceAr
     if name is None or (name == "cublas" and not blas) or (
             name != "cublas" and name not in _CONFIG_NAMES and name not in _TMA_NAMES) or (
             name in _TMA_NAMES and not tma):
-        candidates: dict[str, Callable[[], None]] = {
+        candidates: dict[str, Callable[[], Any]] = {
             _config_name(cfg): functools.partial(_triton_matmul, be, cfg, out, a, b, args,
                                                  batch, precision, bias)
             for cfg in configs}
@@ -148,13 +185,14 @@ def _matmul_dot(be: TritonBackend, out: DeviceArray, a: DeviceArray, b: DeviceAr
             candidates["cublas"] = functools.partial(_cublas_matmul, be, out, a, b, args,
                                                      batch, precision, layouts, bias)
         name = be.selector.choose(key, candidates)
-        candidates[name]()
-    elif name == "cublas":
+        return candidates[name]()
+    if name == "cublas":
         _cublas_matmul(be, out, a, b, args, batch, precision, layouts, bias)
-    elif name in _TMA_NAMES:
+        return None
+    if name in _TMA_NAMES:
         _tma_matmul(be, _TMA_NAMES[name], out, a, b, args, precision, bias)
-    else:
-        _triton_matmul(be, _CONFIG_NAMES[name], out, a, b, args, batch, precision, bias)
+        return None
+    return _triton_matmul(be, _CONFIG_NAMES[name], out, a, b, args, batch, precision, bias)
 
 
 def _config_name(cfg: tuple[int, ...], kind: str = "triton") -> str:
@@ -214,10 +252,14 @@ def _tma_matmul(be: TritonBackend, cfg: tuple[int, ...], out: DeviceArray, a: De
 
 def _triton_matmul(be: TritonBackend, cfg: tuple[int, ...], out: DeviceArray, a: DeviceArray,
                    b: DeviceArray, args: tuple[int, ...], batch: int, precision: str,
-                   bias: DeviceArray | None = None) -> None:
+                   bias: DeviceArray | None = None) -> Any:
+    """``out = a @ b (+ bias)`` by `matmul_dot` with tile config ``cfg``.  Returns the plan
+    `_matmul_dot` keeps, ``(entry, grid, scalars)``, when that was one recorded launch on the
+    operands as given (else ``None``)."""
     m, n, k = args[:3]
     bm, bn, bk, group, warps, stages = cfg
     kmajor = precision == "tf32" and batch == 1
+    given = (a, b)
     if kmajor:  # tf32 tensor cores read both operands K-major: copy those that are not
         a, b, args = _k_major(be, a, b, args)
     tiles = -(-m // bm) * -(-n // bn)
@@ -228,8 +270,9 @@ def _triton_matmul(be: TritonBackend, cfg: tuple[int, ...], out: DeviceArray, a:
     key = ("matmul_dot", cfg, args, batch, precision, kmajor, fused_bias, splits, a.dtype,
            b.dtype, target.dtype, arrays[3].dtype)
     wide = max(a.size, b.size, target.size) >= 1 << 31
-    be.launch_planned(key, be.module("linalg").matmul_dot, (tiles, batch, splits), arrays,
-                      (*args, ks), PRECISION=precision,
+    grid = (tiles, batch, splits)
+    be.launch_planned(key, be.module("linalg").matmul_dot, grid, arrays, (*args, ks),
+                      PRECISION=precision,
                       UPCAST=be.memory.interpret and dtype_name(a.dtype) == "bfloat16",
                       WIDE=wide, BM=bm, BN=bn, BK=bk, GROUP_M=group, EVEN_K=k % bk == 0,
                       HAS_BIAS=fused_bias, B_KMAJOR=kmajor, num_warps=warps,
@@ -242,6 +285,11 @@ def _triton_matmul(be: TritonBackend, cfg: tuple[int, ...], out: DeviceArray, a:
                            parts[2].dtype), be.module("linalg").split_k_sum,
                           (-(-total // block),), parts, (total, n, splits),
                           HAS_BIAS=bias is not None, BLOCK=block)
+        return None
+    entry = be._planned.get(key)
+    if entry is None or given[0] is not a or given[1] is not b:
+        return None
+    return entry, grid, (*args, ks)
 
 
 def split_k(tiles: int, k: int, bk: int, processors: int) -> tuple[int, int]:
