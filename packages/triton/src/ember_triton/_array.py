@@ -90,17 +90,18 @@ class DeviceArray:
     @classmethod
     def fresh(cls, memory: Any, storage: Any, shape: tuple[int, ...],
               dtype: np.dtype[Any], ptr: int,
-              strides: tuple[int, ...] | None = None) -> DeviceArray:
-        """A contiguous array over a new allocation at address ``ptr``; ``shape`` is a tuple
-        of ints and ``dtype`` a numpy dtype already (the allocation path skips normalising
-        them); ``strides``, when given, are the contiguous strides of ``shape``."""
+              strides: tuple[int, ...] | None = None, offset: int = 0) -> DeviceArray:
+        """A contiguous array over a new allocation, its first element at address ``ptr``
+        (``offset`` elements into ``storage``); ``shape`` is a tuple of ints and ``dtype`` a
+        numpy dtype already (the allocation path skips normalising them); ``strides``, when
+        given, are the contiguous strides of ``shape``."""
         a = object.__new__(cls)
         a.memory = memory
         a.storage = storage
         a.shape = shape
         a.dtype = dtype
         a.strides = contiguous_strides(shape) if strides is None else strides
-        a.offset = 0
+        a.offset = offset
         a.ptr = ptr
         return a
 

@@ -102,8 +102,9 @@ class Memory:
             shape, dtype = int_shape(shape), np.dtype(dtype)
             layout.append((shape, dtype, at))
             at += -(-max(math.prod(shape), 1) * dtype.itemsize // 256) * 256
-        storage, _ = self.allocate_at(max(at, 1))
-        return [DeviceArray(self, storage, shape, dtype, None, start // dtype.itemsize)
+        storage, base = self.allocate_at(max(at, 1))
+        fresh = DeviceArray.fresh
+        return [fresh(self, storage, shape, dtype, base + start, None, start // dtype.itemsize)
                 for shape, dtype, start in layout]
 
     def from_numpy(self, array: np.ndarray) -> DeviceArray:
