@@ -126,6 +126,8 @@ class TritonBackend(Backend):
         self.matmul_plans: dict[Any, Any] = {}
         #: recurring reductions likewise (`reduction._reduction`)
         self.reduce_plans: dict[Any, Any] = {}
+        #: and fused optimizer updates (`optim._update`)
+        self.adam_plans: dict[Any, Any] = {}
         self.fast_launch = not memory.interpret and _fast_launch_allowed()
         #: while a CUDA graph records (``ember_cuda.graph``): what must outlive the recording
         self.capture_keep: list[Any] | None = None
