@@ -1,12 +1,13 @@
 """Can Triton alone reach cuBLAS in TF32?  Times, at 4096³ and 8192³ fp32 with TF32 tensor cores,
 Triton matmuls that load their tiles through Hopper's TMA (device-side tensor descriptors),
 plain and persistent, with B row-major or K-major, and with the operands swapped (C^T = B^T A^T,
-so the N-major operand is wgmma's A, which may come from registers); ember's current tf32 path
-and cuBLAS through CuPy are the yardsticks (``python benchmarks/gpu/tf32_tma.py``)."""
+so the N-major operand is wgmma's A, which may come from registers), with 2-CTA clusters and
+with a warp-specialised K loop; cuBLAS through CuPy is the yardstick
+(``CUPY_TF32=1 python benchmarks/gpu/tf32_tma.py``).  Results: ``docs/performance.md``,
+session 17."""
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 
@@ -87,24 +88,13 @@ def _kernel():  # type: ignore[no-untyped-def]
     return mm, mm_ptr_swap
 
 
-def _describe(compiled) -> str:  # type: ignore[no-untyped-def]
-    ttgir = compiled.asm.get("ttgir", "")
-    ptx = compiled.asm.get("ptx", "")
-    versions = sorted(set(re.findall(r"nvidia_mma<\{versionMajor = (\d)", ttgir)))
-    md = compiled.metadata
-    return (f"mma v{'/'.join(versions) or '-'}, wgmma {ptx.count('wgmma.mma_async')}, "
-            f"tma {ptx.count('cp.async.bulk.tensor')}, shfl {ptx.count('shfl.sync')}, "
-            f"ld.shared {ptx.count('ld.shared')}, shared {getattr(md, 'shared', '?')}, "
-            f"spills {getattr(compiled, 'n_spills', '?')}")
-
-
 def child() -> None:
     import cupy as cp
     import numpy as np
     import triton
+    from tf32_probe import _describe
 
     import ember
-    import ember_triton.linalg as la
 
     keep: list[object] = []
 
@@ -198,14 +188,6 @@ def child() -> None:
                              _describe(compiled)))
             except Exception as exc:
                 rows.append((f"{n} ptr swap {cfg}", 0.0, "", f"failed: {exc!r}"[:300]))
-        be.matmul_precision, be.use_cublas = "tf32", False
-        cfg0 = (128, 256, 32, 8, 8, 3)
-        args = (n, n, n, 1, 0, 0, n, 1, 0, 0, n, 1)
-
-        def whole() -> None:
-            la._triton_matmul(be, cfg0, C, A, B, args, 1, "tf32")
-        ms = timer(whole)
-        rows.append((f"{n} ember a @ b today (K-major copy) {cfg0}", flop / ms / 1e9, err(), ""))
         ca, cb = cp.asarray(an), cp.asarray(bn)
         cp_ms = timer(lambda: ca @ cb)
         rows.append((f"{n} cuBLAS (cupy, tf32 if enabled)", flop / cp_ms / 1e9, "", ""))
