@@ -63,6 +63,7 @@ class CupyMemory(Memory):
         self._current_stream = cupy.cuda.get_current_stream
         self._alloc = cupy.cuda.alloc  # the current allocator (a recording graph's pool)
         self._scratch: dict[int, _Scratch] = {}
+        self._scratch_outgrown: list[_Scratch] = []
 
     def activate(self) -> None:
         if self._get_device() != self.index:
@@ -137,10 +138,13 @@ class CupyMemory(Memory):
 
     def _scratch_for(self, size: int, alignment: int, stream: int | None) -> _Scratch:
         """Triton's allocator: one buffer per stream, kept and grown (kernels on one stream run
-        in order, so they can share it; a CUDA graph that recorded a launch keeps using it)."""
+        in order, so they can share it).  A buffer outgrown stays allocated: a CUDA graph that
+        recorded a launch keeps using the address it was given."""
         key = 0 if stream is None else int(stream)
         buf = self._scratch.get(key)
         if buf is None or buf.size < size or buf.ptr % alignment:
+            if buf is not None:
+                self._scratch_outgrown.append(buf)
             self.activate()
             storage = self.cupy.cuda.memory.alloc(max(size, 1 << 16) + alignment)
             buf = self._scratch[key] = _Scratch(storage, alignment, max(size, 1 << 16))

@@ -158,6 +158,8 @@ def _reduction(op: str) -> Any:
             entry, grid, ident, scalars, m, out_dtype, shape, strides = known
             out = be.empty((m,), out_dtype)
             if not (out.ptr | x.ptr | ident.ptr) & 15:
+                if be.capture_keep is not None:  # as `TritonBackend.scalar` does
+                    be.capture_keep.append(ident)
                 entry(grid, be.memory.stream(), [out.ptr, x.ptr, ident.ptr, *scalars])
                 return out.view(shape, strides, 0)
         mat, m, k, sm, sk, kept = _matrix(be, x, dims)
