@@ -80,7 +80,7 @@ def _update(be: TritonBackend, ps: Sequence[DeviceArray], gs: Sequence[DeviceArr
     pkey = (tuple(specs), step is not None, weight_decay != 0.0, decoupled, maximize)
     plan = be.adam_plans.get(pkey)
     if plan is not None:
-        done = _replay(be, plan, ps, gs, ms, vs, step, floats)
+        done = _replay(be, plan, specs, ps, gs, ms, vs, step, floats)
         if done is not None:
             return done
     # the moments of all the parameters in one allocation (they are always replaced
@@ -126,16 +126,18 @@ def _dense(a: DeviceArray) -> bool:
 
 
 def _replay(be: TritonBackend, chunks: list[tuple[list[int], Any, tuple[int, ...], list[int]]],
-            ps: Sequence[DeviceArray], gs: Sequence[DeviceArray], ms: Sequence[DeviceArray],
-            vs: Sequence[DeviceArray], step: DeviceArray | None,
+            specs: list[tuple[tuple[int, ...], Any]], ps: Sequence[DeviceArray],
+            gs: Sequence[DeviceArray], ms: Sequence[DeviceArray], vs: Sequence[DeviceArray],
+            step: DeviceArray | None,
             floats: tuple[float, ...]) -> tuple[DeviceArray, ...] | None:
-    """`_update`'s recorded launches on new operands, or ``None`` (nothing launched) where an
-    operand is not contiguous or not 16-byte aligned."""
+    """`_update`'s recorded launches on new operands (``specs``: the parameters' shapes and
+    dtypes), or ``None`` (nothing launched) where an operand is not contiguous or not 16-byte
+    aligned."""
     if not all(_dense(a) for group in (ps, gs, ms, vs) for a in group):
         return None
     n = len(ps)
-    moments = be.memory.empty_many([(p.shape, p.dtype) for p in ps] * 2)
-    outs = [be.empty(p.shape, p.dtype) for p in ps]
+    moments = be.memory.empty_many(specs * 2)
+    outs = [be.empty(shape, dtype) for shape, dtype in specs]
     launches = []
     bits = 0 if step is None else step.ptr
     for chunk, entry, grid, ints in chunks:

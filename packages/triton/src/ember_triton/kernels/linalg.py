@@ -40,6 +40,16 @@ def matmul(c, a, b, M, N, K, B2, sa1, sa2, sam, sak, sb1, sb2, sbk, sbn,
 
 
 @triton.jit
+def grouped_tile(t, num_m, num_n, GROUP_M: tl.constexpr):
+    """Output tile ``t``'s ``(row, column)`` among ``num_m x num_n`` tiles, numbered down
+    groups of GROUP_M tile rows, so that neighbouring tiles share A and B tiles in L2."""
+    per_group = GROUP_M * num_n
+    first_m = (t // per_group) * GROUP_M
+    rows = tl.minimum(num_m - first_m, GROUP_M)
+    return first_m + (t % per_group) % rows, (t % per_group) // rows
+
+
+@triton.jit
 def matmul_dot(c, a, b, bias, M, N, K, B2, sa1, sa2, sam, sak, sb1, sb2, sbk, sbn, KS,
                PRECISION: tl.constexpr, UPCAST: tl.constexpr, WIDE: tl.constexpr,
                BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
@@ -58,15 +68,8 @@ def matmul_dot(c, a, b, bias, M, N, K, B2, sa1, sa2, sam, sak, sb1, sb2, sbk, sb
     BK) and writes its float32 partial to slice ``s`` of ``c`` (``[splits, batch, M, N]``);
     `split_k_sum` adds the slices.  With one split, ``KS`` is K.
     """
-    pid = tl.program_id(0)
     bid = tl.program_id(1).to(tl.int64)
-    num_m = tl.cdiv(M, BM)
-    num_n = tl.cdiv(N, BN)
-    per_group = GROUP_M * num_n
-    first_m = (pid // per_group) * GROUP_M
-    rows = tl.minimum(num_m - first_m, GROUP_M)
-    pm = first_m + (pid % per_group) % rows
-    pn = (pid % per_group) // rows
+    pm, pn = grouped_tile(tl.program_id(0), tl.cdiv(M, BM), tl.cdiv(N, BN), GROUP_M)
     pk = tl.program_id(2)
     b1 = bid // B2
     b2 = bid % B2
@@ -153,14 +156,12 @@ def matmul_tma(c, a, b, bias, M, N, K, sam, sbk, sbn, STEP,
     num_m = tl.cdiv(M, BM)
     num_n = tl.cdiv(N, BN)
     k_tiles = tl.cdiv(K, BK)
-    per_group = GROUP_M * num_n
     # FLATTEN merges the tile and K loops for the software pipeliner, so a tile's epilogue
     # overlaps the next tile's first loads
     for tile in tl.range(tl.program_id(0), num_m * num_n, STEP, flatten=FLATTEN):
-        first_m = (tile // per_group) * GROUP_M
-        rows = tl.minimum(num_m - first_m, GROUP_M)
-        om = (first_m + (tile % per_group) % rows) * BM
-        on = ((tile % per_group) // rows) * BN
+        pm, pn = grouped_tile(tile, num_m, num_n, GROUP_M)
+        om = pm * BM
+        on = pn * BN
         acc = tl.zeros((BM, BN), tl.float32)
         for kk in range(0, k_tiles):
             av = a_desc.load([om, kk * BK])
