@@ -11,8 +11,9 @@ import ember
 import numpy as np
 import pytest
 
-from ember_triton._autotune import ROUNDS, KernelSelector, bucket
+from ember_triton._autotune import MARGIN, ROUNDS, KernelSelector, bucket
 from ember_triton._cublas import gemm_layout
+from ember_triton._cublaslt import alignment, lt_layouts
 
 
 @pytest.fixture
@@ -45,7 +46,9 @@ def test_selector_picks_the_fastest_and_runs_it_last(cache: Path) -> None:
     sel = KernelSelector("GPU X sm90", _timer({"triton:a": 3.0, "triton:b": 1.0,
                                                "cublas": 2.0}, calls))
     assert sel.choose(("matmul", 64), _cands(ran)) == "triton:b"
-    assert calls == ["triton:a", "triton:b", "cublas"] * ROUNDS  # interleaved rounds
+    order = ["triton:a", "triton:b", "cublas"]
+    assert calls == [c for r in range(ROUNDS) for c in order[r:] + order[:r]]  # interleaved,
+    # each round starting one candidate later
     assert ran[-1] == "triton:b"  # the winner's result is what is left in the output
     assert sel.timings(("matmul", 64)) == {"triton:a": 3.0, "triton:b": 1.0, "cublas": 2.0}
     calls.clear()
@@ -66,6 +69,15 @@ def test_rounds_interleave_and_each_candidate_keeps_its_best(cache: Path) -> Non
     sel = KernelSelector(None, drifting)
     assert sel.choose(("k",), _cands([])) == "cublas"
     assert sel.timings(("k",)) == {"triton:a": 1.1, "triton:b": 2.0, "cublas": 1.0}
+
+
+def test_favoured_candidates_lose_only_by_more_than_the_margin(cache: Path) -> None:
+    costs = {"triton:a": 1.0, "triton:b": 3.0, "cublas": 1.0 + MARGIN / 2}
+    sel = KernelSelector(None, _timer(costs, []))
+    assert sel.choose(("k",), _cands([]), favoured=["cublas"]) == "cublas"
+    costs["cublas"] = 1.0 + 2 * MARGIN
+    assert sel.choose(("k", 2), _cands([]), favoured=["cublas"]) == "triton:a"
+    assert sel.choose(("k", 3), _cands([])) == "triton:a"  # nothing favoured: the fastest
 
 
 def test_choice_persists_per_device_model_across_selectors(cache: Path) -> None:
@@ -140,6 +152,54 @@ def test_bucket_is_the_next_power_of_two() -> None:
 def test_gemm_layout_reads_row_major_strides(shape: tuple[int, int], strides: tuple[int, int],
                                              want: tuple[int, int] | None) -> None:
     assert gemm_layout(*shape, *strides) == want
+
+
+def _column_major(flat: np.ndarray, rows: int, cols: int, ld: int) -> np.ndarray:
+    """The column-major ``rows x cols`` matrix with leading dimension ``ld`` over ``flat``."""
+    return np.lib.stride_tricks.as_strided(flat, (rows, cols),
+                                           (flat.itemsize, ld * flat.itemsize))
+
+
+@pytest.mark.parametrize("layout", ["nn", "tn", "nt", "tt"])
+@pytest.mark.parametrize("pad", [0, 3])
+def test_cublaslt_reads_row_major_operands_as_the_transposed_product(layout: str,
+                                                                     pad: int) -> None:
+    """`lt_layouts` hands cuBLASLt our B as its A and our A as its B; cuBLASLt's column-major
+    ``D = op(A) @ op(B)`` over the same memory (emulated with numpy) is ``(a @ b)^T``."""
+    rng = np.random.default_rng(5)
+    m, n, k = 7, 5, 6
+    a = rng.uniform(-1, 1, (m, k))
+    b = rng.uniform(-1, 1, (k, n))
+
+    def stored(x: np.ndarray, transposed: bool) -> tuple[np.ndarray, tuple[int, int]]:
+        """``x`` in a flat buffer, row-major (padded rows) or as a transposed view."""
+        rows, cols = x.shape
+        if transposed:  # memory holds x.T row-major: x's columns are contiguous
+            buf = np.zeros((cols, rows + pad))
+            buf[:, :rows] = x.T
+            return buf.ravel(), (1, rows + pad)
+        buf = np.zeros((rows, cols + pad))
+        buf[:, :cols] = x
+        return buf.ravel(), (cols + pad, 1)
+
+    fa, sa = stored(a, layout[0] == "t")
+    fb, sb = stored(b, layout[1] == "t")
+    la, lb = gemm_layout(m, k, *sa), gemm_layout(k, n, *sb)
+    assert la is not None and lb is not None
+    first, second, c = lt_layouts(m, n, k, la, lb)
+    op1 = _column_major(fb, *first[1:])
+    op2 = _column_major(fa, *second[1:])
+    d = (op1.T if first[0] else op1) @ (op2.T if second[0] else op2)
+    assert d.shape == c[:2] == (n, m)
+    flat_c = np.zeros(c[2] * m)
+    _column_major(flat_c, *c)[...] = d
+    np.testing.assert_allclose(flat_c.reshape(m, n), a @ b, rtol=1e-12)  # row-major C
+
+
+def test_cublaslt_alignment_is_the_weakest_operands() -> None:
+    assert alignment(0x1000, 0x2300) == 256
+    assert alignment(0x1000, 0x2310) == 16
+    assert alignment(0x1000, 0x2308) == 0
 
 
 @pytest.mark.parametrize("cfg", [(16, 16, 16, 1), (16, 32, 16, 2), (32, 16, 16, 3)])

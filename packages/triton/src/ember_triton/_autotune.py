@@ -20,7 +20,7 @@ import os
 import tempfile
 import threading
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +28,12 @@ __all__ = ["KernelSelector", "bucket", "cache_dir"]
 
 #: bump when candidate names change meaning, so old choices are not reused
 _FORMAT = 2
-#: timing rounds over all candidates (interleaved; each candidate keeps its best)
-ROUNDS = 2
+#: timing rounds over all candidates (interleaved, each round starting one candidate later;
+#: each candidate keeps its best)
+ROUNDS = 3
+#: how much faster than the best favoured candidate another must time to be chosen instead
+#: (`KernelSelector.choose`)
+MARGIN = 0.03
 
 
 def bucket(n: int) -> int:
@@ -99,11 +103,15 @@ class KernelSelector:
                 self._known[key] = name
         return name
 
-    def choose(self, key: Any, candidates: Mapping[str, Callable[[], Any]]) -> str:
+    def choose(self, key: Any, candidates: Mapping[str, Callable[[], Any]],
+               favoured: Collection[str] = ()) -> str:
         """The name of the fastest candidate for ``key``; times them all on first sight.
 
         Every candidate must compute the same result (they are run on the real operands, so
-        whichever ran last has left a correct result behind).
+        whichever ran last has left a correct result behind).  A candidate outside
+        ``favoured`` wins over the favoured ones only by more than ``MARGIN``: matmul favours
+        cuBLAS, whose kernels hold their speed under sustained load better than a short
+        timing shows for Triton's (the GPU's power limit; ``docs/performance.md``).
         """
         name = self.known(key)
         if name is not None and name in candidates:
@@ -116,8 +124,10 @@ class KernelSelector:
         failed: set[str] = set()
         # rounds interleave the candidates, so that a clock that drifts while they are timed
         # (a GPU warming up under a long matmul) favours none of them; each keeps its best
-        for _ in range(ROUNDS):
-            for cand, fn in candidates.items():
+        order = list(candidates.items())
+        last: str | None = None
+        for r in range(ROUNDS):
+            for cand, fn in order[r % len(order):] + order[:r % len(order)]:
                 if cand in failed:
                     continue
                 try:
@@ -129,10 +139,11 @@ class KernelSelector:
                                   stacklevel=2)
                 else:
                     times[cand] = min(times.get(cand, t), t)
+                    last = cand
         if not times:
             raise RuntimeError(f"every kernel candidate for {key!r} failed")
-        best = min(times, key=times.__getitem__)
-        if best != list(times)[-1]:
+        best = min(times, key=lambda c: times[c] * (1.0 if c in favoured else 1.0 + MARGIN))
+        if best != last:
             candidates[best]()  # leave the winner's result (identical, but computed by it)
         with self._lock:
             self._choices[repr(key)] = best

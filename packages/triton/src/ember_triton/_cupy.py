@@ -60,13 +60,15 @@ class CupyMemory(Memory):
         self.device = cupy.cuda.Device(index)
         self.pool = pool if pool is not None else cupy.get_default_memory_pool()
         self._get_device = cupy.cuda.runtime.getDevice
+        self._many = cupy.cuda.runtime.getDeviceCount() > 1
         self._current_stream = cupy.cuda.get_current_stream
         self._alloc = cupy.cuda.alloc  # the current allocator (a recording graph's pool)
         self._scratch: dict[int, _Scratch] = {}
         self._scratch_outgrown: list[_Scratch] = []
 
     def activate(self) -> None:
-        if self._get_device() != self.index:
+        # with one GPU in the process its device is always the current one: no driver query
+        if self._many and self._get_device() != self.index:
             self.device.use()
 
     def stream(self) -> int:
@@ -135,6 +137,11 @@ class CupyMemory(Memory):
         import triton
 
         triton.set_allocator(self._scratch_for)
+
+    def workspace(self, nbytes: int) -> int:
+        """The address of the current stream's scratch buffer, grown to ``nbytes`` at least
+        and 256-byte aligned (cuBLASLt's workspace; kernels on one stream take turns)."""
+        return self._scratch_for(nbytes, 256, self.stream()).ptr
 
     def _scratch_for(self, size: int, alignment: int, stream: int | None) -> _Scratch:
         """Triton's allocator: one buffer per stream, kept and grown (kernels on one stream run

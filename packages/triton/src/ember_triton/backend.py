@@ -124,6 +124,8 @@ class TritonBackend(Backend):
         self._planned: dict[Any, Any] = {}
         #: recurring matmuls by their arguments: one recorded launch each (`linalg._matmul_dot`)
         self.matmul_plans: dict[Any, Any] = {}
+        #: cuBLASLt's descriptors and algorithms per matmul problem (`linalg._lt_gemm`)
+        self.lt_gemms: dict[Any, Any] = {}
         #: recurring reductions likewise (`reduction._reduction`)
         self.reduce_plans: dict[Any, Any] = {}
         #: and fused optimizer updates (`optim._update`)

@@ -4,9 +4,11 @@ float32 runs strict IEEE products by default (PyTorch's default); ``matmul_preci
 on the backend switches to tensor-core TF32.  float16/bfloat16 accumulate in float32.
 
 On a GPU, float16/bfloat16/float32 problems of at least ``TUNE_MIN_MACS`` multiply-adds go
-through kernel selection: every Triton tile config of ``_CONFIGS`` and, on CUDA, cuBLAS (through
-CuPy) are timed once per shape bucket and the fastest is kept (`KernelSelector`, cached on
-disk).  ``backend.use_cublas = False`` (or ``EMBER_CUBLAS=0``) leaves Triton alone.
+through kernel selection: every Triton tile config of ``_CONFIGS`` (and of ``_TMA_CONFIGS`` on
+Hopper) and, on CUDA, the algorithms cuBLASLt's heuristic offers (`_cublaslt`; cuBLAS through
+CuPy where cuBLASLt cannot run the problem) are timed once per shape bucket and the fastest is
+kept (`KernelSelector`, cached on disk).  ``backend.use_cublas = False`` (or
+``EMBER_CUBLAS=0``) leaves Triton alone.
 """
 
 from __future__ import annotations
@@ -139,7 +141,7 @@ def _matmul_dot(be: TritonBackend, out: DeviceArray, a: DeviceArray, b: DeviceAr
     if plan is not None:
         o, x, y = out.ptr, a.ptr, b.ptr
         z = o if bias is None else bias.ptr
-        if not (o | x | y | z) & 15:
+        if not (o | x | y | z) & plan[3]:  # as aligned as the recorded operands were
             plan[0](plan[1], be.memory.stream(), [o, x, y, z, *plan[2]])
             return
     ran = _run_matmul(be, out, a, b, args, batch, bias)
@@ -165,13 +167,15 @@ def _run_matmul(be: TritonBackend, out: DeviceArray, a: DeviceArray, b: DeviceAr
         return _triton_matmul(be, configs[0], out, a, b, args, batch, precision, bias)
     layouts = _cublas_layouts(args, batch) if be.name == "cuda" and be.use_cublas else None
     blas = layouts is not None
+    lt = _lt_gemm(be, out, a, b, args, batch, precision, layouts, bias) if blas else None
+    lt_names = {} if lt is None else {f"cublaslt:{lt.version}:{i}": i
+                                      for i in range(len(lt.algos))}
     tma = be.tma and batch == 1 and tma_fits(a, b, args, precision)
     key = ("matmul", dtype_name(dt), precision, bucket(m), bucket(n), bucket(k), batch > 1,
-           a.strides[-1] == 1, b.strides[-1] == 1, blas, tma)
+           a.strides[-1] == 1, b.strides[-1] == 1, blas, tma, lt is not None and lt.align)
     name = be.selector.known(key)
-    if name is None or (name == "cublas" and not blas) or (
-            name != "cublas" and name not in _CONFIG_NAMES and name not in _TMA_NAMES) or (
-            name in _TMA_NAMES and not tma):
+    if name is None or not (name in lt_names or (name == "cublas" and blas)
+                            or name in _CONFIG_NAMES or (name in _TMA_NAMES and tma)):
         candidates: dict[str, Callable[[], Any]] = {
             _config_name(cfg): functools.partial(_triton_matmul, be, cfg, out, a, b, args,
                                                  batch, precision, bias)
@@ -182,10 +186,22 @@ def _run_matmul(be: TritonBackend, out: DeviceArray, a: DeviceArray, b: DeviceAr
                                                             args, precision, bias)
                 for cfg in _TMA_CONFIGS[family]})
         if blas:
+            # Triton's own pick for this bucket, where known, stands for every Triton config:
+            # timing them all again costs seconds and heats the GPU for the cuBLAS candidates
+            triton_pick = be.selector.known((*key[:-3], False, tma, False))
+            if triton_pick in candidates:
+                candidates = {triton_pick: candidates[triton_pick]}
+        candidates.update({
+            lt_name: functools.partial(_lt_matmul, be, lt, i, out, a, b, bias)
+            for lt_name, i in lt_names.items()})
+        if blas and not lt_names:
             candidates["cublas"] = functools.partial(_cublas_matmul, be, out, a, b, args,
                                                      batch, precision, layouts, bias)
-        name = be.selector.choose(key, candidates)
+        name = be.selector.choose(key, candidates,
+                                  favoured=[c for c in candidates if c.startswith("cublas")])
         return candidates[name]()
+    if name in lt_names:
+        return _lt_matmul(be, lt, lt_names[name], out, a, b, bias)
     if name == "cublas":
         _cublas_matmul(be, out, a, b, args, batch, precision, layouts, bias)
         return None
@@ -289,7 +305,7 @@ def _triton_matmul(be: TritonBackend, cfg: tuple[int, ...], out: DeviceArray, a:
     entry = be._planned.get(key)
     if entry is None or given[0] is not a or given[1] is not b:
         return None
-    return entry, grid, (*args, ks)
+    return entry, grid, (*args, ks), 15
 
 
 def split_k(tiles: int, k: int, bk: int, processors: int) -> tuple[int, int]:
@@ -332,6 +348,57 @@ def _cublas_layouts(args: tuple[int, ...],
     if a_layout is None or b_layout is None:
         return None
     return a_layout, b_layout
+
+
+class _LtLaunch:
+    """A cuBLASLt algorithm as `_matmul_dot`'s plans call a recorded launch:
+    ``(grid, stream, [c, a, b, bias])``."""
+
+    __slots__ = ("index", "lt", "memory")
+
+    def __init__(self, lt: Any, index: int, memory: Any) -> None:
+        self.lt, self.index, self.memory = lt, index, memory
+
+    def __call__(self, grid: Any, stream: int, raw: list[int]) -> None:
+        from ._cublaslt import WORKSPACE
+
+        self.lt.run(self.index, raw[0], raw[1], raw[2], raw[3], stream,
+                    self.memory.workspace(WORKSPACE))
+
+
+def _lt_gemm(be: TritonBackend, out: DeviceArray, a: DeviceArray, b: DeviceArray,
+             args: tuple[int, ...], batch: int, precision: str, layouts: Any,
+             bias: DeviceArray | None) -> Any:
+    """cuBLASLt's descriptors for this problem (`_cublaslt.LtGemm`, made once per problem and
+    alignment), or ``None`` where cuBLASLt cannot run it."""
+    from . import _cublaslt
+
+    addresses = [out.ptr, a.ptr, b.ptr] + ([] if bias is None else [bias.ptr])
+    align = _cublaslt.alignment(*addresses)
+    if bias is not None and batch > 1:  # the epilogue's bias would need a batch stride
+        return None
+    key = (args, batch, a.dtype, precision, bias is not None, align)
+    lt = be.lt_gemms.get(key, False)
+    if lt is False:
+        lt = None
+        if align and _cublaslt.available():
+            m, n, k, _, _, sa2, _, _, _, sb2, _, _ = args
+            lt = _cublaslt.LtGemm(be.memory.index, m, n, k, batch, layouts[0], layouts[1],
+                                  sa2, sb2, dtype_name(a.dtype), precision, bias is not None,
+                                  align)
+            if not lt.algos:
+                lt = None
+        be.lt_gemms[key] = lt
+    return lt
+
+
+def _lt_matmul(be: TritonBackend, lt: Any, index: int, out: DeviceArray, a: DeviceArray,
+               b: DeviceArray, bias: DeviceArray | None) -> Any:
+    """``out = a @ b (+ bias)`` by cuBLASLt's algorithm ``index``; returns `_matmul_dot`'s
+    plan for it."""
+    entry = _LtLaunch(lt, index, be.memory)
+    entry(None, be.memory.stream(), [out.ptr, a.ptr, b.ptr, 0 if bias is None else bias.ptr])
+    return entry, None, (), lt.align - 1
 
 
 def _cublas_matmul(be: TritonBackend, out: DeviceArray, a: DeviceArray, b: DeviceArray,

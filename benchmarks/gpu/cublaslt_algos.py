@@ -1,0 +1,91 @@
+"""cuBLASLt's algorithms against torch's cuBLAS, one by one (``python
+benchmarks/gpu/cublaslt_algos.py``): for 4096³ and 8192³ in bf16, fp16 and tf32, the device time
+of torch's ``a @ b``, of CuPy's cuBLAS call (what kernel selection's "cublas" candidate was),
+and of each algorithm cuBLASLt's heuristic offers (`ember_triton._cublaslt`), in interleaved
+rounds with CUDA events; TFLOP/s and each one's median ratio to torch over the rounds.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def child() -> None:
+    import cupy
+    import torch
+
+    import ember
+    from ember_triton._cublas import gemm_layout, strided_batched_gemm
+    from ember_triton._cublaslt import WORKSPACE, LtGemm, alignment, version
+
+    d = ember.device("cuda:0")
+    be = d.backend
+    mem = be.memory
+    print(f"cuBLASLt {version()}, torch {torch.__version__}")
+    print(f"{'case':28} {'TFLOP/s':>8} {'vs torch':>9}  (median of 5 rounds)")
+    for n in (4096, 8192):
+        for name, dt, tdt in (("bf16", ember.bfloat16, torch.bfloat16),
+                              ("fp16", ember.float16, torch.float16),
+                              ("tf32", ember.float32, torch.float32)):
+            torch.backends.cuda.matmul.allow_tf32 = name == "tf32"
+            precision = "tf32" if name == "tf32" else "ieee"
+            a = ember.randn((n, n), dtype=dt, device=d)._data
+            b = ember.randn((n, n), dtype=dt, device=d)._data
+            out = be.empty((n, n), a.dtype)
+            ta = torch.randn((n, n), dtype=tdt, device="cuda")
+            tb = torch.randn((n, n), dtype=tdt, device="cuda")
+            lay = gemm_layout(n, n, n, 1)
+            assert lay is not None
+            lt = LtGemm(mem.index, n, n, n, 1, lay, lay, 0, 0,
+                        "float32" if name == "tf32" else {"bf16": "bfloat16",
+                                                          "fp16": "float16"}[name],
+                        precision, False, alignment(out.ptr, a.ptr, b.ptr))
+            ws = mem.workspace(WORKSPACE)
+            cases = {"torch": lambda ta=ta, tb=tb: ta @ tb,
+                     "cupy cublas": lambda a=a, b=b, out=out, lay=lay, p=precision, n=n:
+                         strided_batched_gemm(out.ptr, a.ptr, b.ptr, n, n, n, 1, 0, 0, lay, lay,
+                                              a.dtype, p)}
+            for i in range(len(lt.algos)):
+                cases[f"lt algo {i}"] = lambda i=i, lt=lt, a=a, b=b, out=out, ws=ws: lt.run(
+                    i, out.ptr, a.ptr, b.ptr, 0, mem.stream(), ws)
+            ms: dict[str, list[float]] = {k: [] for k in cases}
+            for fn in cases.values():
+                fn()
+            cupy.cuda.Device().synchronize()
+            for _ in range(5):
+                for k, fn in cases.items():
+                    reps = 20 if n == 4096 else 5
+                    ev0, ev1 = cupy.cuda.Event(), cupy.cuda.Event()
+                    if k == "torch":
+                        torch.cuda.synchronize()
+                        s0, s1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(
+                            enable_timing=True)
+                        s0.record()
+                        for _ in range(reps):
+                            fn()
+                        s1.record()
+                        s1.synchronize()
+                        ms[k].append(s0.elapsed_time(s1) / reps)
+                    else:
+                        ev0.record()
+                        for _ in range(reps):
+                            fn()
+                        ev1.record()
+                        ev1.synchronize()
+                        ms[k].append(cupy.cuda.get_elapsed_time(ev0, ev1) / reps)
+            flop = 2 * n ** 3
+            for k, ts in ms.items():
+                ratio = statistics.median(t / w for t, w in zip(ms["torch"], ts, strict=True))
+                print(f"{n}^3 {name} {k:18} {flop / statistics.median(ts) / 1e9:8.1f} "
+                      f"{ratio:8.3f}x")
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(HERE))
+    from with_env import as_child
+
+    as_child(__file__, child)
