@@ -33,7 +33,7 @@ _FORMAT = 2
 ROUNDS = 3
 #: how much faster than the best favoured candidate another must time to be chosen instead
 #: (`KernelSelector.choose`)
-MARGIN = 0.03
+MARGIN = 0.05
 
 
 def bucket(n: int) -> int:
