@@ -17,6 +17,14 @@ if [ "$(id -u)" = "0" ] && [ "${EMBER_SKIP_APT:-0}" != "1" ] && ! command -v mpi
     || echo "setup: could not install openmpi-bin; MPI tests will be skipped" >&2
 fi
 
+if [ "$(id -u)" = "0" ] && [ "${EMBER_SKIP_APT:-0}" != "1" ] && { ! command -v gcc >/dev/null 2>&1 \
+    || ! "$PY" -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; }; then
+  # a C compiler and Python's headers: Triton builds its GPU launchers with them, and so does
+  # ember's compiled launcher (ember_triton._claunch; its tests build it on the CPU)
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends gcc libc6-dev python3-dev) >/dev/null 2>&1 \
+    || echo "setup: could not install gcc/python3-dev; the compiled-launcher tests will be skipped" >&2
+fi
+
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip uv >/dev/null 2>&1 || true
 

@@ -1,7 +1,8 @@
 """What one kernel launch costs the host, path by path, on the kernel of a small ember add
 (``python benchmarks/gpu/launch_probe.py``; no ember code changes, only timings).
 
-Rows: ember's whole ``x + x``; its `DriverLaunch` entry; the bare ``cuLaunchKernel`` through
+Rows: ember's whole ``x + x``; its recorded entry (the compiled launcher, `_claunch`, where it
+was built) and a `DriverLaunch` of the same kernel; the bare ``cuLaunchKernel`` through
 CuPy's binding with the entry's parameter array, and with one packed parameter buffer
 (``CU_LAUNCH_PARAM_BUFFER_POINTER``); the same call through ctypes; Triton's own launcher; and,
 for scale, torch's ``add`` and an empty torch kernel (``torch.cuda._sleep(0)``).
@@ -49,7 +50,13 @@ def child() -> None:
     be, entry, grid, raw, stream = add_launch(x)
     plan = next(iter(be.elementwise_plans.values()))
     rows: dict[str, object] = {"ember x + x": lambda: x + x}
-    rows[f"entry ({type(entry).__name__})"] = lambda: entry(grid, stream, raw)
+    rows[f"entry ({getattr(entry, '__name__', type(entry).__name__)})"] = \
+        lambda: entry(grid, stream, raw)
+    if not hasattr(entry, "_params_at"):  # the compiled launcher: the Python one for the rest
+        from ember_triton._launcher import DriverLaunch
+
+        entry = DriverLaunch(entry.compiled, entry.types)
+        rows["DriverLaunch (struct + CuPy)"] = lambda: entry(grid, stream, raw)
     f, block, shared = entry.function, entry.block, entry.shared
     params = entry._params_at
     entry(grid, stream, raw)

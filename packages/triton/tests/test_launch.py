@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import ctypes
+import struct
+import types
+from typing import Any
+
 import numpy as np
+import pytest
 
 from ember_triton.backend import launch_key
 
@@ -48,3 +54,82 @@ def test_launch_key_passes_arrays_as_addresses() -> None:
     assert key[1] == (np.dtype(np.float32), base % 16 == 0)
     assert key[2] == (np.dtype(np.float32), (base + 12) % 16 == 0)
     assert key[-1] == ("BLOCK", 8)
+
+
+# -- the compiled launcher (`ember_triton._claunch`), against a recording cuLaunchKernel ------
+
+_CU_LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *([ctypes.c_uint] * 7),
+                              ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p)
+
+
+class _Compiled:
+    """What `make_launch` reads of a Triton ``CompiledKernel``."""
+
+    def __init__(self, function: int, num_warps: int, shared: int) -> None:
+        self.function = function
+        self.metadata = types.SimpleNamespace(num_warps=num_warps, shared=shared)
+
+
+@pytest.fixture
+def recorded(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """Launches through the compiled extension, each recorded (the parameters read back as the
+    driver would: 8 bytes behind each parameter pointer)."""
+    from ember_triton import _claunch
+
+    mod = _claunch.build()
+    if mod is None:
+        pytest.skip("no C compiler or Python headers to build the launcher with")
+    calls: list[dict[str, Any]] = []
+
+    def fake(f: int, gx: int, gy: int, gz: int, bx: int, by: int, bz: int, shared: int,
+             stream: int, params: Any, extra: int) -> int:
+        slots = [ctypes.string_at(params[i], 8) for i in range(recorded_params[0])]
+        calls.append({"function": f, "grid": (gx, gy, gz), "block": (bx, by, bz),
+                      "shared": shared, "stream": stream, "slots": slots, "extra": extra})
+        return 0
+
+    recorded_params = [0]
+    callback = _CU_LAUNCH(fake)
+    mod.set_driver(ctypes.cast(callback, ctypes.c_void_p).value)
+    monkeypatch.setattr(_claunch, "load", lambda: mod)
+    calls.append({"keep": callback, "nparams": recorded_params})
+    return calls
+
+
+def test_compiled_launcher_packs_each_type_in_its_slot(recorded: list[dict[str, Any]]) -> None:
+    from ember_triton._claunch import make_launch
+
+    sig = ["*fp32", "i32", "constexpr", "i64", "u64", "fp32", "fp64", "i1", "i16", "u8", "u32"]
+    entry = make_launch(_Compiled(0xABC0, 8, 4096), sig)
+    assert entry is not None
+    recorded[0]["nparams"][0] = len(sig) - 1 + 2  # no constexpr slot; two scratch pointers
+    raw = [0x7F00_0000_1230, -7, 128, -(2 ** 40), 2 ** 64 - 1, 1e39, 0.1, 1, -300, 255, 2 ** 32 - 1]
+    entry((5, 3), 0x5150, raw)
+    call = recorded[1]
+    assert call["function"] == 0xABC0 and call["grid"] == (5, 3, 1)
+    assert call["block"] == (256, 1, 1) and call["shared"] == 4096 and call["stream"] == 0x5150
+    assert call["extra"] is None
+    want = [struct.pack("<Q", raw[0]), struct.pack("<i4x", -7), struct.pack("<q", -(2 ** 40)),
+            struct.pack("<Q", 2 ** 64 - 1), struct.pack("<f4x", float("inf")),  # as C narrows
+            struct.pack("<d", 0.1), struct.pack("<b7x", 1), struct.pack("<h6x", -300),
+            struct.pack("<B7x", 255), struct.pack("<I4x", 2 ** 32 - 1), bytes(8), bytes(8)]
+    assert call["slots"] == want
+    entry((9,), 0, [16, 1, 0, 2, 3, 2.5, 1.0, 0, 1, 2, 3])  # a 1-D grid; new values
+    assert recorded[2]["grid"] == (9, 1, 1)
+    assert recorded[2]["slots"][0] == struct.pack("<Q", 16)
+    assert recorded[2]["slots"][4] == struct.pack("<f4x", 2.5)
+
+
+def test_compiled_launcher_refuses_what_does_not_fit(recorded: list[dict[str, Any]]) -> None:
+    from ember_triton._claunch import make_launch
+
+    entry = make_launch(_Compiled(1, 4, 0), ["*fp16", "i32"])
+    assert entry is not None
+    with pytest.raises(OverflowError, match="does not fit"):
+        entry((1,), 0, [64, 2 ** 31])
+    with pytest.raises(TypeError, match="takes 2 arguments, got 1"):
+        entry((1,), 0, [64])
+    with pytest.raises(TypeError, match="grid"):
+        entry((1, 1, 1, 1), 0, [64, 1])
+    assert len(recorded) == 1  # nothing reached the driver
+    assert make_launch(_Compiled(1, 4, 0), ["*fp16", "fp16"]) is None  # no code: Python path

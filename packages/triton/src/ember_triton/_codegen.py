@@ -19,7 +19,7 @@ from ._array import DeviceArray, contiguous_strides, dtype_name
 if TYPE_CHECKING:
     from .backend import TritonBackend
 
-__all__ = ["TL", "collapse", "elementwise", "load_expr", "run_plan"]
+__all__ = ["TL", "collapse", "elementwise", "load_expr", "run_binary", "run_plan"]
 
 #: Triton type of each numpy dtype name (bool is stored as bytes)
 TL = {
@@ -91,6 +91,23 @@ def _source(name: str, nin: int, nsc: int, rank: int, body: str, in_dtypes: Sequ
     return "\n".join(lines) + "\n"
 
 
+def run_binary(be: TritonBackend, plan: tuple[Any, ...], a: DeviceArray,
+               b: DeviceArray) -> DeviceArray:
+    """`run_plan` for two operands and no scalars (every binary op's eager path), unrolled."""
+    direct = plan[8]
+    pa, pb = a.ptr, b.ptr
+    if direct is not None and not (pa | pb) & 15:
+        mem = be.memory
+        storage, ptr = mem.allocate_at(plan[6])
+        out = DeviceArray.fresh(mem, storage, plan[2], plan[3], ptr, plan[7])
+        if not ptr & 15:
+            direct(plan[1], mem.stream(), [ptr, pa, pb, *plan[4]])
+        else:
+            be.launch(plan[0], plan[1], out, a, b, *plan[4], BLOCK=plan[5])
+        return out
+    return run_plan(be, plan, (a, b))
+
+
 def run_plan(be: TritonBackend, plan: tuple[Any, ...], inputs: Sequence[DeviceArray],
              scalars: Sequence[DeviceArray] = ()) -> DeviceArray:
     """Run a recorded elementwise launch (see `elementwise`) on operands of the same layouts."""
@@ -99,11 +116,6 @@ def run_plan(be: TritonBackend, plan: tuple[Any, ...], inputs: Sequence[DeviceAr
     storage, ptr = mem.allocate_at(nbytes)
     out = DeviceArray.fresh(mem, storage, pshape, pdtype, ptr, pstrides)
     if direct is not None:
-        if len(inputs) == 2 and not scalars:  # binary ops: the common case, unrolled
-            pa, pb = inputs[0].ptr, inputs[1].ptr
-            if not (ptr | pa | pb) & 15:
-                direct(grid, mem.stream(), [ptr, pa, pb, *ints])
-                return out
         # the compiled kernel, launched with addresses: it was compiled for 16-byte aligned
         # operands, which every operand still is (else the general path)
         addrs = [ptr]

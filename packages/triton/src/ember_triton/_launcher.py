@@ -11,7 +11,9 @@ The parameter layout follows the kernel Triton compiled: one parameter per argum
 signature type is not ``constexpr`` (pointers as 64-bit addresses, integers and floats in their
 widths), then the two scratch pointers Triton 3.6 appends to every kernel (null here: kernels
 that need scratch memory keep Triton's launcher).  Any kernel or Triton version this module does
-not recognise keeps Triton's launcher too (`TritonLaunch`).
+not recognise keeps Triton's launcher too (`TritonLaunch`).  Where a C compiler is at hand (as
+Triton's own launchers need one), `ember_triton._claunch` does the packing and the launch in one
+compiled call instead of `DriverLaunch`'s three Python-level steps.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ _CODES = {
 _KNOWN_LAYOUTS = ("3.6.",)
 #: ``EMBER_DRIVER_LAUNCH=0`` keeps Triton's launcher for every kernel
 _ENABLED = os.environ.get("EMBER_DRIVER_LAUNCH", "1") != "0"
+#: ``EMBER_C_LAUNCH=0`` keeps `DriverLaunch` instead of the compiled launcher (`_claunch`)
+_COMPILED = os.environ.get("EMBER_C_LAUNCH", "1") != "0"
 
 
 class TritonLaunch:
@@ -138,5 +142,11 @@ def make_entry(compiled: Any, raw: Sequence[Any], tail: tuple[Any, ...]) -> Any:
             except (ImportError, struct.error, OverflowError, KeyError, TypeError):
                 pass
             else:
+                if _COMPILED:  # the same launch, packed and issued by one C call
+                    from ._claunch import make_launch
+
+                    fast = make_launch(compiled, types)
+                    if fast is not None:
+                        return fast
                 return entry
     return TritonLaunch(compiled, tail)

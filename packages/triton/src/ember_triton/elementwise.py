@@ -16,7 +16,7 @@ from ember.ops import composite as cops
 from ember.ops import elementwise as ew
 
 from ._array import DeviceArray, kind_of
-from ._codegen import elementwise, run_plan
+from ._codegen import elementwise, run_binary, run_plan
 
 if TYPE_CHECKING:
     from .backend import TritonBackend
@@ -169,7 +169,7 @@ def binary(name: str) -> Any:
         key = ("binary", name, a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype)
         plan = be.elementwise_plans.get(key)
         if plan is not None:
-            return run_plan(be, plan, (a, b))
+            return run_binary(be, plan, a, b)
         e = binary_expression(name, a.dtype)
         return elementwise(be, e.body, [a, b], e.out, widen=e.widen, plan_key=key)
 
