@@ -153,7 +153,7 @@ class CupyMemory(Memory):
             if buf is not None:
                 self._scratch_outgrown.append(buf)
             self.activate()
-            storage = self.cupy.cuda.memory.alloc(max(size, 1 << 16) + alignment)
+            storage = self._alloc(max(size, 1 << 16) + alignment)
             buf = self._scratch[key] = _Scratch(storage, alignment, max(size, 1 << 16))
         return buf
 
