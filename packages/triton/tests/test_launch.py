@@ -71,9 +71,10 @@ class _Compiled:
 
 
 @pytest.fixture
-def recorded(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+def recorded(monkeypatch: pytest.MonkeyPatch, dev: Any) -> list[dict[str, Any]]:
     """Launches through the compiled extension, each recorded (the parameters read back as the
-    driver would: 8 bytes behind each parameter pointer)."""
+    driver would: 8 bytes behind each parameter pointer).  ``dev`` first: building imports
+    triton, which must come up in the interpreter mode the other tests of this process need."""
     from ember_triton import _claunch
 
     mod = _claunch.build()
