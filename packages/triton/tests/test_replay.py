@@ -127,3 +127,35 @@ def test_adam_replays_its_launch(dev: ember.Device, log: list[Any]) -> None:
                                            v.ptr]
     assert replay[7 * n:7 * n + 2 * n] == raw[7 * n:7 * n + 2 * n]  # sizes and block ends
     assert g1 != g2
+
+
+def test_binary_ops_replay_straight_from_core(dev: ember.Device, log: list[Any],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """An arithmetic op whose operand layouts recur is answered by `dispatch_binary` (core's
+    fast path): the recorded launch with the new addresses, without `dispatch`; comparisons
+    and first sightings go through `dispatch`."""
+    be = dev.backend
+    monkeypatch.setattr(be, "elementwise_plans", {})
+    dispatched: list[str] = []
+    real = dev.dispatch
+
+    def spy(op: Any, args: Any, params: Any) -> Any:
+        dispatched.append(op.name)
+        return real(op, args, params)
+
+    monkeypatch.setattr(dev, "dispatch", spy)
+    a, b = _t(dev, (4, 6), 0), _t(dev, (6,), 1)  # broadcast over rows
+    first = a * b
+    np.testing.assert_allclose(first.numpy(), a.numpy() * b.numpy(), rtol=1e-6)
+    assert dispatched == ["mul"] and [e[0] for e in log] == ["launch"]
+    c, d = _t(dev, (4, 6), 2), _t(dev, (6,), 3)
+    out = c * d
+    assert dispatched == ["mul"]  # not dispatched again
+    assert [e[0] for e in log] == ["launch", "replay"] and log[1][1] == log[0][1]
+    assert log[1][2] == _moved(log[0][2], [first._data, a._data, b._data],
+                               [out._data, c._data, d._data])
+    assert out.shape == (4, 6) and out.dtype == ember.float32 and out.device is dev
+    assert be.dispatch_binary(ember.ops.elementwise.eq, c, d) is None  # bool result: dispatch
+    assert be.dispatch_binary(ember.ops.elementwise.sub, c, d) is None  # no launch recorded
+    c == d  # noqa: B015  # a comparison: through dispatch
+    assert dispatched == ["mul", "eq"]

@@ -40,6 +40,12 @@ class Backend:
     dtypes: frozenset[DType] = frozenset()
     kernels: dict[Op, Kernel]
     device: Device
+    #: optional fast path of the eager binary ops: ``dispatch_binary(op, a, b)`` for two
+    #: floating tensors of this device with one dtype (broadcasting already checked) returns
+    #: the result tensor, or ``None`` to have core call :meth:`dispatch` as usual.  A backend
+    #: that can answer recurring calls in one step (the Triton backends' recorded launches)
+    #: sets it to a method; ``None`` costs core one attribute look-up.
+    dispatch_binary: Callable[[Op, Tensor, Tensor], Tensor | None] | None = None
 
     def __init__(self) -> None:
         if not hasattr(self, "kernels"):

@@ -97,8 +97,8 @@ class Device:
     ('cpu', True)
     """
 
-    __slots__ = ("_backend", "dispatch", "implements", "index", "inner", "name", "options",
-                 "tensor_type")
+    __slots__ = ("_backend", "dispatch", "dispatch_binary", "implements", "index", "inner",
+                 "name", "options", "tensor_type")
 
     name: str
     index: int | None
@@ -116,6 +116,8 @@ class Device:
         self._backend = backend
         # bound once so that per-op dispatch is a single attribute look-up
         self.dispatch = backend.dispatch
+        #: the backend's fast path of eager binary ops, or ``None`` (`Backend.dispatch_binary`)
+        self.dispatch_binary = backend.dispatch_binary
         #: ``implements(op)``: whether a composite op runs as this device's own kernel
         self.implements = backend.implements
         self.tensor_type: type[Tensor] = getattr(backend, "tensor_type", Tensor)

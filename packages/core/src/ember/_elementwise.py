@@ -39,6 +39,11 @@ def _binary(op: Op, a: Tensor | Scalar, b: Tensor | Scalar, kind: str) -> Tensor
         if a._dtype.kind == "f" and kind != "int":  # the common case: two float tensors
             if a._data.shape != b._data.shape:
                 check_broadcast(op, a, b)
+            fast = a._device.dispatch_binary
+            if fast is not None:
+                out = fast(op, a, b)
+                if out is not None:
+                    return out
             return a._device.dispatch(op, (a, b), _NO_PARAMS)  # type: ignore[no-any-return]
         x, y = a, b
     else:

@@ -20,7 +20,7 @@ from ember._host import numpy_dtype
 from . import _aot, creation, elementwise, linalg, movement, nn, optim, reduction, rows
 from ._array import DeviceArray
 from ._autotune import KernelSelector
-from ._codegen import contiguous
+from ._codegen import contiguous, run_binary
 from ._jit import KernelLibrary
 from ._launcher import make_entry
 from ._memory import Memory
@@ -137,7 +137,30 @@ class TritonBackend(Backend):
         for family in _FAMILIES:
             for op, fn in family.KERNELS.items():
                 self.kernels[op] = functools.partial(fn, self)
+        #: binary ops whose result has the operands' dtype, served by `dispatch_binary`
+        self._same_binary = {op: name for op, name in elementwise.SAME_DTYPE_BINARY.items()
+                             if self.kernels[op].func is elementwise.KERNELS[op]}
         super().__init__()
+
+    def dispatch_binary(self, op: Any, a: Any, b: Any) -> Any:
+        """Core's fast path of eager binary ops (`ember._backend.Backend.dispatch_binary`): an
+        arithmetic op whose operands' layouts recur runs its recorded launch (`run_binary`)
+        and returns the tensor in this one call; anything else returns ``None`` and goes
+        through `dispatch` (which records the launch)."""
+        name = self._same_binary.get(op)
+        if name is None:
+            return None
+        x, y = a._data, b._data
+        plan = self.elementwise_plans.get(("binary", name, x.shape, x.strides, x.dtype, y.shape,
+                                           y.strides, y.dtype))
+        if plan is None:
+            return None
+        device = self.device
+        t = object.__new__(device.tensor_type)
+        t._data = run_binary(self, plan, x, y)
+        t._device = device
+        t._dtype = a._dtype
+        return t
 
     # -- helpers for kernel families ---------------------------------------------------------
 

@@ -207,6 +207,10 @@ for _name in (*ew.FLOAT_UNARY, *ew.NUMERIC_UNARY, *ew.BOOL_UNARY, "bitwise_not")
 for _name in (*ew.ARITHMETIC_BINARY, *ew.FLOAT_BINARY, *ew.COMPARISON_BINARY,
               *ew.LOGICAL_BINARY, *ew.BITWISE_BINARY):
     KERNELS[getattr(ew, _name)] = binary(_name)
+#: arithmetic binary ops by kernel name whose result keeps the operands' dtype: the ones
+#: `TritonBackend.dispatch_binary` answers from recorded launches
+SAME_DTYPE_BINARY = {getattr(ew, n): n for n in (*ew.ARITHMETIC_BINARY, *ew.FLOAT_BINARY)
+                     if getattr(ew, n).result == "same"}
 KERNELS[ew.where] = _where
 KERNELS[ew.clamp] = _clamp
 KERNELS[cops.clamp_backward] = _clamp_backward
