@@ -25,6 +25,16 @@ import sys
 import threading
 from typing import Any
 
+from ._cublas import (
+    _COMPUTE_32F,
+    _COMPUTE_32F_FAST_TF32,
+    _COMPUTE_64F,
+    _CUDA_R,
+    _ONE_AT,
+    _OP_N,
+    _ZERO_AT,
+)
+
 __all__ = ["COUNT", "WORKSPACE", "LtGemm", "alignment", "available", "lt_layouts", "version"]
 
 #: algorithms asked of the heuristic per problem (each a kernel-selection candidate)
@@ -32,24 +42,17 @@ COUNT = 6
 #: bytes of workspace the algorithms may use (cuBLAS's recommendation for Hopper)
 WORKSPACE = 32 << 20
 
-# enum values of cublasLt.h / library_types.h (stable parts of the ABI)
-_CUDA_R = {"float16": 2, "bfloat16": 14, "float32": 0, "float64": 1}
-_COMPUTE_32F, _COMPUTE_32F_FAST_TF32, _COMPUTE_64F = 68, 77, 70
+# enum values of cublasLt.h (stable parts of the ABI; data and compute types as `_cublas`)
 _DESC_TRANSA, _DESC_TRANSB, _DESC_EPILOGUE, _DESC_BIAS_POINTER = 3, 4, 7, 8
 _EPILOGUE_BIAS = 4
 _LAYOUT_BATCH_COUNT, _LAYOUT_BATCH_OFFSET = 5, 6
 _PREF_MAX_WORKSPACE = 1
 _PREF_ALIGN = (5, 6, 7, 8)  # MIN_ALIGNMENT_{A,B,C,D}_BYTES
-_OP_N = 0
 _RESULT_BYTES = 96  # cublasLtMatmulHeuristicResult_t: algo (64), workspace (8), state, waves, 4 int
 
 _LOCK = threading.Lock()
 _STATE: dict[str, Any] = {}
 _HANDLES: dict[int, ctypes.c_void_p] = {}
-_SCALARS = {"f4": (ctypes.c_float(1.0), ctypes.c_float(0.0)),
-            "f8": (ctypes.c_double(1.0), ctypes.c_double(0.0))}
-_SCALAR_AT = {k: (ctypes.addressof(one), ctypes.addressof(zero))
-              for k, (one, zero) in _SCALARS.items()}
 
 
 class LtError(RuntimeError):
@@ -246,10 +249,11 @@ class LtGemm:
         if self.bias and self._bias_at.value != bias:
             self._bias_at.value = bias
             self._set_desc(_DESC_BIAS_POINTER, self._bias_at)
-        one, zero = _SCALAR_AT[self._scal]
+        scal = self._scal
         status = self._lib.cublasLtMatmul(
-            self._handle, self._desc, one, b, self._a, a, self._b, zero, c, self._c, c,
-            self._c, ctypes.byref(self.algos[index]), workspace, WORKSPACE, stream)
+            self._handle, self._desc, _ONE_AT[scal], b, self._a, a, self._b, _ZERO_AT[scal],
+            c, self._c, c, self._c, ctypes.byref(self.algos[index]), workspace, WORKSPACE,
+            stream)
         if status:
             raise LtError(f"cuBLASLt cublasLtMatmul failed with status {status}")
 

@@ -21,6 +21,7 @@ import numpy as np
 from ember.ops import composite as cops
 from ember.ops import linalg as la
 
+from . import _cublaslt
 from ._array import DeviceArray, dtype_name, kind_of
 from ._autotune import bucket
 from ._codegen import collapse, contiguous, elementwise
@@ -360,10 +361,8 @@ class _LtLaunch:
         self.lt, self.index, self.memory = lt, index, memory
 
     def __call__(self, grid: Any, stream: int, raw: list[int]) -> None:
-        from ._cublaslt import WORKSPACE
-
         self.lt.run(self.index, raw[0], raw[1], raw[2], raw[3], stream,
-                    self.memory.workspace(WORKSPACE))
+                    self.memory.workspace(_cublaslt.WORKSPACE))
 
 
 def _lt_gemm(be: TritonBackend, out: DeviceArray, a: DeviceArray, b: DeviceArray,
@@ -371,15 +370,14 @@ def _lt_gemm(be: TritonBackend, out: DeviceArray, a: DeviceArray, b: DeviceArray
              bias: DeviceArray | None) -> Any:
     """cuBLASLt's descriptors for this problem (`_cublaslt.LtGemm`, made once per problem and
     alignment), or ``None`` where cuBLASLt cannot run it."""
-    from . import _cublaslt
-
-    addresses = [out.ptr, a.ptr, b.ptr] + ([] if bias is None else [bias.ptr])
-    align = _cublaslt.alignment(*addresses)
     if bias is not None and batch > 1:  # the epilogue's bias would need a batch stride
         return None
+    align = _cublaslt.alignment(out.ptr, a.ptr, b.ptr, out.ptr if bias is None else bias.ptr)
     key = (args, batch, a.dtype, precision, bias is not None, align)
     lt = be.lt_gemms.get(key, False)
     if lt is False:
+        if len(be.lt_gemms) >= 4096:  # as `matmul_plans`: problems that never recur
+            be.lt_gemms.clear()
         lt = None
         if align and _cublaslt.available():
             m, n, k, _, _, sa2, _, _, _, sb2, _, _ = args
