@@ -49,8 +49,8 @@ def child() -> None:
             cases[f"swap {cfg}"] = lambda cfg=cfg, out=out, a=a, b=b, args=args: la._tma_matmul(
                 be, cfg, out, a._data, b._data, args, "tf32", None, True)
         cfg0 = la._TMA_CONFIGS["tf32"][0]
-        cases[f"copy B + tma {cfg0}"] = lambda out=out, a=a, b=b, args=args, cfg0=cfg0: \
-            la._tma_matmul(be, cfg0, out, a._data, b._data, args, "tf32")
+        cases[f"copy B + tma {cfg0}"] = lambda out=out, a=a, b=b, args=args, cfg0=cfg0: la._tma_matmul(
+            be, cfg0, out, a._data, b._data, args, "tf32")
         cases["ember a @ b, Triton alone"] = lambda: mm(False)
         cases["ember a @ b, selected"] = lambda: mm(True)
         errs: dict[str, str] = {}
