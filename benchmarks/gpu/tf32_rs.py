@@ -36,7 +36,7 @@ def child() -> None:
         args = (n, n, n, 1, 0, 0, n, 1, 0, 0, n, 1)
         assert la.tma_fits(a._data, b._data, args, "tf32") and la.tma_swaps(args, "tf32")
 
-        def err(o=out, ref=ref) -> str:  # type: ignore[no-untyped-def]
+        def err(o=out) -> str:  # type: ignore[no-untyped-def]
             got = be.to_numpy(o, ember.float32)[:512].astype(np.float64)
             return f"{float(abs(got - ref).max() / abs(ref).max()):.1e}"
 
@@ -46,10 +46,10 @@ def child() -> None:
 
         cases = {"torch": lambda ta=ta, tb=tb: ta @ tb}
         for cfg in la._TMA_RS_CONFIGS:
-            cases[f"swap {cfg}"] = lambda cfg=cfg, out=out, a=a, b=b, args=args: la._tma_matmul(
+            cases[f"swap {cfg}"] = lambda cfg=cfg, out=out, a=a, b=b: la._tma_matmul(
                 be, cfg, out, a._data, b._data, args, "tf32", None, True)
         cfg0 = la._TMA_CONFIGS["tf32"][0]
-        cases[f"copy B + tma {cfg0}"] = lambda out=out, a=a, b=b, args=args, cfg0=cfg0: la._tma_matmul(
+        cases[f"copy B + tma {cfg0}"] = lambda out=out, a=a, b=b: la._tma_matmul(
             be, cfg0, out, a._data, b._data, args, "tf32")
         cases["ember a @ b, Triton alone"] = lambda: mm(False)
         cases["ember a @ b, selected"] = lambda: mm(True)
