@@ -329,59 +329,6 @@ def test_tma_matmul_matches_numpy(dev: ember.Device, dtype: ember.DType, b_kmajo
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.sqrt(k))
 
 
-def _round_tf32(x: np.ndarray) -> np.ndarray:
-    """float32 values rounded to 11 significant bits, ties away from zero (by frexp, not by
-    the kernel's bit arithmetic)."""
-    mant, exp = np.frexp(x.astype(np.float64))
-    return np.ldexp(np.sign(mant) * np.floor(np.abs(mant) * 2.0 ** 11 + 0.5), exp - 11)
-
-
-@pytest.mark.parametrize("bias", [False, True])
-@pytest.mark.parametrize("shape", [(70, 48, 40), (33, 80, 24)])
-def test_tma_matmul_swapped_reads_b_from_registers(dev: ember.Device, bias: bool,
-                                                   shape: tuple[int, int, int],
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    """tf32 with B N-major (`tma_swaps`): `matmul_tma` computes ``C^T = B^T A^T`` with B's
-    tile rounded to tf32 (what takes it through registers on the GPU), no copy of B; the
-    result is A @ round_tf32(B) (+ bias) in float64."""
-    from ember_triton.linalg import _tma_matmul, tma_fits, tma_swaps
-
-    be = dev.backend
-    m, n, k = shape
-    a, b, an, bn = _tma_operands(dev, ember.float32, m, n, k, False)
-    args = (m, n, k, 1, 0, 0, *a.strides, 0, 0, *b.strides)
-    assert tma_fits(a, b, args, "tf32") and tma_swaps(args, "tf32")
-    out = be.empty((m, n), a.dtype)
-    bias_t = ember.tensor(_rng().standard_normal(n), device=dev) if bias else None
-    cfg = (32, 16, 16, 2, 4, 1, 1)
-    kernels: list[str] = []
-    real = be.launch
-    monkeypatch.setattr(be, "launch", lambda kernel, *rest, **meta: (
-        kernels.append(kernel.fn.__name__), real(kernel, *rest, **meta))[1])
-    _tma_matmul(be, cfg, out, a, b, args, "tf32", None if bias_t is None else bias_t._data,
-                True)
-    assert kernels == ["matmul_tma"]  # B read as it is: no transposing copy
-    want = an @ _round_tf32(bn)
-    if bias_t is not None:
-        want = want + bias_t.numpy().astype(np.float64)
-    got = be.to_numpy(out, ember.float32).astype(np.float64)
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.sqrt(k))
-    # and it did round: the unrounded product is further away than float32 error
-    assert abs(got - an @ bn).max() > 1e-4
-
-
-def test_tma_swaps_only_tf32_with_b_n_major() -> None:
-    from ember_triton.linalg import tma_swaps
-
-    def args(sak: int, sbk: int, sbn: int) -> tuple[int, ...]:
-        return (64, 64, 64, 1, 0, 0, 64 if sak == 1 else 1, sak, 0, 0, sbk, sbn)
-
-    assert tma_swaps(args(1, 64, 1), "tf32")  # a @ b, both row-major
-    assert not tma_swaps(args(1, 64, 1), "ieee")  # half types read B N-major from shared memory
-    assert not tma_swaps(args(1, 1, 64), "tf32")  # B already K-major
-    assert not tma_swaps(args(64, 64, 1), "tf32")  # A M-major: copied K-major instead
-
-
 def test_tma_fits_only_descriptor_friendly_operands(dev: ember.Device) -> None:
     from ember_triton.linalg import tma_fits
 

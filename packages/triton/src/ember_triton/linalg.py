@@ -122,11 +122,6 @@ _TMA_CONFIGS = {
              (128, 128, 32, 8, 4, 5, 1), (256, 128, 32, 8, 8, 3, 0)],
     "ieee": [],
 }
-#: persistent TMA configs for tf32 with B N-major (``C^T = B^T A^T``, B^T from registers: see
-#: `matmul_tma`'s SWAP), in place of a K-major copy of B
-_TMA_RS_CONFIGS = [(128, 256, 32, 8, 8, 3, 0), (128, 256, 32, 8, 8, 4, 0),
-                   (256, 128, 32, 8, 8, 3, 0), (128, 128, 32, 8, 4, 5, 1),
-                   (128, 256, 64, 8, 8, 3, 0), (128, 256, 32, 16, 8, 3, 0)]
 #: problems below this many multiply-adds use the default config without timing
 TUNE_MIN_MACS = 1 << 24
 
@@ -177,13 +172,11 @@ def _run_matmul(be: TritonBackend, out: DeviceArray, a: DeviceArray, b: DeviceAr
     lt_names = {} if lt is None else {f"cublaslt:{lt.version}:{i}": i
                                       for i in range(len(lt.algos))}
     tma = be.tma and batch == 1 and tma_fits(a, b, args, precision)
-    swaps = tma and tma_swaps(args, precision)
     key = ("matmul", dtype_name(dt), precision, bucket(m), bucket(n), bucket(k), batch > 1,
            a.strides[-1] == 1, b.strides[-1] == 1, blas, tma, lt is not None and lt.align)
     name = be.selector.known(key)
     if name is None or not (name in lt_names or (name == "cublas" and blas)
-                            or name in _CONFIG_NAMES or (name in _TMA_NAMES and tma)
-                            or (name in _TMA_RS_NAMES and swaps)):
+                            or name in _CONFIG_NAMES or (name in _TMA_NAMES and tma)):
         candidates: dict[str, Callable[[], Any]] = {
             _config_name(cfg): functools.partial(_triton_matmul, be, cfg, out, a, b, args,
                                                  batch, precision, bias)
@@ -193,11 +186,6 @@ def _run_matmul(be: TritonBackend, out: DeviceArray, a: DeviceArray, b: DeviceAr
                 _config_name(cfg, "tma"): functools.partial(_tma_matmul, be, cfg, out, a, b,
                                                             args, precision, bias)
                 for cfg in _TMA_CONFIGS[family]})
-        if swaps:
-            candidates.update({
-                _config_name(cfg, "tmars"): functools.partial(_tma_matmul, be, cfg, out, a, b,
-                                                              args, precision, bias, True)
-                for cfg in _TMA_RS_CONFIGS})
         if blas:
             # Triton's own pick for this bucket, where known, stands for every Triton config:
             # timing them all again costs seconds and heats the GPU for the cuBLAS candidates
@@ -221,9 +209,6 @@ def _run_matmul(be: TritonBackend, out: DeviceArray, a: DeviceArray, b: DeviceAr
     if name in _TMA_NAMES:
         _tma_matmul(be, _TMA_NAMES[name], out, a, b, args, precision, bias)
         return None
-    if name in _TMA_RS_NAMES:
-        _tma_matmul(be, _TMA_RS_NAMES[name], out, a, b, args, precision, bias, True)
-        return None
     return _triton_matmul(be, _CONFIG_NAMES[name], out, a, b, args, batch, precision, bias)
 
 
@@ -233,14 +218,6 @@ def _config_name(cfg: tuple[int, ...], kind: str = "triton") -> str:
 
 _CONFIG_NAMES = {_config_name(cfg): cfg for cfgs in _CONFIGS.values() for cfg in cfgs}
 _TMA_NAMES = {_config_name(cfg, "tma"): cfg for cfgs in _TMA_CONFIGS.values() for cfg in cfgs}
-_TMA_RS_NAMES = {_config_name(cfg, "tmars"): cfg for cfg in _TMA_RS_CONFIGS}
-
-
-def tma_swaps(args: tuple[int, ...], precision: str) -> bool:
-    """Whether a 2-D tf32 problem that `tma_fits` has B N-major and A K-major: `matmul_tma`
-    can then read B as it is, from registers (SWAP), instead of copying it K-major."""
-    sak, sbk, sbn = args[7], args[10], args[11]
-    return precision == "tf32" and sak == 1 and sbn == 1 and sbk != 1
 
 
 def tma_fits(a: DeviceArray, b: DeviceArray, args: tuple[int, ...], precision: str) -> bool:
@@ -268,26 +245,25 @@ def tma_fits(a: DeviceArray, b: DeviceArray, args: tuple[int, ...], precision: s
 
 def _tma_matmul(be: TritonBackend, cfg: tuple[int, ...], out: DeviceArray, a: DeviceArray,
                 b: DeviceArray, args: tuple[int, ...], precision: str,
-                bias: DeviceArray | None = None, swap: bool = False) -> None:
+                bias: DeviceArray | None = None) -> None:
     """``out = a @ b (+ bias)`` by `matmul_tma` (``tma_fits(a, b, args, precision)`` holds):
-    persistent programs, one per multiprocessor at most.  ``swap`` (where `tma_swaps`) runs
-    tf32 on B as it is, from registers; other tf32 problems copy an operand K-major."""
+    persistent programs, one per multiprocessor at most."""
     m, n, k = args[:3]
     bm, bn, bk, group, warps, stages, flatten = cfg
-    if precision == "tf32" and not swap:
+    if precision == "tf32":
         a, b, args = _k_major(be, a, b, args)
     sam, sbk, sbn = args[6], args[10], args[11]
     kmajor = sbk == 1 and sbn != 1
     step = min(-(-m // bm) * -(-n // bn), be.processors)
     arrays = (out, a, b, out if bias is None else bias)
-    key = ("matmul_tma", cfg, m, n, k, sam, sbk, sbn, precision, kmajor, swap, bias is None,
-           a.dtype, out.dtype, arrays[3].dtype)
+    key = ("matmul_tma", cfg, m, n, k, sam, sbk, sbn, precision, kmajor, bias is None, a.dtype,
+           out.dtype, arrays[3].dtype)
     be.memory.use_scratch()  # the descriptors live in global scratch
     be.launch_planned(key, be.module("linalg").matmul_tma, (step,), arrays,
                       (m, n, k, sam, sbk, sbn, step), PRECISION=precision,
                       UPCAST=be.memory.interpret and dtype_name(a.dtype) == "bfloat16",
                       BM=bm, BN=bn, BK=bk, GROUP_M=group, HAS_BIAS=bias is not None,
-                      B_KMAJOR=kmajor, FLATTEN=bool(flatten), SWAP=swap, num_warps=warps,
+                      B_KMAJOR=kmajor, FLATTEN=bool(flatten), num_warps=warps,
                       num_stages=stages)
 
 

@@ -135,31 +135,17 @@ def split_k_sum(out, parts, bias, total, N, SPLITS, HAS_BIAS: tl.constexpr,
 
 
 @triton.jit
-def round_tf32(x):
-    """float32 rounded to TF32's 10 mantissa bits (to nearest, ties away from zero; NaN kept).
-    Also what keeps an operand in registers: Triton feeds wgmma from registers only a value
-    computed there, not one loaded straight into shared memory."""
-    bits = x.to(tl.uint32, bitcast=True)
-    rounded = ((bits + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
-    return tl.where(x == x, rounded, x)
-
-
-@triton.jit
 def matmul_tma(c, a, b, bias, M, N, K, sam, sbk, sbn, STEP,
                PRECISION: tl.constexpr, UPCAST: tl.constexpr, BM: tl.constexpr,
                BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
-               HAS_BIAS: tl.constexpr, B_KMAJOR: tl.constexpr, FLATTEN: tl.constexpr,
-               SWAP: tl.constexpr = False):
+               HAS_BIAS: tl.constexpr, B_KMAJOR: tl.constexpr, FLATTEN: tl.constexpr):
     """2-D tensor-core matmul on Hopper's TMA: persistent programs walk C's tiles
     (``STEP`` programs, tile ``t`` to program ``t % STEP``, GROUP_M tile rows at a time for L2),
     loading A (K contiguous) and B as tiles through tensor descriptors; out-of-range rows,
     columns and K steps load as zeros, so no masks.  B is ``K x N`` with N contiguous, or with
     B_KMAJOR given as its ``N x K`` transpose with K contiguous: the only layout 32-bit (tf32)
-    wgmma reads from shared memory without a shuffle.  SWAP (tf32 with B N-major) computes
-    ``C^T = B^T A^T`` instead: B^T's tile, rounded to tf32 in registers, is wgmma's A operand,
-    which comes from registers in any layout, and A's K-major tile is the shared-memory operand,
-    so no copy of B and no shuffle through shared memory.  The epilogue adds ``bias[N]`` in
-    float32 (HAS_BIAS) and stores with masks, in 64-bit offsets."""
+    wgmma reads from shared memory without a shuffle.  The epilogue adds ``bias[N]`` in float32
+    (HAS_BIAS) and stores with masks, in 64-bit offsets."""
     a_desc = tl.make_tensor_descriptor(a, shape=[M, K], strides=[sam, 1], block_shape=[BM, BK])
     if B_KMAJOR:
         b_desc = tl.make_tensor_descriptor(b, shape=[N, K], strides=[sbn, 1],
@@ -176,10 +162,7 @@ def matmul_tma(c, a, b, bias, M, N, K, sam, sbk, sbn, STEP,
         pm, pn = grouped_tile(tile, num_m, num_n, GROUP_M)
         om = pm * BM
         on = pn * BN
-        if SWAP:
-            acc_t = tl.zeros((BN, BM), tl.float32)
-        else:
-            acc = tl.zeros((BM, BN), tl.float32)
+        acc = tl.zeros((BM, BN), tl.float32)
         for kk in range(0, k_tiles):
             av = a_desc.load([om, kk * BK])
             if B_KMAJOR:
@@ -189,13 +172,7 @@ def matmul_tma(c, a, b, bias, M, N, K, sam, sbk, sbn, STEP,
             if UPCAST:  # the interpreter holds bfloat16 as raw bits: multiply in float32
                 av = av.to(tl.float32)
                 bv = bv.to(tl.float32)
-            if SWAP:
-                acc_t = tl.dot(round_tf32(tl.trans(bv)), tl.trans(av), acc_t,
-                               input_precision=PRECISION)
-            else:
-                acc = tl.dot(av, bv, acc, input_precision=PRECISION)
-        if SWAP:
-            acc = tl.trans(acc_t)
+            acc = tl.dot(av, bv, acc, input_precision=PRECISION)
         rm = om + tl.arange(0, BM)
         rn = on + tl.arange(0, BN)
         if HAS_BIAS:
