@@ -2,11 +2,13 @@
 benchmarks/gpu/cublaslt_algos.py``): for 4096³ and 8192³ in bf16, fp16 and tf32, the device time
 of torch's ``a @ b``, of CuPy's cuBLAS call (what kernel selection's "cublas" candidate was),
 and of each algorithm cuBLASLt's heuristic offers (`ember_triton._cublaslt`), in interleaved
-rounds with CUDA events; TFLOP/s and each one's median ratio to torch over the rounds.
+rounds with CUDA events; TFLOP/s and each one's median ratio to torch over the rounds
+(``EMBER_LT_ALGOS=N`` asks the heuristic for N algorithms instead of `_cublaslt.COUNT`).
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 from pathlib import Path
@@ -19,8 +21,11 @@ def child() -> None:
     import torch
 
     import ember
+    import ember_triton._cublaslt as _lt
     from ember_triton._cublas import gemm_layout, strided_batched_gemm
     from ember_triton._cublaslt import WORKSPACE, LtGemm, alignment, version
+
+    _lt.COUNT = int(os.environ.get("EMBER_LT_ALGOS", _lt.COUNT))
 
     d = ember.device("cuda:0")
     be = d.backend

@@ -1,6 +1,6 @@
 """ember vs PyTorch eager on one NVIDIA GPU, side by side in one process; prints ratios.
 
-    python benchmarks/gpu/perf.py [--quick] [--out DIR]
+    python benchmarks/gpu/perf.py [--quick] [--out DIR] [--lt-algos N]
 
 What it times (issue 8's acceptance list):
 - matmul 4096^3 and 8192^3 in bf16, fp16 and fp32 (TF32): ember with Triton alone, ember with
@@ -204,16 +204,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--out", default=os.environ.get("OUT") or "artifacts/gpu-perf")
+    p.add_argument("--lt-algos", type=int, default=None,
+                   help="cuBLASLt algorithms per problem for kernel selection (default: "
+                        "ember_triton._cublaslt.COUNT)")
     args = p.parse_args(argv)
     if args.child:
-        print("PERF " + json.dumps(child(args.quick)))
+        import ember_triton._cublaslt as lt
+
+        if args.lt_algos is not None:
+            lt.COUNT = args.lt_algos
+        res = child(args.quick)
+        res["lt_algos"] = lt.COUNT
+        print("PERF " + json.dumps(res))
         return 0
     sys.path.insert(0, str(HERE))
     from check import child_result
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    res = child_result(__file__, ["--child"] + (["--quick"] if args.quick else []), "PERF")
+    flags = ["--child"] + (["--quick"] if args.quick else [])
+    if args.lt_algos is not None:
+        flags += ["--lt-algos", str(args.lt_algos)]
+    res = child_result(__file__, flags, "PERF")
     if res is None:
         return 1
     res["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
