@@ -47,8 +47,9 @@ def test_selector_picks_the_fastest_and_runs_it_last(cache: Path) -> None:
                                                "cublas": 2.0}, calls))
     assert sel.choose(("matmul", 64), _cands(ran)) == "triton:b"
     order = ["triton:a", "triton:b", "cublas"]
-    assert calls == [c for r in range(ROUNDS) for c in order[r:] + order[:r]]  # interleaved,
-    # each round starting one candidate later
+    # the first candidate is timed once to see whether the GPU needs heating, then rounds
+    # interleave the candidates, each round starting one candidate later
+    assert calls == ["triton:a"] + [c for r in range(ROUNDS) for c in order[r:] + order[:r]]
     assert ran[-1] == "triton:b"  # the winner's result is what is left in the output
     assert sel.timings(("matmul", 64)) == {"triton:a": 3.0, "triton:b": 1.0, "cublas": 2.0}
     calls.clear()
@@ -257,3 +258,23 @@ def test_tf32_matmul_reads_both_operands_k_major(dev: ember.Device,
     # tf32 keeps 10 mantissa bits of each operand: products good to about 1e-3
     np.testing.assert_allclose(got, a.astype(np.float64) @ b.astype(np.float64), rtol=0,
                                atol=5e-3 * np.sqrt(k))
+
+
+def test_big_candidates_heat_the_gpu_before_the_rounds(cache: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A candidate of HEAT_MIN_MS or more per call runs about HEAT_MS untimed before the
+    timed rounds (so all are timed at the GPU's sustained clock); a small one does not."""
+    import ember_triton._autotune as at
+
+    monkeypatch.setattr(at, "HEAT_MS", 40.0)
+    for per_call, heated in ((2 * at.HEAT_MIN_MS, int(40.0 / (2 * at.HEAT_MIN_MS))),
+                             (at.HEAT_MIN_MS / 2, 0)):
+        calls: list[str] = []
+        ran: list[str] = []
+        sel = KernelSelector(None, _timer({"triton:a": per_call, "triton:b": per_call * 2,
+                                           "cublas": per_call * 3}, calls))
+        assert sel.choose(("k", per_call), _cands(ran)) == "triton:a"
+        timed = len(calls)
+        # untimed calls: the heating, all of the first, and the winner's last run
+        assert len(ran) == timed + heated + 1
+        assert ran[:heated + 1] == ["triton:a"] * (heated + 1)

@@ -34,6 +34,10 @@ ROUNDS = 3
 #: how much faster than the best favoured candidate another must time to be chosen instead
 #: (`KernelSelector.choose`)
 MARGIN = 0.05
+#: a candidate whose first timing is at least ``HEAT_MIN_MS`` per call is first run for about
+#: ``HEAT_MS`` untimed, so that every candidate is timed on a GPU at its sustained clock
+HEAT_MIN_MS = 0.1
+HEAT_MS = 1000.0
 
 
 def bucket(n: int) -> int:
@@ -126,6 +130,7 @@ class KernelSelector:
         # (a GPU warming up under a long matmul) favours none of them; each keeps its best
         order = list(candidates.items())
         last: str | None = None
+        self._heat(order[0][1])
         for r in range(ROUNDS):
             for cand, fn in order[r % len(order):] + order[:r % len(order)]:
                 if cand in failed:
@@ -150,6 +155,20 @@ class KernelSelector:
             self._timings[repr(key)] = times
             self._write()
         return best
+
+    def _heat(self, fn: Callable[[], Any]) -> None:
+        """Run ``fn`` for about ``HEAT_MS`` when one call takes ``HEAT_MIN_MS`` or more.  A GPU
+        timed cool runs big matmuls 10-15% faster than under sustained load (where training
+        runs), and not all kernels lose alike: a choice made cool was the wrong one hot
+        (``docs/performance.md``, sessions 17 and 19)."""
+        assert self.timer is not None
+        try:
+            per_call = self.timer(fn)
+        except Exception:  # the rounds report a failing candidate
+            return
+        if per_call >= HEAT_MIN_MS:
+            for _ in range(min(100_000, int(HEAT_MS / per_call))):
+                fn()
 
     # -- the cache file ---------------------------------------------------------------------
 
