@@ -13,14 +13,16 @@ from typing import Any
 def interleaved(fns: Mapping[str, Callable[[], Any]], syncs: Mapping[str, Callable[[], Any]],
                 rounds: int, reps: int) -> dict[str, list[float]]:
     """Milliseconds per call of each ``fns[name]`` (``reps`` calls, then ``syncs[name]()``,
-    wall clock), for each of ``rounds`` rounds that visit every function in turn; each is
-    called once untimed first."""
+    wall clock), for each of ``rounds`` rounds that visit every function in turn, each round
+    starting one function later; each is called once untimed first."""
     for name, fn in fns.items():
         fn()
         syncs[name]()
     times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
+    order = list(fns.items())
+    for r in range(rounds):
+        # each round starts one function later: none always runs right after the same other
+        for name, fn in order[r % len(order):] + order[:r % len(order)]:
             t = time.perf_counter()
             for _ in range(reps):
                 fn()

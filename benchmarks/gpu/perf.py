@@ -79,13 +79,16 @@ def child(quick: bool) -> dict[str, object]:
                 return a @ b
             ember_mm(False)  # kernel selection among the Triton configs, then with cuBLAS
             ember_mm(True)
-            # five interleaved rounds (the GPU's clock drifts under long matmuls, down to its
-            # power limit): each round times a ~10 ms batch of each with CUDA events
-            per: dict[str, list[float]] = {"triton": [], "selected": [], "torch": []}
-            for _ in range(5):
-                per["triton"].append(timer(lambda: ember_mm(False)))
-                per["selected"].append(timer(lambda: ember_mm(True)))
-                per["torch"].append(timer(lambda ta=ta, tb=tb: ta @ tb))
+            # six interleaved rounds (the GPU's clock drifts under long matmuls, down to its
+            # power limit): each round times a ~10 ms batch of each with CUDA events, and
+            # starts one case later, so each case follows each other equally often (what runs
+            # just before a case, and how much power it drew, moves that case's clock)
+            cases = [("triton", lambda: ember_mm(False)), ("selected", lambda: ember_mm(True)),
+                     ("torch", lambda ta=ta, tb=tb: ta @ tb)]
+            per: dict[str, list[float]] = {k: [] for k, _ in cases}
+            for r in range(6):
+                for k, fn in cases[r % 3:] + cases[:r % 3]:
+                    per[k].append(timer(fn))
             tri, sel, tt = (min(per[k]) for k in ("triton", "selected", "torch"))
 
             def median_ratio(k: str, per=per) -> float:
@@ -231,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     res["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     (out / "perf.json").write_text(json.dumps(res, indent=1))
     print(f"GPU: {res['gpu']}, torch {res['torch']}, {res['date']}")
-    print("\n| matmul (TFLOP/s best of 5 rounds) | Triton alone | selected | cuBLAS (torch) | "
+    print("\n| matmul (TFLOP/s best of 6 rounds) | Triton alone | selected | cuBLAS (torch) | "
           "Triton/cuBLAS best, median of rounds | selected/cuBLAS best, median | max rel err |"
           "\n|---|---|---|---|---|---|---|")
     for r in res["matmul"]:
