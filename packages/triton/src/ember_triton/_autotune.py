@@ -115,7 +115,8 @@ class KernelSelector:
         whichever ran last has left a correct result behind).  A candidate outside
         ``favoured`` wins over the favoured ones only by more than ``MARGIN``: matmul favours
         cuBLAS, whose kernels hold their speed under sustained load better than a short
-        timing shows for Triton's (the GPU's power limit; ``docs/performance.md``).
+        timing shows for Triton's (the GPU's power limit; ``docs/performance.md``).  Big
+        candidates are timed on a GPU heated by the first of them (`_heat`).
         """
         name = self.known(key)
         if name is not None and name in candidates:
