@@ -16,14 +16,44 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
+#: the acceptance problems' dtypes: (ember dtype name, torch dtype name, cuBLAS dtype name)
+DTYPES = {"bf16": ("bfloat16", "bfloat16", "bfloat16"), "fp16": ("float16", "float16", "float16"),
+          "tf32": ("float32", "float32", "float32")}
+
+
+def lt_problem(d, n: int, name: str):  # type: ignore[no-untyped-def]
+    """An ``n``³ matmul in ``name`` (a `DTYPES` key) on device ``d``: ember's operands and
+    output (device arrays), torch's own random operands, the cuBLAS layout, the precision and
+    its `LtGemm` (torch's tf32 switch set to match)."""
+    import torch
+
+    import ember
+    from ember_triton._cublas import gemm_layout
+    from ember_triton._cublaslt import LtGemm, alignment
+
+    ename, tname, lname = DTYPES[name]
+    torch.backends.cuda.matmul.allow_tf32 = name == "tf32"
+    precision = "tf32" if name == "tf32" else "ieee"
+    a = ember.randn((n, n), dtype=getattr(ember, ename), device=d)._data
+    b = ember.randn((n, n), dtype=getattr(ember, ename), device=d)._data
+    out = d.backend.empty((n, n), a.dtype)
+    ta = torch.randn((n, n), dtype=getattr(torch, tname), device="cuda")
+    tb = torch.randn((n, n), dtype=getattr(torch, tname), device="cuda")
+    lay = gemm_layout(n, n, n, 1)
+    assert lay is not None
+    lt = LtGemm(d.backend.memory.index, n, n, n, 1, lay, lay, 0, 0, lname, precision, False,
+                alignment(out.ptr, a.ptr, b.ptr))
+    return a, b, out, ta, tb, lay, precision, lt
+
+
 def child() -> None:
     import cupy
     import torch
 
     import ember
     import ember_triton._cublaslt as _lt
-    from ember_triton._cublas import gemm_layout, strided_batched_gemm
-    from ember_triton._cublaslt import WORKSPACE, LtGemm, alignment, version
+    from ember_triton._cublas import strided_batched_gemm
+    from ember_triton._cublaslt import WORKSPACE, version
 
     _lt.COUNT = int(os.environ.get("EMBER_LT_ALGOS", _lt.COUNT))
 
@@ -33,22 +63,8 @@ def child() -> None:
     print(f"cuBLASLt {version()}, torch {torch.__version__}")
     print(f"{'case':28} {'TFLOP/s':>8} {'vs torch':>9}  (median of 5 rounds)")
     for n in (4096, 8192):
-        for name, dt, tdt in (("bf16", ember.bfloat16, torch.bfloat16),
-                              ("fp16", ember.float16, torch.float16),
-                              ("tf32", ember.float32, torch.float32)):
-            torch.backends.cuda.matmul.allow_tf32 = name == "tf32"
-            precision = "tf32" if name == "tf32" else "ieee"
-            a = ember.randn((n, n), dtype=dt, device=d)._data
-            b = ember.randn((n, n), dtype=dt, device=d)._data
-            out = be.empty((n, n), a.dtype)
-            ta = torch.randn((n, n), dtype=tdt, device="cuda")
-            tb = torch.randn((n, n), dtype=tdt, device="cuda")
-            lay = gemm_layout(n, n, n, 1)
-            assert lay is not None
-            lt = LtGemm(mem.index, n, n, n, 1, lay, lay, 0, 0,
-                        "float32" if name == "tf32" else {"bf16": "bfloat16",
-                                                          "fp16": "float16"}[name],
-                        precision, False, alignment(out.ptr, a.ptr, b.ptr))
+        for name in DTYPES:
+            a, b, out, ta, tb, lay, precision, lt = lt_problem(d, n, name)
             ws = mem.workspace(WORKSPACE)
             cases = {"torch": lambda ta=ta, tb=tb: ta @ tb,
                      "cupy cublas": lambda a=a, b=b, out=out, lay=lay, p=precision, n=n:

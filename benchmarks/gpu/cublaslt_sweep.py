@@ -111,10 +111,11 @@ def configurations(lt: Any, compute: int, scale: int, dtype: int, workspace: int
 def child(sizes: list[int], dtypes: list[str], seconds: float) -> None:
     import cupy
     import torch
+    from cublaslt_algos import DTYPES, lt_problem
 
     import ember
-    from ember_triton._cublas import _COMPUTE_32F, _COMPUTE_32F_FAST_TF32, _CUDA_R, gemm_layout
-    from ember_triton._cublaslt import WORKSPACE, LtGemm, alignment, version
+    from ember_triton._cublas import _COMPUTE_32F, _COMPUTE_32F_FAST_TF32, _CUDA_R
+    from ember_triton._cublaslt import WORKSPACE, version
 
     d = ember.device("cuda:0")
     be = d.backend
@@ -124,20 +125,8 @@ def child(sizes: list[int], dtypes: list[str], seconds: float) -> None:
     table: list[str] = []
     for n in sizes:
         for name in dtypes:
-            dt, tdt, dname = {"bf16": (ember.bfloat16, torch.bfloat16, "bfloat16"),
-                              "fp16": (ember.float16, torch.float16, "float16"),
-                              "tf32": (ember.float32, torch.float32, "float32")}[name]
-            torch.backends.cuda.matmul.allow_tf32 = name == "tf32"
-            precision = "tf32" if name == "tf32" else "ieee"
-            a = ember.randn((n, n), dtype=dt, device=d)._data
-            b = ember.randn((n, n), dtype=dt, device=d)._data
-            out = be.empty((n, n), a.dtype)
-            ta = torch.randn((n, n), dtype=tdt, device="cuda")
-            tb = torch.randn((n, n), dtype=tdt, device="cuda")
-            lay = gemm_layout(n, n, n, 1)
-            assert lay is not None
-            lt = LtGemm(mem.index, n, n, n, 1, lay, lay, 0, 0, dname, precision, False,
-                        alignment(out.ptr, a.ptr, b.ptr))
+            a, b, out, ta, tb, _, _, lt = lt_problem(d, n, name)
+            dname = DTYPES[name][2]
             heuristic = len(lt.algos)
             compute = _COMPUTE_32F_FAST_TF32 if name == "tf32" else _COMPUTE_32F
             t0 = time.perf_counter()
