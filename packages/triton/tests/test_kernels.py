@@ -329,34 +329,6 @@ def test_tma_matmul_matches_numpy(dev: ember.Device, dtype: ember.DType, b_kmajo
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.sqrt(k))
 
 
-@pytest.mark.parametrize("bias", [False, True])
-def test_tma_panel_matmul_matches_numpy(dev: ember.Device, bias: bool) -> None:
-    """tf32 with an N-major B in column panels (`_tma_panel_matmul`): three panels (the last
-    a partial tile), each launch computing one panel while two programs transpose the next;
-    more tiles than programs; against numpy float64."""
-    from ember_triton.linalg import _tma_panel_matmul, panel_fits, tma_fits
-
-    be = dev.backend
-    m, n, k = 70, 100, 40
-    a, b, an, bn = _tma_operands(dev, ember.float32, m, n, k, False)
-    args = (m, n, k, 1, 0, 0, *a.strides, 0, 0, *b.strides)
-    cfg = (32, 16, 16, 2, 4, 1, 1, 3, 2, 16)  # panels of 48 columns: 48, 48, 4
-    assert tma_fits(a, b, args, "tf32") and panel_fits(be, cfg, args, "tf32")
-    assert not panel_fits(be, cfg, args, "ieee")
-    assert not panel_fits(be, cfg[:7] + (4, 2, 16), args, "tf32")  # 7 tiles: < 2 per panel
-    kmajor = (*args[:10], 1, k)  # B's K axis contiguous
-    assert not panel_fits(be, cfg, kmajor, "tf32")  # B already K-major: nothing to copy
-    out = be.empty((m, n), a.dtype)
-    bias_t = ember.tensor(_rng().standard_normal(n), dtype=ember.float32, device=dev) \
-        if bias else None
-    _tma_panel_matmul(be, cfg, out, a, b, args, None if bias_t is None else bias_t._data)
-    want = an @ bn
-    if bias_t is not None:
-        want = want + bias_t.numpy().astype(np.float64)
-    got = be.to_numpy(out, ember.float32).astype(np.float64)
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.sqrt(k))
-
-
 def test_tma_fits_only_descriptor_friendly_operands(dev: ember.Device) -> None:
     from ember_triton.linalg import tma_fits
 

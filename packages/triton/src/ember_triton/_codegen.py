@@ -238,17 +238,12 @@ TRANSPOSE_MIN = 1 << 12
 
 
 def _transpose_copy(be: TritonBackend, a: DeviceArray) -> DeviceArray:
-    return transpose_into(be, be.empty(a.shape, a.dtype), a)
-
-
-def transpose_into(be: TritonBackend, out: DeviceArray, a: DeviceArray) -> DeviceArray:
-    """Write the 2-D view ``a`` (rows not contiguous) into the first ``a.size`` elements of
-    ``out`` in row-major order, by the tiled `transpose` kernel; returns ``out``."""
     r, c = a.shape
+    out = be.empty(a.shape, a.dtype)
     sr, sc = a.strides
     block = 64
-    wide = max(a.size, out.size) >= 1 << 31 or (r - 1) * sr + (c - 1) * sc >= 1 << 31
-    be.launch_planned(("transpose", r, c, sr, sc, wide, a.dtype),
-                      be.module("movement").transpose, (-(-r // block), -(-c // block)),
-                      (out, a), (r, c, sr, sc), WIDE=wide, BR=block, BC=block)
+    wide = a.size >= 1 << 31 or (r - 1) * sr + (c - 1) * sc >= 1 << 31
+    be.launch_planned(("transpose", r, c, sr, sc, a.dtype), be.module("movement").transpose,
+                      (-(-r // block), -(-c // block)), (out, a), (r, c, sr, sc), WIDE=wide,
+                      BR=block, BC=block)
     return out

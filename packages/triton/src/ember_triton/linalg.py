@@ -24,7 +24,7 @@ from ember.ops import linalg as la
 from . import _cublaslt
 from ._array import DeviceArray, dtype_name, kind_of
 from ._autotune import bucket
-from ._codegen import collapse, contiguous, elementwise, transpose_into
+from ._codegen import collapse, contiguous, elementwise
 from .elementwise import binary_expression
 
 if TYPE_CHECKING:
@@ -122,11 +122,6 @@ _TMA_CONFIGS = {
              (128, 128, 32, 8, 4, 5, 1), (256, 128, 32, 8, 8, 3, 0)],
     "ieee": [],
 }
-#: tf32 matmuls whose B is N-major (``a @ b`` of row-major arrays) on sm90+: `matmul_tma`
-#: configs ``(..., PANELS, TP, TB)`` that transpose B in ``PANELS`` column panels, each beside
-#: the previous panel's matmul on ``TP`` multiprocessors in ``TB x TB`` tiles
-#: (`_tma_panel_matmul`), instead of copying all of B K-major before the matmul
-_TMA_PANEL_CONFIGS = [(128, 256, 32, 8, 8, 3, 0, 2, 4, 128), (128, 256, 32, 8, 8, 3, 0, 4, 4, 128)]
 #: problems below this many multiply-adds use the default config without timing
 TUNE_MIN_MACS = 1 << 24
 
@@ -181,9 +176,7 @@ def _run_matmul(be: TritonBackend, out: DeviceArray, a: DeviceArray, b: DeviceAr
            a.strides[-1] == 1, b.strides[-1] == 1, blas, tma, lt is not None and lt.align)
     name = be.selector.known(key)
     if name is None or not (name in lt_names or (name == "cublas" and blas)
-                            or name in _CONFIG_NAMES or (name in _TMA_NAMES and tma)
-                            or (name in _PANEL_NAMES and tma
-                                and panel_fits(be, _PANEL_NAMES[name], args, precision))):
+                            or name in _CONFIG_NAMES or (name in _TMA_NAMES and tma)):
         candidates: dict[str, Callable[[], Any]] = {
             _config_name(cfg): functools.partial(_triton_matmul, be, cfg, out, a, b, args,
                                                  batch, precision, bias)
@@ -193,11 +186,6 @@ def _run_matmul(be: TritonBackend, out: DeviceArray, a: DeviceArray, b: DeviceAr
                 _config_name(cfg, "tma"): functools.partial(_tma_matmul, be, cfg, out, a, b,
                                                             args, precision, bias)
                 for cfg in _TMA_CONFIGS[family]})
-        if tma:
-            candidates.update({
-                _config_name(cfg, "tmap"): functools.partial(_tma_panel_matmul, be, cfg, out,
-                                                             a, b, args, bias)
-                for cfg in _TMA_PANEL_CONFIGS if panel_fits(be, cfg, args, precision)})
         if blas:
             # Triton's own pick for this bucket, where known, stands for every Triton config:
             # timing them all again costs seconds and heats the GPU for the cuBLAS candidates
@@ -221,9 +209,6 @@ def _run_matmul(be: TritonBackend, out: DeviceArray, a: DeviceArray, b: DeviceAr
     if name in _TMA_NAMES:
         _tma_matmul(be, _TMA_NAMES[name], out, a, b, args, precision, bias)
         return None
-    if name in _PANEL_NAMES:
-        _tma_panel_matmul(be, _PANEL_NAMES[name], out, a, b, args, bias)
-        return None
     return _triton_matmul(be, _CONFIG_NAMES[name], out, a, b, args, batch, precision, bias)
 
 
@@ -233,7 +218,6 @@ def _config_name(cfg: tuple[int, ...], kind: str = "triton") -> str:
 
 _CONFIG_NAMES = {_config_name(cfg): cfg for cfgs in _CONFIGS.values() for cfg in cfgs}
 _TMA_NAMES = {_config_name(cfg, "tma"): cfg for cfgs in _TMA_CONFIGS.values() for cfg in cfgs}
-_PANEL_NAMES = {_config_name(cfg, "tmap"): cfg for cfg in _TMA_PANEL_CONFIGS}
 
 
 def tma_fits(a: DeviceArray, b: DeviceArray, args: tuple[int, ...], precision: str) -> bool:
@@ -281,50 +265,6 @@ def _tma_matmul(be: TritonBackend, cfg: tuple[int, ...], out: DeviceArray, a: De
                       BM=bm, BN=bn, BK=bk, GROUP_M=group, HAS_BIAS=bias is not None,
                       B_KMAJOR=kmajor, FLATTEN=bool(flatten), num_warps=warps,
                       num_stages=stages)
-
-
-def panel_fits(be: TritonBackend, cfg: tuple[int, ...], args: tuple[int, ...],
-               precision: str) -> bool:
-    """Whether `_tma_panel_matmul` can run the 2-D problem ``args`` that `tma_fits` with
-    config ``cfg``: tf32, A with its K axis contiguous, B N-major (its rows contiguous), the
-    multiprocessors to spare for the transposing programs and at least two tiles of B's
-    columns per panel."""
-    _, n, _, _, _, _, _, sak, _, _, sbk, sbn = args
-    bn, panels, tp = cfg[1], cfg[7], cfg[8]
-    return (precision == "tf32" and sak == 1 and sbn == 1 and sbk != 1
-            and be.processors > tp and -(-n // bn) >= 2 * panels)
-
-
-def _tma_panel_matmul(be: TritonBackend, cfg: tuple[int, ...], out: DeviceArray,
-                      a: DeviceArray, b: DeviceArray, args: tuple[int, ...],
-                      bias: DeviceArray | None = None) -> None:
-    """tf32 ``out = a @ b (+ bias)`` for an N-major B (`panel_fits`): B's K-major transpose
-    is written panel by panel, ``PANELS`` runs of whole BN-wide column tiles.  The first
-    panel's transpose runs alone (`transpose_into`); then launch ``j`` of `matmul_tma_panel`
-    computes C's panel ``j`` on all but ``TP`` multiprocessors while those ``TP`` write panel
-    ``j + 1`` of the transpose, which launch ``j + 1`` reads (the stream orders them)."""
-    m, n, k = args[:3]
-    sam, sbk = args[6], args[10]
-    bm, bn, bk, group, warps, stages, flatten, panels, tp, tb = cfg
-    tiles_n = -(-n // bn)
-    width = -(-tiles_n // panels) * bn
-    bt = be.empty((n, k), a.dtype)
-    transpose_into(be, bt, b.view((min(width, n), k), (1, sbk), b.offset))
-    bias_arg = out if bias is None else bias
-    be.memory.use_scratch()  # the descriptors live in global scratch
-    kernel = be.module("linalg").matmul_tma_panel
-    for n0 in range(0, n, width):
-        np_ = min(width, n - n0)
-        t0, t1 = min(n0 + width, n), min(n0 + 2 * width, n)
-        step = min(be.processors - tp, -(-m // bm) * -(-np_ // bn))
-        copiers = tp if t1 > t0 else 0
-        key = ("matmul_tma_panel", cfg, m, n, k, sam, sbk, n0, np_, t0, t1, step, copiers,
-               bias is None, a.dtype, out.dtype, bias_arg.dtype)
-        be.launch_planned(key, kernel, (step + copiers,), (out, a, bt, bias_arg, b),
-                          (m, n, k, sam, sbk, n0, np_, t0, t1, step, max(copiers, 1)),
-                          PRECISION="tf32", UPCAST=False, BM=bm, BN=bn, BK=bk, GROUP_M=group,
-                          HAS_BIAS=bias is not None, FLATTEN=bool(flatten), TB=tb,
-                          num_warps=warps, num_stages=stages)
 
 
 def _triton_matmul(be: TritonBackend, cfg: tuple[int, ...], out: DeviceArray, a: DeviceArray,

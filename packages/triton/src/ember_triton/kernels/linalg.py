@@ -146,54 +146,6 @@ def matmul_tma(c, a, b, bias, M, N, K, sam, sbk, sbn, STEP,
     B_KMAJOR given as its ``N x K`` transpose with K contiguous: the only layout 32-bit (tf32)
     wgmma reads from shared memory without a shuffle.  The epilogue adds ``bias[N]`` in float32
     (HAS_BIAS) and stores with masks, in 64-bit offsets."""
-    tma_tiles(c, a, b, bias, M, N, K, sam, sbk, sbn, 0, N, tl.program_id(0), STEP, PRECISION,
-              UPCAST, BM, BN, BK, GROUP_M, HAS_BIAS, B_KMAJOR, FLATTEN)
-
-
-@triton.jit
-def matmul_tma_panel(c, a, bt, bias, b, M, N, K, sam, sbk, N0, NP, T0, T1, STEP, TP,
-                     PRECISION: tl.constexpr, UPCAST: tl.constexpr, BM: tl.constexpr,
-                     BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
-                     HAS_BIAS: tl.constexpr, FLATTEN: tl.constexpr, TB: tl.constexpr):
-    """One panel of a tf32 matmul whose B is N-major, with the next panel's transpose beside
-    it: programs ``0 .. STEP-1`` compute C's columns ``[N0, N0 + NP)`` as `matmul_tma` does,
-    from ``bt`` (B's ``N x K`` transpose, K contiguous, those columns' rows already written);
-    programs ``STEP .. STEP+TP-1`` meanwhile write ``bt``'s rows ``[T0, T1)`` from ``b``
-    (``K x N``, row stride ``sbk``, N contiguous), the next launch's panel.  The copy is memory
-    traffic on a few multiprocessors while the rest compute, instead of a pass of its own
-    before the matmul."""
-    pid = tl.program_id(0)
-    if pid < STEP:
-        tma_tiles(c, a, bt, bias, M, N, K, sam, 1, K, N0, NP, pid, STEP, PRECISION, UPCAST,
-                  BM, BN, BK, GROUP_M, HAS_BIAS, True, FLATTEN)
-    else:
-        transpose_columns(bt, b, K, sbk, T0, T1, pid - STEP, TP, TB)
-
-
-@triton.jit
-def transpose_columns(out, x, K, sk, T0, T1, first, STEP, TB: tl.constexpr):
-    """``out[n, k] = x[k, n]`` for the columns ``T0 <= n < T1`` of ``x`` (``K x N``, row
-    stride ``sk``, N contiguous) into ``out`` (``N x K``, row-major): ``TB x TB`` tiles, tile
-    ``t`` to program ``first`` of ``STEP``; read along n and written along k (Triton swaps the
-    layouts through shared memory), so both sides are coalesced."""
-    tiles_n = tl.cdiv(T1 - T0, TB)
-    for t in range(first, tl.cdiv(K, TB) * tiles_n, STEP):
-        rn = T0 + (t % tiles_n) * TB + tl.arange(0, TB)
-        rk = (t // tiles_n) * TB + tl.arange(0, TB)
-        mask = (rn < T1)[:, None] & (rk < K)[None, :]
-        rn = rn.to(tl.int64)
-        rk = rk.to(tl.int64)
-        v = tl.load(x + rk[None, :] * sk + rn[:, None], mask=mask)
-        tl.store(out + rn[:, None] * K + rk[None, :], v, mask=mask)
-
-
-@triton.jit
-def tma_tiles(c, a, b, bias, M, N, K, sam, sbk, sbn, N0, NP, first, STEP,
-              PRECISION: tl.constexpr, UPCAST: tl.constexpr, BM: tl.constexpr,
-              BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
-              HAS_BIAS: tl.constexpr, B_KMAJOR: tl.constexpr, FLATTEN: tl.constexpr):
-    """The work of `matmul_tma`'s program ``first`` of ``STEP`` on C's columns
-    ``[N0, N0 + NP)`` (``N0`` a multiple of BN)."""
     a_desc = tl.make_tensor_descriptor(a, shape=[M, K], strides=[sam, 1], block_shape=[BM, BK])
     if B_KMAJOR:
         b_desc = tl.make_tensor_descriptor(b, shape=[N, K], strides=[sbn, 1],
@@ -202,14 +154,14 @@ def tma_tiles(c, a, b, bias, M, N, K, sam, sbk, sbn, N0, NP, first, STEP,
         b_desc = tl.make_tensor_descriptor(b, shape=[K, N], strides=[sbk, 1],
                                            block_shape=[BK, BN])
     num_m = tl.cdiv(M, BM)
-    num_n = tl.cdiv(NP, BN)
+    num_n = tl.cdiv(N, BN)
     k_tiles = tl.cdiv(K, BK)
     # FLATTEN merges the tile and K loops for the software pipeliner, so a tile's epilogue
     # overlaps the next tile's first loads
-    for tile in tl.range(first, num_m * num_n, STEP, flatten=FLATTEN):
+    for tile in tl.range(tl.program_id(0), num_m * num_n, STEP, flatten=FLATTEN):
         pm, pn = grouped_tile(tile, num_m, num_n, GROUP_M)
         om = pm * BM
-        on = N0 + pn * BN
+        on = pn * BN
         acc = tl.zeros((BM, BN), tl.float32)
         for kk in range(0, k_tiles):
             av = a_desc.load([om, kk * BK])
