@@ -54,7 +54,7 @@ _DESC_TRANSA, _DESC_TRANSB, _DESC_EPILOGUE, _DESC_BIAS_POINTER = 3, 4, 7, 8
 _EPILOGUE_BIAS = 4
 _LAYOUT_BATCH_COUNT, _LAYOUT_BATCH_OFFSET = 5, 6
 _PREF_MAX_WORKSPACE = 1
-_CAP_CTA_SWIZZLING, _CONFIG_CTA_SWIZZLING = 2, 4
+_CONFIG_CTA_SWIZZLING = 4
 _PREF_ALIGN = (5, 6, 7, 8)  # MIN_ALIGNMENT_{A,B,C,D}_BYTES
 _RESULT_BYTES = 96  # cublasLtMatmulHeuristicResult_t: algo (64), workspace (8), state, waves, 4 int
 
@@ -108,7 +108,7 @@ def _declare(lib: Any) -> None:
         "cublasLtMatmulPreferenceDestroy": [p],
         "cublasLtMatmulAlgoGetHeuristic": [p, p, p, p, p, p, p, i, p, p],
         "cublasLtMatmul": [p, p, p, p, p, p, p, p, p, p, p, p, p, p, sz, p],
-        "cublasLtMatmulAlgoCapGetAttribute": [p, i, p, sz, p],
+        "cublasLtMatmulAlgoCapGetAttribute": [p, i, p, sz, p],  # benchmarks/gpu's sweep
         "cublasLtMatmulAlgoConfigGetAttribute": [p, i, p, sz, p],
         "cublasLtMatmulAlgoConfigSetAttribute": [p, i, p, sz],
         "cublasLtMatmulAlgoCheck": [p, p, p, p, p, p, p, p],
@@ -263,14 +263,12 @@ class LtGemm:
 
     def _swizzle_toggled(self, algo: Any) -> Any:
         """A copy of ``algo`` with CTA swizzling switched (0 <-> 1), or ``None`` where the
-        algorithm has no swizzling or the check refuses the copy (or it needs more than
-        ``WORKSPACE`` bytes of workspace)."""
+        check refuses the copy (or it needs more than ``WORKSPACE`` bytes of workspace).  The
+        check decides, not ``CUBLASLT_ALGO_CAP_CTA_SWIZZLING_SUPPORT``: the H200's Hopper
+        kernels for 16-bit types report no support there and run the toggled copy at a speed
+        of its own (``benchmarks/gpu/cublaslt_sweep.py``)."""
         lib = self._lib
         value, written = ctypes.c_uint32(0), ctypes.c_size_t(0)
-        if (lib.cublasLtMatmulAlgoCapGetAttribute(ctypes.byref(algo), _CAP_CTA_SWIZZLING,
-                                                  ctypes.byref(value), 4, ctypes.byref(written))
-                or value.value != 1):
-            return None
         if lib.cublasLtMatmulAlgoConfigGetAttribute(ctypes.byref(algo), _CONFIG_CTA_SWIZZLING,
                                                     ctypes.byref(value), 4,
                                                     ctypes.byref(written)):
