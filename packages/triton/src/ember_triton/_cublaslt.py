@@ -41,11 +41,6 @@ __all__ = ["COUNT", "WORKSPACE", "LtGemm", "alignment", "available", "lt_layouts
 #: H200 it offers at most eight for the acceptance problems even when asked for sixteen, and the
 #: seventh was the fastest for 8192³ fp16 (``docs/performance.md``, session 19)
 COUNT = 8
-#: the heuristic's first algorithms are offered a second time with CTA swizzling toggled,
-#: where the algorithm supports it and ``cublasLtMatmulAlgoCheck`` accepts the change: the
-#: heuristic chooses swizzling by a model, and at 4096³ the toggled first algorithm ran 1-2%
-#: ahead of it by the median of rounds (``benchmarks/gpu/cublaslt_sweep.py``, session 20)
-SWIZZLED = 2
 #: bytes of workspace the algorithms may use (cuBLAS's recommendation for Hopper)
 WORKSPACE = 32 << 20
 
@@ -54,7 +49,6 @@ _DESC_TRANSA, _DESC_TRANSB, _DESC_EPILOGUE, _DESC_BIAS_POINTER = 3, 4, 7, 8
 _EPILOGUE_BIAS = 4
 _LAYOUT_BATCH_COUNT, _LAYOUT_BATCH_OFFSET = 5, 6
 _PREF_MAX_WORKSPACE = 1
-_CONFIG_CTA_SWIZZLING = 4
 _PREF_ALIGN = (5, 6, 7, 8)  # MIN_ALIGNMENT_{A,B,C,D}_BYTES
 _RESULT_BYTES = 96  # cublasLtMatmulHeuristicResult_t: algo (64), workspace (8), state, waves, 4 int
 
@@ -108,10 +102,6 @@ def _declare(lib: Any) -> None:
         "cublasLtMatmulPreferenceDestroy": [p],
         "cublasLtMatmulAlgoGetHeuristic": [p, p, p, p, p, p, p, i, p, p],
         "cublasLtMatmul": [p, p, p, p, p, p, p, p, p, p, p, p, p, p, sz, p],
-        "cublasLtMatmulAlgoCapGetAttribute": [p, i, p, sz, p],  # benchmarks/gpu's sweep
-        "cublasLtMatmulAlgoConfigGetAttribute": [p, i, p, sz, p],
-        "cublasLtMatmulAlgoConfigSetAttribute": [p, i, p, sz],
-        "cublasLtMatmulAlgoCheck": [p, p, p, p, p, p, p, p],
     }
     for name, argtypes in sigs.items():
         fn = getattr(lib, name)
@@ -172,9 +162,8 @@ def lt_layouts(m: int, n: int, k: int, a_layout: tuple[int, int], b_layout: tupl
 class LtGemm:
     """One matmul problem's cuBLASLt descriptors and the algorithms its heuristic offers.
 
-    ``algos`` lists them best-first as the heuristic ranks them, then the first `SWIZZLED`
-    with CTA swizzling toggled; `run` launches one of them on the given addresses (``bias``
-    only where the problem was made with one).
+    ``algos`` lists them best-first as the heuristic ranks them; `run` launches one of them on
+    the given addresses (``bias`` only where the problem was made with one).
     """
 
     def __init__(self, device: int, m: int, n: int, k: int, batch: int,
@@ -253,37 +242,7 @@ class LtGemm:
             state = int.from_bytes(entry[72:76], "little", signed=True)
             if state == 0:
                 algos.append((ctypes.c_uint64 * 8).from_buffer_copy(entry[:64]))
-        seen = {bytes(algo) for algo in algos}
-        for algo in algos[:SWIZZLED]:
-            variant = self._swizzle_toggled(algo)
-            if variant is not None and bytes(variant) not in seen:
-                seen.add(bytes(variant))
-                algos.append(variant)
         return algos
-
-    def _swizzle_toggled(self, algo: Any) -> Any:
-        """A copy of ``algo`` with CTA swizzling switched (0 <-> 1), or ``None`` where the
-        check refuses the copy (or it needs more than ``WORKSPACE`` bytes of workspace).  The
-        check decides, not ``CUBLASLT_ALGO_CAP_CTA_SWIZZLING_SUPPORT``: the H200's Hopper
-        kernels for 16-bit types report no support there and run the toggled copy at a speed
-        of its own (``benchmarks/gpu/cublaslt_sweep.py``)."""
-        lib = self._lib
-        value, written = ctypes.c_uint32(0), ctypes.c_size_t(0)
-        if lib.cublasLtMatmulAlgoConfigGetAttribute(ctypes.byref(algo), _CONFIG_CTA_SWIZZLING,
-                                                    ctypes.byref(value), 4,
-                                                    ctypes.byref(written)):
-            return None
-        variant = (ctypes.c_uint64 * 8).from_buffer_copy(algo)
-        value.value = 1 - min(value.value, 1)
-        result = (ctypes.c_ubyte * _RESULT_BYTES)()
-        if (lib.cublasLtMatmulAlgoConfigSetAttribute(ctypes.byref(variant),
-                                                     _CONFIG_CTA_SWIZZLING, ctypes.byref(value),
-                                                     4)
-                or lib.cublasLtMatmulAlgoCheck(self._handle, self._desc, self._a, self._b,
-                                               self._c, self._c, ctypes.byref(variant), result)
-                or int.from_bytes(bytes(result[64:72]), "little") > WORKSPACE):
-            return None
-        return variant
 
     def run(self, index: int, c: int, a: int, b: int, bias: int, stream: int,
             workspace: int) -> None:
