@@ -35,11 +35,14 @@ _PREF_SEARCH_MODE, _PREF_MAX_WORKSPACE, _SEARCH_LIMITED_BY_ALGO_ID = 0, 1, 1
 
 
 def _declare(lib: Any) -> None:
-    p, i = ctypes.c_void_p, ctypes.c_int
-    # the rest (capabilities, configuration attributes, the check) `_cublaslt` declares
+    p, i, sz = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t
     for name, argtypes in {
         "cublasLtMatmulAlgoGetIds": [p, i, i, i, i, i, i, i, p, p],
         "cublasLtMatmulAlgoInit": [p, i, i, i, i, i, i, i, p],
+        "cublasLtMatmulAlgoCapGetAttribute": [p, i, p, sz, p],
+        "cublasLtMatmulAlgoConfigSetAttribute": [p, i, p, sz],
+        "cublasLtMatmulAlgoConfigGetAttribute": [p, i, p, sz, p],
+        "cublasLtMatmulAlgoCheck": [p, p, p, p, p, p, p, p],
     }.items():
         fn = getattr(lib, name)
         fn.argtypes = argtypes
