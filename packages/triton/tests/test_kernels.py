@@ -303,14 +303,11 @@ def _tma_operands(dev: ember.Device, dtype: ember.DType, m: int, n: int, k: int,
 @pytest.mark.parametrize("dtype", [ember.float32, ember.float16, ember.bfloat16])
 @pytest.mark.parametrize("b_kmajor", [False, True])
 @pytest.mark.parametrize("bias", [False, True])
-@pytest.mark.parametrize("store", ["pointers", "descriptor"])
 def test_tma_matmul_matches_numpy(dev: ember.Device, dtype: ember.DType, b_kmajor: bool,
-                                  bias: bool, store: str) -> None:
+                                  bias: bool) -> None:
     """The persistent tensor-descriptor matmul (`matmul_tma`): shapes that are no multiple of
-    the tiles (descriptor loads fill zeros past the edges, descriptor stores drop what lies
-    past them), more tiles than programs (each program walks several), B in either layout,
-    the bias epilogue, C stored through pointers or in two halves through a descriptor
-    (``TMA_STORE``); against numpy float64."""
+    the tiles (descriptor loads fill zeros past the edges), more tiles than programs (each
+    program walks several), B in either layout, the bias epilogue; against numpy float64."""
     from ember_triton.linalg import _tma_matmul, tma_fits
 
     be = dev.backend
@@ -321,7 +318,7 @@ def test_tma_matmul_matches_numpy(dev: ember.Device, dtype: ember.DType, b_kmajo
     assert tma_fits(a, b, args, precision)
     out = be.empty((m, n), a.dtype)
     bias_t = ember.tensor(_rng().standard_normal(n), dtype=dtype, device=dev) if bias else None
-    cfg = (32, 16, 16, 2, 4, 1, 1, int(store == "descriptor"))  # 3 x 3 tiles on 8 programs
+    cfg = (32, 16, 16, 2, 4, 1, 1)  # 3 x 3 tiles on the interpreter's 8 programs
     assert -(-m // cfg[0]) * -(-n // cfg[1]) > be.processors
     _tma_matmul(be, cfg, out, a, b, args, precision, None if bias_t is None else bias_t._data)
     want = an @ bn

@@ -249,7 +249,7 @@ def _tma_matmul(be: TritonBackend, cfg: tuple[int, ...], out: DeviceArray, a: De
     """``out = a @ b (+ bias)`` by `matmul_tma` (``tma_fits(a, b, args, precision)`` holds):
     persistent programs, one per multiprocessor at most."""
     m, n, k = args[:3]
-    bm, bn, bk, group, warps, stages, flatten, *store = cfg
+    bm, bn, bk, group, warps, stages, flatten = cfg
     if precision == "tf32":
         a, b, args = _k_major(be, a, b, args)
     sam, sbk, sbn = args[6], args[10], args[11]
@@ -263,8 +263,8 @@ def _tma_matmul(be: TritonBackend, cfg: tuple[int, ...], out: DeviceArray, a: De
                       (m, n, k, sam, sbk, sbn, step), PRECISION=precision,
                       UPCAST=be.memory.interpret and dtype_name(a.dtype) == "bfloat16",
                       BM=bm, BN=bn, BK=bk, GROUP_M=group, HAS_BIAS=bias is not None,
-                      B_KMAJOR=kmajor, FLATTEN=bool(flatten), TMA_STORE=bool(store and store[0]),
-                      num_warps=warps, num_stages=stages)
+                      B_KMAJOR=kmajor, FLATTEN=bool(flatten), num_warps=warps,
+                      num_stages=stages)
 
 
 def _triton_matmul(be: TritonBackend, cfg: tuple[int, ...], out: DeviceArray, a: DeviceArray,

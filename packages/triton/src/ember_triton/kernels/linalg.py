@@ -138,8 +138,7 @@ def split_k_sum(out, parts, bias, total, N, SPLITS, HAS_BIAS: tl.constexpr,
 def matmul_tma(c, a, b, bias, M, N, K, sam, sbk, sbn, STEP,
                PRECISION: tl.constexpr, UPCAST: tl.constexpr, BM: tl.constexpr,
                BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
-               HAS_BIAS: tl.constexpr, B_KMAJOR: tl.constexpr, FLATTEN: tl.constexpr,
-               TMA_STORE: tl.constexpr = False):
+               HAS_BIAS: tl.constexpr, B_KMAJOR: tl.constexpr, FLATTEN: tl.constexpr):
     """2-D tensor-core matmul on Hopper's TMA: persistent programs walk C's tiles
     (``STEP`` programs, tile ``t`` to program ``t % STEP``, GROUP_M tile rows at a time for L2),
     loading A (K contiguous) and B as tiles through tensor descriptors; out-of-range rows,
@@ -154,9 +153,6 @@ def matmul_tma(c, a, b, bias, M, N, K, sam, sbk, sbn, STEP,
     else:
         b_desc = tl.make_tensor_descriptor(b, shape=[K, N], strides=[sbk, 1],
                                            block_shape=[BK, BN])
-    if TMA_STORE:
-        c_desc = tl.make_tensor_descriptor(c, shape=[M, N], strides=[N, 1],
-                                           block_shape=[BM, BN // 2])
     num_m = tl.cdiv(M, BM)
     num_n = tl.cdiv(N, BN)
     k_tiles = tl.cdiv(K, BK)
@@ -177,18 +173,9 @@ def matmul_tma(c, a, b, bias, M, N, K, sam, sbk, sbn, STEP,
                 av = av.to(tl.float32)
                 bv = bv.to(tl.float32)
             acc = tl.dot(av, bv, acc, input_precision=PRECISION)
+        rm = om + tl.arange(0, BM)
         rn = on + tl.arange(0, BN)
         if HAS_BIAS:
             acc += tl.load(bias + rn, mask=rn < N, other=0).to(tl.float32)[None, :]
-        if TMA_STORE:
-            # two halves through a descriptor: the stores run asynchronously, under the
-            # next tile's loads, from a half-tile buffer in shared memory
-            out = acc.to(c.dtype.element_ty).reshape(BM, 2, BN // 2).permute(0, 2, 1)
-            lo, hi = out.split()
-            c_desc.store([om, on], lo)
-            c_desc.store([om, on + BN // 2], hi)
-        else:
-            rm = om + tl.arange(0, BM)
-            c_ptrs = c + rm.to(tl.int64)[:, None] * N + rn[None, :]
-            tl.store(c_ptrs, acc.to(c.dtype.element_ty),
-                     mask=(rm < M)[:, None] & (rn < N)[None, :])
+        c_ptrs = c + rm.to(tl.int64)[:, None] * N + rn[None, :]
+        tl.store(c_ptrs, acc.to(c.dtype.element_ty), mask=(rm < M)[:, None] & (rn < N)[None, :])
