@@ -98,8 +98,8 @@ def run_binary(be: TritonBackend, plan: tuple[Any, ...], a: DeviceArray,
     pa, pb = a.ptr, b.ptr
     if direct is not None and not (pa | pb) & 15:
         mem = be.memory
-        storage, ptr = mem.allocate_at(plan[6])
-        out = DeviceArray.fresh(mem, storage, plan[2], plan[3], ptr, plan[7])
+        out = mem.fresh_array(plan[6], plan[2], plan[3], plan[7])
+        ptr = out.ptr
         if not ptr & 15:
             direct(plan[1], mem.stream(), [ptr, pa, pb, *plan[4]])
         else:
@@ -113,8 +113,8 @@ def run_plan(be: TritonBackend, plan: tuple[Any, ...], inputs: Sequence[DeviceAr
     """Run a recorded elementwise launch (see `elementwise`) on operands of the same layouts."""
     kernel, grid, pshape, pdtype, ints, block, nbytes, pstrides, direct = plan
     mem = be.memory
-    storage, ptr = mem.allocate_at(nbytes)
-    out = DeviceArray.fresh(mem, storage, pshape, pdtype, ptr, pstrides)
+    out = mem.fresh_array(nbytes, pshape, pdtype, pstrides)
+    ptr = out.ptr
     if direct is not None:
         # the compiled kernel, launched with addresses: it was compiled for 16-byte aligned
         # operands, which every operand still is (else the general path)

@@ -45,9 +45,17 @@ class Memory:
         raise NotImplementedError
 
     def allocate_at(self, nbytes: int) -> tuple[Any, int]:
-        """A new storage and its address (one call on the per-op path)."""
+        """A new storage and its address."""
         storage = self.allocate(nbytes)
         return storage, self.address(storage)
+
+    def fresh_array(self, nbytes: int, shape: tuple[int, ...], dtype: np.dtype[Any],
+                    strides: tuple[int, ...]) -> DeviceArray:
+        """A contiguous array over a new allocation of ``nbytes`` (``shape`` a tuple of ints,
+        ``dtype`` a numpy dtype, ``strides`` its contiguous strides): the output of every
+        recorded elementwise launch, one call on the per-op path."""
+        storage, ptr = self.allocate_at(nbytes)
+        return DeviceArray.fresh(self, storage, shape, dtype, ptr, strides)
 
     def synchronize(self) -> None:
         pass
