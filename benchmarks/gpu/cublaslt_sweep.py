@@ -30,8 +30,7 @@ HERE = Path(__file__).resolve().parent
 _CAP_CTA_SWIZZLING, _CAP_TILE_IDS, _CAP_STAGES_IDS = 2, 6, 13
 _CONFIG_TILE, _CONFIG_SWIZZLE, _CONFIG_STAGES, _CONFIG_CLUSTER = 1, 4, 6, 8
 _CLUSTERS = (0, 2, 3, 5)  # auto, 1x1x1, 2x1x1, 1x2x1
-_RESULT_BYTES = 96  # cublasLtMatmulHeuristicResult_t
-_PREF_SEARCH_MODE, _PREF_MAX_WORKSPACE, _SEARCH_LIMITED_BY_ALGO_ID = 0, 1, 1
+_PREF_SEARCH_MODE, _SEARCH_LIMITED_BY_ALGO_ID = 0, 1
 
 
 def _declare(lib: Any) -> None:
@@ -94,6 +93,8 @@ def configurations(lt: Any, compute: int, scale: int, dtype: int, workspace: int
     cluster shape and stages changed ("variant"); the heuristic asked per algorithm id
     ("per-id"); every algorithm id x tile x stages x swizzle x cluster shape ("grid", cut
     short after ``seconds``)."""
+    from ember_triton._cublaslt import _PREF_MAX_WORKSPACE, _RESULT_BYTES
+
     lib, handle = lt._lib, lt._handle
     _declare(lib)
     seen = {bytes(a) for a in lt.algos}
