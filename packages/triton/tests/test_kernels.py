@@ -329,60 +329,6 @@ def test_tma_matmul_matches_numpy(dev: ember.Device, dtype: ember.DType, b_kmajo
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.sqrt(k))
 
 
-@pytest.mark.parametrize("programs", [None, 3])
-@pytest.mark.parametrize(("shape", "gn", "ahead", "every", "bias"),
-                         [((70, 48, 40), 1, 1, 1, False), ((70, 48, 40), 1, 2, 2, True),
-                          ((40, 100, 72), 1, 1, 1, True), ((40, 100, 72), 1, 1, 4, False),
-                          ((40, 100, 72), 2, 1, 2, False), ((40, 100, 72), 4, 1, 1, True)])
-def test_tma_tb_matmul_writes_b_kmajor_as_it_goes(dev: ember.Device,
-                                                  shape: tuple[int, int, int], gn: int,
-                                                  ahead: int, every: int, bias: bool,
-                                                  programs: int | None,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    """tf32 with B N-major by `matmul_tma_tb`: a transposed copy writes only the panels of B
-    the first ``ahead`` waves need, the matmul's programs write the rest as they go (K steps
-    and, past those, a tail); shapes no multiple of the tiles, against numpy float64.  With
-    one program (what the interpreter runs by default) every share is the program's own;
-    with three, run one after another, the first waits for shares of programs not yet started
-    and takes them over (what keeps a GPU shared with other work from deadlocking)."""
-    from ember_triton.linalg import _tma_tb_matmul, tma_fits, tma_transposes
-
-    be = dev.backend
-    m, n, k = shape
-    a, b, an, bn = _tma_operands(dev, ember.float32, m, n, k, False)
-    args = (m, n, k, 1, 0, 0, *a.strides, 0, 0, *b.strides)
-    assert tma_fits(a, b, args, "tf32") and tma_transposes(args, "tf32")
-    out = be.empty((m, n), a.dtype)
-    bias_t = ember.tensor(_rng().standard_normal(n), device=dev) if bias else None
-    launched: list[tuple[str, tuple[int, ...]]] = []
-    real = be.launch_planned
-    monkeypatch.setattr(be, "launch_planned", lambda key, kernel, grid, *rest, **meta: (
-        launched.append((kernel.fn.__name__, grid)), real(key, kernel, grid, *rest, **meta))[1])
-    cfg = (32, 16, 16, gn, ahead, every, 4, 1)
-    _tma_tb_matmul(be, cfg, out, a, b, args, None if bias_t is None else bias_t._data, programs)
-    step = programs or 1
-    pre = min(-(-(ahead * step) // (gn * -(-m // 32))) * gn, -(-n // 16))  # copied first
-    assert launched == [("transpose", (1, -(-k // 64))), ("matmul_tma_tb", (step,))]
-    assert pre < -(-n // 16)  # and the matmul's programs wrote the others
-    want = an @ bn
-    if bias_t is not None:
-        want = want + bias_t.numpy().astype(np.float64)
-    got = be.to_numpy(out, ember.float32).astype(np.float64)
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.sqrt(k))
-
-
-def test_tma_transposes_only_tf32_a_kmajor_b_nmajor() -> None:
-    from ember_triton.linalg import tma_transposes
-
-    def args(sak: int, sbk: int, sbn: int) -> tuple[int, ...]:
-        return (64, 64, 64, 1, 0, 0, 64 if sak == 1 else 1, sak, 0, 0, sbk, sbn)
-
-    assert tma_transposes(args(1, 64, 1), "tf32")  # a @ b, both row-major
-    assert not tma_transposes(args(1, 64, 1), "ieee")  # half types read B N-major as it is
-    assert not tma_transposes(args(1, 1, 64), "tf32")  # B already K-major
-    assert not tma_transposes(args(64, 64, 1), "tf32")  # A M-major
-
-
 def test_tma_fits_only_descriptor_friendly_operands(dev: ember.Device) -> None:
     from ember_triton.linalg import tma_fits
 

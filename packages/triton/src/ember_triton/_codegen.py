@@ -237,13 +237,9 @@ def contiguous(be: TritonBackend, a: DeviceArray) -> DeviceArray:
 TRANSPOSE_MIN = 1 << 12
 
 
-def _transpose_copy(be: TritonBackend, a: DeviceArray,
-                    out: DeviceArray | None = None) -> DeviceArray:
-    """``a`` (2-D, rows not contiguous) copied row-major into a new array, or into ``out``'s
-    first ``a.shape[0]`` rows (``out`` row-major with ``a.shape[1]`` columns)."""
+def _transpose_copy(be: TritonBackend, a: DeviceArray) -> DeviceArray:
     r, c = a.shape
-    if out is None:
-        out = be.empty(a.shape, a.dtype)
+    out = be.empty(a.shape, a.dtype)
     sr, sc = a.strides
     # tiles of 16 KB (32 KB for 2-byte types), 8 warps: 3.74 / 3.96 TB/s for 4096² / 8192²
     # float32 and 3.88 for 8192² float16 on the H200 (`benchmarks/gpu/transpose_tiles.py`)

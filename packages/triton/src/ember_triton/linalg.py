@@ -24,8 +24,7 @@ from ember.ops import linalg as la
 from . import _cublaslt
 from ._array import DeviceArray, dtype_name, kind_of
 from ._autotune import bucket
-from ._codegen import _transpose_copy, collapse, contiguous, elementwise
-from .creation import full
+from ._codegen import collapse, contiguous, elementwise
 from .elementwise import binary_expression
 
 if TYPE_CHECKING:
@@ -123,11 +122,6 @@ _TMA_CONFIGS = {
              (128, 128, 32, 8, 4, 5, 1), (256, 128, 32, 8, 8, 3, 0)],
     "ieee": [],
 }
-#: `matmul_tma_tb` configs (tf32 with B N-major, its K-major copy written as the matmul
-#: goes): (BM, BN, BK, GN, AHEAD, EVERY, warps, stages)
-_TMA_TB_CONFIGS = [(128, 256, 32, 1, 1, 2, 8, 3), (128, 256, 32, 1, 1, 4, 8, 3),
-                   (128, 256, 32, 1, 0, 0, 8, 3), (128, 256, 32, 0, 0, 0, 8, 3),
-                   (128, 256, 32, 1, 99, 0, 8, 3)]
 #: problems below this many multiply-adds use the default config without timing
 TUNE_MIN_MACS = 1 << 24
 
@@ -182,9 +176,7 @@ def _run_matmul(be: TritonBackend, out: DeviceArray, a: DeviceArray, b: DeviceAr
            a.strides[-1] == 1, b.strides[-1] == 1, blas, tma, lt is not None and lt.align)
     name = be.selector.known(key)
     if name is None or not (name in lt_names or (name == "cublas" and blas)
-                            or name in _CONFIG_NAMES or (name in _TMA_NAMES and tma)
-                            or (name in _TMA_TB_NAMES and tma
-                                and tma_transposes(args, precision))):
+                            or name in _CONFIG_NAMES or (name in _TMA_NAMES and tma)):
         candidates: dict[str, Callable[[], Any]] = {
             _config_name(cfg): functools.partial(_triton_matmul, be, cfg, out, a, b, args,
                                                  batch, precision, bias)
@@ -194,11 +186,6 @@ def _run_matmul(be: TritonBackend, out: DeviceArray, a: DeviceArray, b: DeviceAr
                 _config_name(cfg, "tma"): functools.partial(_tma_matmul, be, cfg, out, a, b,
                                                             args, precision, bias)
                 for cfg in _TMA_CONFIGS[family]})
-        if tma and tma_transposes(args, precision):
-            candidates.update({
-                _config_name(cfg, "tmatb"): functools.partial(_tma_tb_matmul, be, cfg, out, a,
-                                                              b, args, bias)
-                for cfg in _TMA_TB_CONFIGS})
         if blas:
             # Triton's own pick for this bucket, where known, stands for every Triton config:
             # timing them all again costs seconds and heats the GPU for the cuBLAS candidates
@@ -222,9 +209,6 @@ def _run_matmul(be: TritonBackend, out: DeviceArray, a: DeviceArray, b: DeviceAr
     if name in _TMA_NAMES:
         _tma_matmul(be, _TMA_NAMES[name], out, a, b, args, precision, bias)
         return None
-    if name in _TMA_TB_NAMES:
-        _tma_tb_matmul(be, _TMA_TB_NAMES[name], out, a, b, args, bias)
-        return None
     return _triton_matmul(be, _CONFIG_NAMES[name], out, a, b, args, batch, precision, bias)
 
 
@@ -234,14 +218,6 @@ def _config_name(cfg: tuple[int, ...], kind: str = "triton") -> str:
 
 _CONFIG_NAMES = {_config_name(cfg): cfg for cfgs in _CONFIGS.values() for cfg in cfgs}
 _TMA_NAMES = {_config_name(cfg, "tma"): cfg for cfgs in _TMA_CONFIGS.values() for cfg in cfgs}
-_TMA_TB_NAMES = {_config_name(cfg, "tmatb"): cfg for cfg in _TMA_TB_CONFIGS}
-
-
-def tma_transposes(args: tuple[int, ...], precision: str) -> bool:
-    """Whether `matmul_tma_tb` runs the tf32 problem ``args`` that `tma_fits`: A K-major
-    and B N-major (what ``a @ b`` of two row-major matrices is)."""
-    sak, sbk, sbn = args[7], args[10], args[11]
-    return precision == "tf32" and sak == 1 and sbn == 1 and sbk != 1
 
 
 def tma_fits(a: DeviceArray, b: DeviceArray, args: tuple[int, ...], precision: str) -> bool:
@@ -289,36 +265,6 @@ def _tma_matmul(be: TritonBackend, cfg: tuple[int, ...], out: DeviceArray, a: De
                       BM=bm, BN=bn, BK=bk, GROUP_M=group, HAS_BIAS=bias is not None,
                       B_KMAJOR=kmajor, FLATTEN=bool(flatten), num_warps=warps,
                       num_stages=stages)
-
-
-def _tma_tb_matmul(be: TritonBackend, cfg: tuple[int, ...], out: DeviceArray, a: DeviceArray,
-                   b: DeviceArray, args: tuple[int, ...], bias: DeviceArray | None = None,
-                   programs: int | None = None) -> None:
-    """``out = a @ b (+ bias)`` in tf32 by `matmul_tma_tb` (where `tma_fits` and
-    `tma_transposes`): B's K-major copy is written by the matmul's own programs, all but the
-    panels its first AHEAD waves need, which a transposed copy writes first.  The
-    interpreter runs one program unless ``programs`` says otherwise (it runs programs one
-    after another: a program waiting for a later one's share takes it over)."""
-    m, n, k = args[:3]
-    bm, bn, bk, gn, ahead, every, warps, stages = cfg
-    sam, sbk = args[6], args[10]
-    num_m, num_n = -(-m // bm), -(-n // bn)
-    step = programs or (1 if be.memory.interpret else min(num_m * num_n, be.processors))
-    waves = -(-(num_m * num_n) // step)
-    pre = num_n if gn == 0 or ahead == 0 else min(-(-(ahead * step) // (gn * num_m)) * gn, num_n)
-    bt = be.empty((n, k), b.dtype)
-    sync = full(be, (num_n + waves * step,), 0, np.int32)
-    _transpose_copy(be, b.view((min(pre * bn, n), k), (1, sbk), b.offset), bt)
-    cn = min(bn, 32)
-    arrays = (out, a, b, bt, sync, out if bias is None else bias)
-    key = ("matmul_tma_tb", cfg, m, n, k, sam, sbk, bias is None, a.dtype, out.dtype,
-           arrays[5].dtype)
-    be.memory.use_scratch()  # the descriptors live in global scratch
-    be.launch_planned(key, be.module("linalg").matmul_tma_tb, (step,), arrays,
-                      (m, n, k, sam, sbk, step, pre), BM=bm, BN=bn, BK=bk,
-                      HAS_BIAS=bias is not None, GN=gn, AHEAD=ahead, EVERY=every,
-                      CK=32 * warps // cn * max(every, 1), CN=cn,
-                      ASM=not be.memory.interpret, num_warps=warps, num_stages=stages)
 
 
 def _triton_matmul(be: TritonBackend, cfg: tuple[int, ...], out: DeviceArray, a: DeviceArray,
