@@ -329,6 +329,51 @@ def test_tma_matmul_matches_numpy(dev: ember.Device, dtype: ember.DType, b_kmajo
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.sqrt(k))
 
 
+@pytest.mark.parametrize(("dtype", "b_kmajor", "planned"), [(ember.float16, False, True),
+                                                            (ember.float32, True, True),
+                                                            (ember.float32, False, False)])
+def test_tma_matmul_leaves_a_plan_when_it_copied_nothing(dev: ember.Device, dtype: ember.DType,
+                                                         b_kmajor: bool, planned: bool,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """`_tma_matmul` returns `_matmul_dot`'s plan (its recorded launch, grid, scalars and the
+    16-byte alignment it needs) when it launched once on the operands as given, so the next
+    problem like it skips choosing; tf32 with an N-major B copies B K-major first: no plan.
+    The plan's launch sets Triton's scratch allocator to this device before launching (the
+    descriptors live in global scratch).  The interpreter records no launches, so a stand-in
+    records them here."""
+    from ember_triton.linalg import _tma_matmul
+
+    be = dev.backend
+    m, n, k = 64, 48, 32
+    a, b, _, _ = _tma_operands(dev, dtype, m, n, k, b_kmajor)
+    args = (m, n, k, 1, 0, 0, *a.strides, 0, 0, *b.strides)
+    out = be.empty((m, n), a.dtype)
+    calls: list[Any] = []
+    monkeypatch.setattr(be.memory, "use_scratch", lambda: calls.append("scratch"))
+
+    def record(key, kernel, grid, arrays, scalars, **meta):  # type: ignore[no-untyped-def]
+        if kernel.fn.__name__ == "matmul_tma":
+            be._planned[key] = lambda g, stream, raw: calls.append((g, raw))
+
+    monkeypatch.setattr(be, "launch_planned", record)
+    monkeypatch.setattr(be, "_planned", {})
+    precision = "tf32" if dtype == ember.float32 else "ieee"
+    cfg = (32, 16, 16, 2, 4, 1, 1)
+    plan = _tma_matmul(be, cfg, out, a, b, args, precision)
+    if not planned:
+        assert plan is None
+        return
+    assert plan is not None
+    entry, grid, scalars, align = plan
+    step = min(-(-m // 32) * -(-n // 16), be.processors)
+    assert grid == (step,) and align == 15
+    assert scalars == (m, n, k, a.strides[0], b.strides[0], b.strides[1], step)
+    calls.clear()
+    raw = [out.ptr, a.ptr, b.ptr, out.ptr, *scalars]
+    entry(grid, 0, raw)
+    assert calls == ["scratch", (grid, raw)]
+
+
 def test_tma_fits_only_descriptor_friendly_operands(dev: ember.Device) -> None:
     from ember_triton.linalg import tma_fits
 

@@ -207,8 +207,7 @@ def _run_matmul(be: TritonBackend, out: DeviceArray, a: DeviceArray, b: DeviceAr
         _cublas_matmul(be, out, a, b, args, batch, precision, layouts, bias)
         return None
     if name in _TMA_NAMES:
-        _tma_matmul(be, _TMA_NAMES[name], out, a, b, args, precision, bias)
-        return None
+        return _tma_matmul(be, _TMA_NAMES[name], out, a, b, args, precision, bias)
     return _triton_matmul(be, _CONFIG_NAMES[name], out, a, b, args, batch, precision, bias)
 
 
@@ -243,13 +242,31 @@ def tma_fits(a: DeviceArray, b: DeviceArray, args: tuple[int, ...], precision: s
     return a_ok and b_ok
 
 
+class _ScratchLaunch:
+    """A recorded launch of a kernel that makes tensor descriptors on the device: Triton's
+    allocator of global scratch is set to this device's memory first (another device's may
+    have been set since), then the launch runs as recorded."""
+
+    __slots__ = ("entry", "memory")
+
+    def __init__(self, entry: Any, memory: Any) -> None:
+        self.entry, self.memory = entry, memory
+
+    def __call__(self, grid: Any, stream: int, raw: list[Any]) -> None:
+        self.memory.use_scratch()
+        self.entry(grid, stream, raw)
+
+
 def _tma_matmul(be: TritonBackend, cfg: tuple[int, ...], out: DeviceArray, a: DeviceArray,
                 b: DeviceArray, args: tuple[int, ...], precision: str,
-                bias: DeviceArray | None = None) -> None:
+                bias: DeviceArray | None = None) -> Any:
     """``out = a @ b (+ bias)`` by `matmul_tma` (``tma_fits(a, b, args, precision)`` holds):
-    persistent programs, one per multiprocessor at most."""
+    persistent programs, one per multiprocessor at most.  Returns `_matmul_dot`'s plan when
+    that was one recorded launch on the operands as given (no K-major copy), so the next
+    problem like it launches straight away instead of choosing again (else ``None``)."""
     m, n, k = args[:3]
     bm, bn, bk, group, warps, stages, flatten = cfg
+    given = (a, b)
     if precision == "tf32":
         a, b, args = _k_major(be, a, b, args)
     sam, sbk, sbn = args[6], args[10], args[11]
@@ -265,6 +282,10 @@ def _tma_matmul(be: TritonBackend, cfg: tuple[int, ...], out: DeviceArray, a: De
                       BM=bm, BN=bn, BK=bk, GROUP_M=group, HAS_BIAS=bias is not None,
                       B_KMAJOR=kmajor, FLATTEN=bool(flatten), num_warps=warps,
                       num_stages=stages)
+    entry = be._planned.get(key)
+    if entry is None or given[0] is not a or given[1] is not b:
+        return None
+    return _ScratchLaunch(entry, be.memory), (step,), (m, n, k, sam, sbk, sbn, step), 15
 
 
 def _triton_matmul(be: TritonBackend, cfg: tuple[int, ...], out: DeviceArray, a: DeviceArray,
