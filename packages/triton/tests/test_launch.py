@@ -134,3 +134,51 @@ def test_compiled_launcher_refuses_what_does_not_fit(recorded: list[dict[str, An
         entry((1, 1, 1, 1), 0, [64, 1])
     assert len(recorded) == 1  # nothing reached the driver
     assert make_launch(_Compiled(1, 4, 0), ["*fp16", "fp16"]) is None  # no code: Python path
+
+
+# -- cuBLASLt's recorded matmul through the same extension, against a recording stand-in -----
+
+_LT_MATMUL = ctypes.CFUNCTYPE(ctypes.c_int, *([ctypes.c_void_p] * 14), ctypes.c_size_t,
+                              ctypes.c_void_p)
+
+
+def test_compiled_cublaslt_call_passes_the_problem_as_run_does(dev: Any) -> None:
+    """`LtGemm.compiled_run` hands ``cublasLtMatmul`` what `LtGemm.run` does: cuBLASLt's A
+    is our B (and its B our A), C is written in place, the algorithm and workspace as given;
+    a status comes back as it is, and `_LtLaunch` raises on one."""
+    from ember_triton import _claunch, _cublaslt
+    from ember_triton._cublas import _ONE_AT, _ZERO_AT
+    from ember_triton.linalg import _LtLaunch
+
+    if _claunch.build() is None:
+        pytest.skip("no C compiler or Python headers to build the extension with")
+    calls: list[tuple[Any, ...]] = []
+    status = [0]
+
+    def fake(*args: Any) -> int:
+        calls.append(args)
+        return status[0]
+
+    callback = _LT_MATMUL(fake)
+    lt = object.__new__(_cublaslt.LtGemm)
+    lt._lib = types.SimpleNamespace(cublasLtMatmul=callback)
+    lt._handle, lt._desc = ctypes.c_void_p(0x1100), ctypes.c_void_p(0x2200)
+    lt._a, lt._b, lt._c = ctypes.c_void_p(0xA0), ctypes.c_void_p(0xB0), ctypes.c_void_p(0xC0)
+    lt._scal, lt.bias = "f4", False
+    lt.algos = [(ctypes.c_uint64 * 8)(), (ctypes.c_uint64 * 8)()]
+    call = lt.compiled_run(1)
+    assert call is not None
+    assert call(0x7000, 0x8000, 0x9000, 0x50, 0x6000) == 0
+    assert calls == [(0x1100, 0x2200, _ONE_AT["f4"], 0x9000, 0xA0, 0x8000, 0xB0, _ZERO_AT["f4"],
+                      0x7000, 0xC0, 0x7000, 0xC0, ctypes.addressof(lt.algos[1]), 0x6000,
+                      _cublaslt.WORKSPACE, 0x50)]
+    memory = types.SimpleNamespace(workspace=lambda nbytes: 0x6100)
+    launch = _LtLaunch(lt, 0, memory)
+    launch(None, 0, [0x7000, 0x8000, 0x9000, 0])  # the default stream's handle is 0
+    assert calls[-1][3] == 0x9000 and calls[-1][12] == ctypes.addressof(lt.algos[0])
+    assert calls[-1][13] == 0x6100 and calls[-1][15] is None
+    status[0] = 7
+    with pytest.raises(_cublaslt.LtError, match="status 7"):
+        launch(None, 0x50, [0x7000, 0x8000, 0x9000, 0])
+    lt.bias = True  # a bias rides in the descriptor, which `run` updates: no compiled call
+    assert lt.compiled_run(0) is None

@@ -12,7 +12,9 @@ The state is a block of memory per kernel: the ``CUfunction``, block size, share
 type code per argument, the driver's array of parameter pointers and one 8-byte slot per
 argument (the parameter pointers point at the slots of non-``constexpr`` arguments, then at two
 zeroed slots for Triton 3.6's scratch pointers).  ``cuLaunchKernel`` is found in the process's
-``libcuda`` and handed to the extension as an address; the extension links nothing.
+``libcuda`` and handed to the extension as an address; the extension links nothing.  The same
+extension issues cuBLASLt's recorded matmuls (``lt_matmul``, `ember_triton._cublaslt`), from a
+state holding ``cublasLtMatmul``'s address and the problem's descriptors.
 
 Anything this module cannot do (no C compiler, an argument type without a code) leaves the
 kernel on `DriverLaunch`.
@@ -182,12 +184,51 @@ static PyObject *launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+typedef int (*lt_matmul_t)(void *handle, void *desc, const void *alpha, const void *a,
+                           void *a_layout, const void *b, void *b_layout, const void *beta,
+                           const void *c, void *c_layout, void *d, void *d_layout,
+                           const void *algo, void *workspace, size_t workspace_size,
+                           void *stream);
+
+/* a cuBLASLt problem as `_cublaslt.LtGemm` made it: its function, handle, descriptors, the
+   scale factors' addresses, one algorithm, the workspace's size */
+typedef struct {
+    lt_matmul_t matmul;
+    void *handle, *desc, *alpha, *a_layout, *b_layout, *beta, *c_layout, *algo;
+    uint64_t workspace_size;
+} lt_state_t;
+
+/* lt_matmul(state, c, a, b, stream, workspace) -> status: row-major C = A @ B as cuBLASLt's
+   column-major C^T = B^T A^T (its A is our B), written in place (D = C) */
+static PyObject *lt_matmul(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "lt_matmul(state, c, a, b, stream, workspace)");
+        return NULL;
+    }
+    void *p[6];
+    for (Py_ssize_t i = 0; i < 6; i++) {
+        p[i] = PyLong_AsVoidPtr(args[i]);
+        if (p[i] == NULL && PyErr_Occurred()) return NULL;
+    }
+    lt_state_t *s = (lt_state_t *)p[0];
+    if (s == NULL || s->matmul == NULL) {
+        PyErr_SetString(PyExc_ValueError, "no cuBLASLt state");
+        return NULL;
+    }
+    int status = s->matmul(s->handle, s->desc, s->alpha, p[3], s->a_layout, p[2], s->b_layout,
+                           s->beta, p[1], s->c_layout, p[1], s->c_layout, s->algo, p[5],
+                           (size_t)s->workspace_size, p[4]);
+    return PyLong_FromLong(status);
+}
+
 static PyMethodDef methods[] = {
     {"set_driver", set_driver, METH_O, "set the address of cuLaunchKernel"},
     {"state_size", state_size, METH_NOARGS, "bytes of one kernel's state"},
     {"prepare", prepare, METH_O, "point a state's parameters at its slots"},
     {"launch", (PyCFunction)(void (*)(void))launch, METH_FASTCALL,
      "launch(state, grid, stream, raw)"},
+    {"lt_matmul", (PyCFunction)(void (*)(void))lt_matmul, METH_FASTCALL,
+     "lt_matmul(state, c, a, b, stream, workspace) -> cublasLtMatmul's status"},
     {NULL, NULL, 0, NULL},
 };
 

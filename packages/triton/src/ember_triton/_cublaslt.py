@@ -21,6 +21,7 @@ on Hopper.
 from __future__ import annotations
 
 import ctypes
+import functools
 import sys
 import threading
 from typing import Any
@@ -243,6 +244,30 @@ class LtGemm:
             if state == 0:
                 algos.append((ctypes.c_uint64 * 8).from_buffer_copy(entry[:64]))
         return algos
+
+    def compiled_run(self, index: int) -> Any:
+        """``run(index, ...)`` for a problem without bias as one call of the compiled
+        launcher's extension (`ember_triton._claunch`): ``call(c, a, b, stream, workspace)``
+        returning cuBLASLt's status, about 15 `ctypes` conversions fewer a matmul; ``None``
+        where the extension cannot be built or ``EMBER_C_LAUNCH=0`` (the caller keeps
+        `run`)."""
+        from ._launcher import _COMPILED
+
+        if self.bias or not _COMPILED:
+            return None
+        from ._claunch import build
+
+        mod = build()
+        if mod is None or not hasattr(mod, "lt_matmul"):
+            return None
+        scal = self._scal
+        state = (ctypes.c_uint64 * 10)(
+            ctypes.cast(self._lib.cublasLtMatmul, ctypes.c_void_p).value,
+            self._handle.value, self._desc.value, _ONE_AT[scal], self._a.value, self._b.value,
+            _ZERO_AT[scal], self._c.value, ctypes.addressof(self.algos[index]), WORKSPACE)
+        call = functools.partial(mod.lt_matmul, ctypes.addressof(state))
+        call.keep = (state, self)  # type: ignore[attr-defined]  # the state, the descriptors
+        return call
 
     def run(self, index: int, c: int, a: int, b: int, bias: int, stream: int,
             workspace: int) -> None:

@@ -374,16 +374,23 @@ def _cublas_layouts(args: tuple[int, ...],
 
 class _LtLaunch:
     """A cuBLASLt algorithm as `_matmul_dot`'s plans call a recorded launch:
-    ``(grid, stream, [c, a, b, bias])``."""
+    ``(grid, stream, [c, a, b, bias])``; through the compiled launcher's extension where
+    it can (`_cublaslt.LtGemm.compiled_run`)."""
 
-    __slots__ = ("index", "lt", "memory")
+    __slots__ = ("compiled", "index", "lt", "memory")
 
     def __init__(self, lt: Any, index: int, memory: Any) -> None:
         self.lt, self.index, self.memory = lt, index, memory
+        self.compiled = lt.compiled_run(index)
 
     def __call__(self, grid: Any, stream: int, raw: list[int]) -> None:
-        self.lt.run(self.index, raw[0], raw[1], raw[2], raw[3], stream,
-                    self.memory.workspace(_cublaslt.WORKSPACE))
+        workspace = self.memory.workspace(_cublaslt.WORKSPACE)
+        if self.compiled is None:
+            self.lt.run(self.index, raw[0], raw[1], raw[2], raw[3], stream, workspace)
+            return
+        status = self.compiled(raw[0], raw[1], raw[2], stream, workspace)
+        if status:
+            raise _cublaslt.LtError(f"cuBLASLt cublasLtMatmul failed with status {status}")
 
 
 def _lt_gemm(be: TritonBackend, out: DeviceArray, a: DeviceArray, b: DeviceArray,
