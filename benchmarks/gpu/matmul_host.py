@@ -6,8 +6,10 @@ ember's host microseconds per call (calls without a synchronisation in between, 
 queue absorbs them), the same with ember's per-problem plans dropped before every call (what
 a problem that leaves no plan pays: the choice looked up again, the launch prepared again),
 torch's; then the time per call of each by CUDA events (the GPU's time where it is busier than
-the host, the host's where not).  First, correctness of a planned launch on new operands:
-every call below multiplies operands at new addresses and is compared with torch."""
+the host, the host's where not), the kernels one call of ember and of torch runs
+(`torch.profiler`), and the choices kernel selection made.  First, correctness of a planned
+launch on new operands: every call below multiplies operands at new addresses and is compared
+with torch."""
 
 from __future__ import annotations
 
@@ -61,8 +63,17 @@ def child() -> None:
                     torch.cuda.synchronize()
                 host[name] = best
             gpu = {name: be.memory.timer(fn) * 1e3 for name, fn in cases.items()}
+            # what ran: the kernels of one call each (a split-K cuBLASLt algorithm is two)
+            kernels = {}
+            for name in ("ember", "torch"):
+                with torch.profiler.profile(
+                        activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                    cases[name]()
+                    torch.cuda.synchronize()
+                kernels[name] = [e.name[:48] for e in prof.events()
+                                 if e.device_type.name == "CUDA"]
             rows.append((n, "selected" if cublas else "Triton alone", host, gpu))
-            print(n, rows[-1][1], "checked", flush=True)
+            print(n, rows[-1][1], "checked; kernels per call:", kernels, flush=True)
     be.use_cublas = True
     print("\n| bf16 n³ | mode | host µs/call: ember / no plans / torch | "
           "µs/call by events: ember / no plans / torch |\n|---|---|---|---|")
@@ -70,6 +81,7 @@ def child() -> None:
         h = " / ".join(f"{host[k]:.1f}" for k in ("ember", "ember, no plans", "torch"))
         g = " / ".join(f"{gpu[k]:.1f}" for k in ("ember", "ember, no plans", "torch"))
         print(f"| {n} | {mode} | {h} | {g} |")
+    print("\nchoices:", {k: v for k, v in be.selector._choices.items() if "bfloat16" in k})
 
 
 if __name__ == "__main__":
