@@ -24,6 +24,7 @@ SIZES = (512, 1024, 2048, 4096)
 def child() -> None:
     import cupy as cp
     import torch
+    import torch.profiler
 
     import ember
 
