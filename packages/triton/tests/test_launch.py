@@ -164,10 +164,10 @@ def test_compiled_cublaslt_call_passes_the_problem_as_run_does(dev: Any) -> None
     lt._lib = types.SimpleNamespace(cublasLtMatmul=callback)
     lt._handle, lt._desc = ctypes.c_void_p(0x1100), ctypes.c_void_p(0x2200)
     lt._a, lt._b, lt._c = ctypes.c_void_p(0xA0), ctypes.c_void_p(0xB0), ctypes.c_void_p(0xC0)
-    lt._scal, lt.bias = "f4", False
+    lt._scal, lt.bias, lt._compiled = "f4", False, {}
     lt.algos = [(ctypes.c_uint64 * 8)(), (ctypes.c_uint64 * 8)()]
     call = lt.compiled_run(1)
-    assert call is not None
+    assert call is not None and lt.compiled_run(1) is call  # made once per algorithm
     assert call(0x7000, 0x8000, 0x9000, 0x50, 0x6000) == 0
     assert calls == [(0x1100, 0x2200, _ONE_AT["f4"], 0x9000, 0xA0, 0x8000, 0xB0, _ZERO_AT["f4"],
                       0x7000, 0xC0, 0x7000, 0xC0, ctypes.addressof(lt.algos[1]), 0x6000,
@@ -180,5 +180,7 @@ def test_compiled_cublaslt_call_passes_the_problem_as_run_does(dev: Any) -> None
     status[0] = 7
     with pytest.raises(_cublaslt.LtError, match="status 7"):
         launch(None, 0x50, [0x7000, 0x8000, 0x9000, 0])
-    lt.bias = True  # a bias rides in the descriptor, which `run` updates: no compiled call
+    # a bias rides in the descriptor, which `run` updates: no compiled call (a problem has a
+    # bias or not from its making, so it starts with no calls made)
+    lt.bias, lt._compiled = True, {}
     assert lt.compiled_run(0) is None

@@ -208,6 +208,7 @@ class LtGemm:
         #: the operands' alignment the algorithms assume, and the library's version
         self.align, self.version = align, version()
         self.algos = self._heuristic(align)
+        self._compiled: dict[int, Any] = {}  # `compiled_run`'s calls by algorithm
 
     def _make(self, create: str, destroy: Any, *args: Any) -> ctypes.c_void_p:
         obj = ctypes.c_void_p()
@@ -250,23 +251,24 @@ class LtGemm:
         launcher's extension (`ember_triton._claunch`): ``call(c, a, b, stream, workspace)``
         returning cuBLASLt's status, about 15 `ctypes` conversions fewer a matmul; ``None``
         where the extension cannot be built or ``EMBER_C_LAUNCH=0`` (the caller keeps
-        `run`)."""
+        `run`).  Made once per algorithm: selection builds a launch for every timed call."""
+        if index in self._compiled:
+            return self._compiled[index]
+        from ._claunch import build
         from ._launcher import _COMPILED
 
-        if self.bias or not _COMPILED:
-            return None
-        from ._claunch import build
-
-        mod = build()
-        if mod is None or not hasattr(mod, "lt_matmul"):
-            return None
-        scal = self._scal
-        state = (ctypes.c_uint64 * 10)(
-            ctypes.cast(self._lib.cublasLtMatmul, ctypes.c_void_p).value,
-            self._handle.value, self._desc.value, _ONE_AT[scal], self._a.value, self._b.value,
-            _ZERO_AT[scal], self._c.value, ctypes.addressof(self.algos[index]), WORKSPACE)
-        call = functools.partial(mod.lt_matmul, ctypes.addressof(state))
-        call.keep = (state, self)  # type: ignore[attr-defined]  # the state, the descriptors
+        mod = build() if _COMPILED and not self.bias else None
+        call = None
+        if mod is not None and hasattr(mod, "lt_matmul"):
+            scal = self._scal
+            state = (ctypes.c_uint64 * 10)(
+                ctypes.cast(self._lib.cublasLtMatmul, ctypes.c_void_p).value,
+                self._handle.value, self._desc.value, _ONE_AT[scal], self._a.value,
+                self._b.value, _ZERO_AT[scal], self._c.value,
+                ctypes.addressof(self.algos[index]), WORKSPACE)
+            call = functools.partial(mod.lt_matmul, ctypes.addressof(state))
+            call.keep = state  # type: ignore[attr-defined]  # alive as long as the call
+        self._compiled[index] = call
         return call
 
     def run(self, index: int, c: int, a: int, b: int, bias: int, stream: int,
@@ -277,12 +279,10 @@ class LtGemm:
             self._bias_at.value = bias
             self._set_desc(_DESC_BIAS_POINTER, self._bias_at)
         scal = self._scal
-        status = self._lib.cublasLtMatmul(
+        _check(self._lib.cublasLtMatmul(
             self._handle, self._desc, _ONE_AT[scal], b, self._a, a, self._b, _ZERO_AT[scal],
             c, self._c, c, self._c, ctypes.byref(self.algos[index]), workspace, WORKSPACE,
-            stream)
-        if status:
-            raise LtError(f"cuBLASLt cublasLtMatmul failed with status {status}")
+            stream), "cublasLtMatmul")
 
     def __del__(self) -> None:
         if sys.is_finalizing():  # the library may already have torn itself down

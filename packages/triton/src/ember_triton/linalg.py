@@ -388,9 +388,8 @@ class _LtLaunch:
         if self.compiled is None:
             self.lt.run(self.index, raw[0], raw[1], raw[2], raw[3], stream, workspace)
             return
-        status = self.compiled(raw[0], raw[1], raw[2], stream, workspace)
-        if status:
-            raise _cublaslt.LtError(f"cuBLASLt cublasLtMatmul failed with status {status}")
+        _cublaslt._check(self.compiled(raw[0], raw[1], raw[2], stream, workspace),
+                         "cublasLtMatmul")
 
 
 def _lt_gemm(be: TritonBackend, out: DeviceArray, a: DeviceArray, b: DeviceArray,
