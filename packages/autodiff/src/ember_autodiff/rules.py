@@ -533,6 +533,9 @@ RULES[composite.softmax] = lambda g, out, x, dim: (F.softmax_backward(out, g, di
 RULES[composite.log_softmax] = lambda g, out, x, dim: (F.log_softmax_backward(out, g, dim),)
 
 
+RULES[composite.gelu] = lambda g, out, x, approximate: (F.gelu_backward(g, x, approximate),)
+
+
 RULES[composite.linear] = (lambda g, out, x, w, b: _mm(g, w),
                            lambda g, out, x, w, b: _mm(_mT(g), x),
                            lambda g, out, x, w, b: apply(reduction.sum, g, dims=(0,)))

@@ -9,7 +9,7 @@ from ember import _dtype
 from ember._backend import Backend, Kernel
 from ember._host import dtype_of_numpy, numpy_dtype
 
-from . import creation, elementwise, linalg, movement, nn, reduction
+from . import activation, creation, elementwise, linalg, movement, nn, reduction
 
 __all__ = ["KERNELS", "CpuBackend"]
 
@@ -21,6 +21,7 @@ KERNELS: dict[Any, Kernel] = {
     **movement.KERNELS,
     **linalg.KERNELS,
     **nn.KERNELS,
+    **activation.KERNELS,
 }
 
 

@@ -1,4 +1,4 @@
-"""Backward composites: the gradients of softmax, the norms and cross entropy.
+"""Backward composites: the gradients of softmax, the norms, cross entropy and GELU.
 
 Autodiff's rules for the composite ops call these.  Each runs the device's own kernel for its
 op (`ember.ops.composite`) where ``device.implements(op)``, and its decomposition from ember
@@ -10,6 +10,7 @@ composite op returned: float32 for half inputs, shaped like the input without it
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from . import _dtype as dt
@@ -19,8 +20,8 @@ from .ops import composite as cops
 if TYPE_CHECKING:
     from ._tensor import Tensor
 
-__all__ = ["cross_entropy_backward", "layer_norm_backward", "log_softmax_backward",
-           "rms_norm_backward", "softmax_backward"]
+__all__ = ["cross_entropy_backward", "gelu_backward", "layer_norm_backward",
+           "log_softmax_backward", "rms_norm_backward", "softmax_backward"]
 
 
 def softmax_backward(y: Tensor, g: Tensor, dim: int = -1) -> Tensor:
@@ -137,3 +138,34 @@ def cross_entropy_backward(g: Tensor, logits: Tensor, target: Tensor, lse: Tenso
     else:
         scale = scale * (g / count if reduction == "mean" else g)
     return cast(d * scale.unsqueeze(1), logits._dtype)
+
+
+def gelu_backward(g: Tensor, x: Tensor, approximate: str = "none") -> Tensor:
+    """The gradient of ``x`` given ``g``, the gradient of ``gelu(x, approximate)``.
+
+    Exact form: ``g * (Phi(x) + x * phi(x))`` with ``Phi(x) = (1 + erf(x / sqrt 2)) / 2`` and
+    ``phi(x) = exp(-x**2 / 2) / sqrt(2 pi)``.  ``tanh`` form, with ``k = sqrt(2 / pi)`` and
+    ``t = tanh(k (x + 0.044715 x**3))``: ``g * ((1 + t) / 2 + x (1 - t**2) k (1 + 3 * 0.044715
+    x**2) / 2)``.
+
+    Examples
+    --------
+    >>> import ember
+    >>> round(ember.functional.gelu_backward(ember.tensor([1.0]), ember.tensor([0.0])).item(), 4)
+    0.5
+    """
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu_backward: approximate must be 'none' or 'tanh', got "
+                         f"{approximate!r}")
+    if g._dtype is x._dtype and x._device.implements(cops.gelu_backward):
+        return apply(cops.gelu_backward, g, x,  # type: ignore[no-any-return]
+                     approximate=approximate)
+    if approximate == "tanh":
+        k = math.sqrt(2.0 / math.pi)
+        x2 = x * x
+        t = ((x + x2 * x * 0.044715) * k).tanh()
+        d = (t + 1.0) * 0.5 + x * (1.0 - t * t) * (x2 * (3 * 0.044715) + 1.0) * (0.5 * k)
+        return g * d
+    cdf = ((x * (1.0 / math.sqrt(2.0))).erf() + 1.0) * 0.5
+    pdf = (x * x * -0.5).exp() * (1.0 / math.sqrt(2.0 * math.pi))
+    return g * (cdf + x * pdf)

@@ -17,6 +17,7 @@ from . import _dtype as dt
 from ._apply import apply, cast, normalize_dim, to_float
 from ._backward import (
     cross_entropy_backward,
+    gelu_backward,
     layer_norm_backward,
     log_softmax_backward,
     rms_norm_backward,
@@ -32,8 +33,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "adaptive_avg_pool2d", "avg_pool2d", "conv1d", "conv2d", "conv_transpose1d",
-    "conv_transpose2d", "cross_entropy", "cross_entropy_backward", "dropout", "elu",
-    "embedding", "gelu", "hardtanh", "interpolate", "layer_norm", "layer_norm_backward",
+    "conv_transpose2d", "cross_entropy", "cross_entropy_backward", "dropout", "elu", "embedding",
+    "gelu", "gelu_backward", "hardtanh", "interpolate", "layer_norm", "layer_norm_backward",
     "leaky_relu", "linear", "log_softmax", "log_softmax_backward", "logsumexp", "max_pool2d",
     "mish", "mse_loss", "nll_loss", "one_hot", "relu", "rms_norm", "rms_norm_backward", "silu",
     "softmax", "softmax_backward", "softplus",
@@ -83,12 +84,24 @@ def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
 
 
 def gelu(x: Tensor, approximate: str = "none") -> Tensor:
-    """Gaussian error linear unit, exact (``erf``) or ``approximate="tanh"``."""
+    """Gaussian error linear unit, exact (``erf``) or ``approximate="tanh"``.
+
+    One op (`ember.ops.composite.gelu`) where the device implements it, else its
+    decomposition into elementwise primitives.
+
+    Examples
+    --------
+    >>> import ember
+    >>> round(ember.functional.gelu(ember.tensor([1.0])).item(), 4)
+    0.8413
+    """
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    if x.dtype.is_floating_point and x._device.implements(cops.gelu):
+        return apply(cops.gelu, x, approximate=approximate)  # type: ignore[no-any-return]
     if approximate == "tanh":
         inner = (x + x * x * x * 0.044715) * math.sqrt(2.0 / math.pi)
         return x * 0.5 * (inner.tanh() + 1.0)
-    if approximate != "none":
-        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
     return x * 0.5 * ((x * (1.0 / math.sqrt(2.0))).erf() + 1.0)
 
 

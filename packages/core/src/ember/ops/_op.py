@@ -68,6 +68,10 @@ def _same_thrice(args: Sequence[Any], params: dict[str, Any]) -> tuple[DType, DT
     return args[0]._dtype, args[0]._dtype, args[0]._dtype
 
 
+def _same_four_times(args: Sequence[Any], params: dict[str, Any]) -> tuple[DType, ...]:
+    return (args[0]._dtype,) * 4
+
+
 def _params_thrice(args: Sequence[Any], params: dict[str, Any]) -> tuple[DType, ...]:
     # four lists of n tensors in, three lists out, each with the first list's dtypes
     dtypes = tuple(a._dtype for a in args[:len(args) // 4])
@@ -85,6 +89,7 @@ RESULT_RULES: Final[dict[str, DTypeRule]] = {
     "same+stat": _same_and_stat,
     "same*2": _same_twice,
     "same*3": _same_thrice,
+    "same*4": _same_four_times,
     "params*3": _params_thrice,
 }
 
@@ -103,8 +108,9 @@ class Op:
     result : rule giving the output dtype(s) from the input dtypes and params: ``same``,
         ``last``, ``bool``, ``index`` (int64), ``param`` (``params["dtype"]``), ``same+index``;
         composites also use ``same+stats`` / ``same+stat`` (the input's dtype, then two / one
-        row statistics in float32 for half types), ``same*2`` / ``same*3``, and ``params*3``
-        (inputs are four lists of n tensors, outputs three lists with the first list's dtypes).
+        row statistics in float32 for half types), ``same*2`` / ``same*3`` / ``same*4``, and
+        ``params*3`` (inputs are four lists of n tensors, outputs three lists with the first
+        list's dtypes).
     outputs : number of outputs (``sort`` returns values and indices); ``-1`` where it
         depends on the number of inputs (``adam_steps``).
     differentiable : whether gradients flow through it (Autodiff keeps a rule for each).

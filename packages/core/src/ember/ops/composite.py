@@ -106,3 +106,49 @@ max_pool2d_backward = Op("max_pool2d_backward", "composite", 3,
 conv2d_weight_grad = Op("conv2d_weight_grad", "composite", 3,
                         ("stride", "padding", "dilation", "groups"), result="last",
                         dtypes="float")
+
+#: ``gelu(x, approximate=("none"|"tanh"))`` -> ``x * Phi(x)``: the exact form with ``erf``, or
+#: PyTorch's ``tanh`` approximation ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3)))``.
+gelu = Op("gelu", "composite", 1, ("approximate",), dtypes="float")
+#: ``gelu_backward(g, x, approximate=)`` -> ``g * d gelu(x) / dx``; ``g`` has ``x``'s shape
+#: and dtype.
+gelu_backward = Op("gelu_backward", "composite", 2, ("approximate",), dtypes="float")
+
+_SDPA = ("scale", "causal", "mask")
+#: ``scaled_dot_product_attention(q[..., L, D], k[..., S, D], v[..., S, Dv], [mask], scale=,
+#: causal=bool, mask=bool)`` -> ``(out[..., L, Dv], lse[..., L])``: ``softmax(q k^T scale +
+#: bias) v`` and each score row's logsumexp (what the backward needs to rebuild the weights).
+#: ``q``, ``k``, ``v`` share one float dtype and one batch shape; ``mask`` (present when the
+#: ``mask`` flag is) broadcasts to ``[..., L, S]``: bool (True = may attend, PyTorch's
+#: convention) or additive in the inputs' dtype.  ``causal`` hides ``j > i`` (top-left
+#: aligned).  No dropout: core runs the decomposition when ``dropout_p > 0``.
+scaled_dot_product_attention = Op("scaled_dot_product_attention", "composite", -1, _SDPA,
+                                  result="same+stat", outputs=2, dtypes="float")
+#: ``scaled_dot_product_attention_backward(g, q, k, v, out, lse, [mask], ...)`` ->
+#: ``(dq, dk, dv)`` (the shapes of ``q``, ``k``, ``v``); the parameters are the forward's.
+scaled_dot_product_attention_backward = Op("scaled_dot_product_attention_backward",
+                                           "composite", -1, _SDPA, result="same*3", outputs=3,
+                                           dtypes="float")
+
+#: ``lstm_cell(gates_x[N, 4H], hc[N, 2H], w_hh[4H, H], [b_hh[4H]], bias=bool)`` ->
+#: ``(hc'[N, 2H], gates[N, 4H])``: one LSTM step (PyTorch's gate order ``i, f, g, o``) after the
+#: input projection of every step was done as one matmul.  The state ``hc`` is ``h`` and ``c``
+#: side by side (Autodiff differentiates an op's first output, and both carry gradient);
+#: ``gates`` holds the activated gates ``sigmoid(i), sigmoid(f), tanh(g), sigmoid(o)`` for the
+#: backward.  All tensors share one float dtype.
+lstm_cell = Op("lstm_cell", "composite", -1, ("bias",), result="same*2", outputs=2,
+               dtypes="float")
+#: ``lstm_cell_backward(g[N, 2H], hc, w_hh, hc', gates, bias=)`` ->
+#: ``(dgates_x[N, 4H], dhc[N, 2H], dw_hh[4H, H], db_hh[4H])``; ``db_hh`` is an empty ``(0,)``
+#: tensor without a bias.  ``dgates_x`` is also the gradient of ``b_hh``'s pre-activation sum.
+lstm_cell_backward = Op("lstm_cell_backward", "composite", 5, ("bias",), result="same*4",
+                        outputs=4, dtypes="float")
+#: ``gru_cell(gates_x[N, 3H], h[N, H], w_hh[3H, H], [b_hh[3H]], bias=bool)`` ->
+#: ``(h'[N, H], work[N, 4H])``: one GRU step (gates ``r, z, n``, ``n = tanh(x_n + r * (W_hn h +
+#: b_hn))``, ``h' = (1 - z) n + z h``); ``work`` holds ``r, z, n`` and ``W_hn h + b_hn``.
+gru_cell = Op("gru_cell", "composite", -1, ("bias",), result="same*2", outputs=2,
+              dtypes="float")
+#: ``gru_cell_backward(g[N, H], h, w_hh, work, bias=)`` ->
+#: ``(dgates_x[N, 3H], dh[N, H], dw_hh[3H, H], db_hh[3H])``; ``db_hh`` is empty without a bias.
+gru_cell_backward = Op("gru_cell_backward", "composite", 4, ("bias",), result="same*4",
+                       outputs=4, dtypes="float")

@@ -1,0 +1,96 @@
+"""GELU and its gradient as one kernel each (`ember.ops.composite.gelu`, ``gelu_backward``).
+
+core's decomposition is six elementwise ops forward and about ten backward, each a dispatch
+and a temporary; here each is a few in-place numpy passes over one buffer.  float32 computes in
+float32, float64 in float64, float16 / bfloat16 through float32.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from ember.ops import composite
+from scipy.special import erf
+
+from ._common import LOW, quiet, wide
+
+__all__ = ["KERNELS", "gelu", "gelu_backward"]
+
+_SQRT1_2 = 1.0 / math.sqrt(2.0)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_K = math.sqrt(2.0 / math.pi)
+_C = 0.044715
+
+
+def _tanh_inner(w: np.ndarray) -> np.ndarray:
+    """``tanh(k (w + 0.044715 w**3))`` in a new buffer."""
+    t = w * w
+    t *= _C * _K
+    t += _K
+    t *= w
+    return np.tanh(t, out=t)
+
+
+@quiet
+def gelu(x: np.ndarray, approximate: str = "none") -> np.ndarray:
+    """``x * Phi(x)``, exact (``erf``) or with PyTorch's tanh approximation."""
+    w = wide(x)
+    if approximate == "tanh":
+        y = _tanh_inner(w)
+    elif approximate == "none":
+        y = w * _SQRT1_2
+        erf(y, out=y)
+    else:
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    y += 1.0
+    y *= w
+    y *= 0.5
+    return y.astype(x.dtype) if x.dtype in LOW else y
+
+
+@quiet
+def gelu_backward(g: np.ndarray, x: np.ndarray, approximate: str = "none") -> np.ndarray:
+    """``g * d gelu(x) / dx``."""
+    if g.shape != x.shape or g.dtype != x.dtype:
+        raise ValueError(f"gelu_backward: g {g.shape} {g.dtype} and x {x.shape} {x.dtype} must "
+                         f"share shape and dtype")
+    w = wide(x)
+    if approximate == "tanh":
+        t = _tanh_inner(w)
+        # (1 + t) / 2 + x (1 - t^2) k (1 + 3 c x^2) / 2
+        d = w * w
+        d *= 3.0 * _C
+        d += 1.0
+        d *= w
+        d *= 0.5 * _K
+        s = t * t
+        np.subtract(1.0, s, out=s)
+        d *= s
+        t += 1.0
+        t *= 0.5
+        d += t
+    elif approximate == "none":
+        # Phi(x) + x phi(x)
+        d = w * w
+        d *= -0.5
+        np.exp(d, out=d)
+        d *= _INV_SQRT_2PI
+        d *= w
+        cdf = w * _SQRT1_2
+        erf(cdf, out=cdf)
+        cdf += 1.0
+        cdf *= 0.5
+        d += cdf
+    else:
+        raise ValueError(f"gelu_backward: approximate must be 'none' or 'tanh', got "
+                         f"{approximate!r}")
+    d *= wide(g)
+    return d.astype(x.dtype) if x.dtype in LOW else d
+
+
+KERNELS: dict[Any, Any] = {
+    composite.gelu: gelu,
+    composite.gelu_backward: gelu_backward,
+}
