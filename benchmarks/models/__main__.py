@@ -1,0 +1,5 @@
+import sys
+
+from benchmarks.models.run import main
+
+sys.exit(main())
