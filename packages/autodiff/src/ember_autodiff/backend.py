@@ -13,6 +13,7 @@ from ember._backend import Decorator
 from ember._device import Device
 from ember._grad_mode import STATE
 from ember._tensor import Tensor
+from ember._trace import TRACE
 from ember.ops import Op
 
 from ._tape import Cell, Node
@@ -75,6 +76,8 @@ class AutodiffBackend(Decorator):
         return op in RULES and self.inner.implements(op)
 
     def dispatch(self, op: Op, args: Sequence[Tensor], params: dict[str, Any]) -> Any:
+        if TRACE:  # ember.compile is recording: these may be parameters it reads
+            TRACE[0].note_args(args)
         cells = [a._data for a in args]
         values = [c.value for c in cells]
         out = self._inner(op, values, params)

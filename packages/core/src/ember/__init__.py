@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import functional as functional, ops as ops
+from ._compile import CompiledFunction as CompiledFunction, compile as compile
 from ._creation import (
     arange as arange,
     as_tensor as as_tensor,

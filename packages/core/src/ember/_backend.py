@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._dtype import DType
 from ._errors import DTypeError
+from ._trace import TRACE
 
 if TYPE_CHECKING:
     import numpy as np
@@ -87,7 +88,13 @@ class Backend:
         if kernel is None:
             raise NotImplementedError(f"op {op.name!r} is not implemented on device {self.device}")
         n = len(args)
-        if params:
+        if TRACE:  # ember.compile is recording: the kernel call is part of the program
+            tracer = TRACE[0]
+            tracer.note_args(args)
+            payloads = [a._data for a in args]
+            out = kernel(*payloads, **params)
+            tracer.record(kernel, payloads, params, out, op.outputs != 1)
+        elif params:
             out = kernel(*[a._data for a in args], **params)
         elif n == 2:
             out = kernel(args[0]._data, args[1]._data)

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from ._tensor import Tensor
 
-__all__ = ["Capture", "CaptureError", "active", "capturing", "replace"]
+__all__ = ["GENERATION", "Capture", "CaptureError", "active", "capturing", "invalidate",
+           "new_state", "replace"]
 
 
 class CaptureError(RuntimeError):
@@ -30,6 +31,29 @@ class Capture(Protocol):
 
 
 _ACTIVE: list[Capture] = []
+
+#: bumped when parameters or optimizer state get new values outside a compiled function
+#: (eager optimizer steps, ``load_state_dict``, assigning a parameter): compiled functions
+#: key their recordings by it, so they trace again instead of reading stale tensors
+GENERATION = [0]
+
+
+def invalidate() -> None:
+    """Tell compiled functions that tensors they may read were replaced from outside."""
+    if not _ACTIVE:
+        GENERATION[0] += 1
+
+
+def new_state(why: str) -> bool:
+    """A captured step created state (an optimizer's moments at its first step).  Returns
+    whether every active capture accepts that (`ember.compile` traces again next call);
+    otherwise the caller raises `CaptureError`."""
+    notes = [getattr(c, "note_new_state", None) for c in _ACTIVE]
+    if not notes or any(n is None for n in notes):
+        return False
+    for n in notes:
+        n(why)  # type: ignore[misc]  # checked above
+    return True
 
 
 def active() -> bool:

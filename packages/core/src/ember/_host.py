@@ -11,6 +11,7 @@ import numpy as np
 
 from . import _dtype as dt
 from ._errors import DTypeError, ShapeError
+from ._trace import TRACE
 
 if TYPE_CHECKING:
     from ._device import Device
@@ -112,6 +113,8 @@ def from_host(array: np.ndarray, dtype: dt.DType, device: Device) -> Tensor:
 
 def to_host(t: Tensor) -> np.ndarray:
     """A host numpy array with ``t``'s values (a synchronisation point)."""
+    if TRACE:
+        TRACE[0].host_read(t)
     dev = t._device
     while dev.inner is not None:
         t = dev.backend.unwrap(t)  # type: ignore[attr-defined]

@@ -12,6 +12,8 @@ import os
 import threading
 from typing import Any
 
+from ._trace import TRACE, HostInt
+
 __all__ = ["Generator", "default_generator", "manual_seed", "seed"]
 
 
@@ -54,7 +56,15 @@ class Generator:
         with self._lock:
             key = (self._seed, self._offset)
             self._offset += 1
+        if TRACE:  # ember.compile is recording: a replay draws the next numbers, not these
+            return HostInt(key[0], self.initial_seed), HostInt(key[1], self._take)
         return key
+
+    def _take(self) -> int:
+        with self._lock:
+            offset = self._offset
+            self._offset += 1
+        return offset
 
     def get_state(self) -> dict[str, int]:
         return {"seed": self._seed, "offset": self._offset}

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ember import Tensor
 from ember._backend import Decorator
+from ember._trace import TRACE, HostFloat, HostInt
 
 from ._compiler import FusedKernel, ReferenceCompiler
 from ._graph import SHAPE_RULES, VIEW_RULES, Handle, Node
@@ -92,6 +93,10 @@ class FusionBackend(Decorator):
     # -- dispatch ----------------------------------------------------------------------------
 
     def dispatch(self, op: Op, args: Sequence[Tensor], params: dict[str, Any]) -> Any:
+        if TRACE:  # ember.compile is recording: these may be parameters it reads
+            TRACE[0].note_args(args)
+            if any(isinstance(v, HostFloat | HostInt) for v in params.values()):
+                return self._eager(op, args, params)  # replays re-read it: not baked in
         rule = SHAPE_RULES.get(op)
         if rule is not None:
             dtype: DType = op.result_rule(args, params)  # type: ignore[assignment]  # 1 output
@@ -129,6 +134,11 @@ class FusionBackend(Decorator):
     def wrap(self, inner: Tensor) -> Tensor:
         node = Node(tuple(inner._data.shape), inner._dtype, None, {}, (), inner, None)
         return self.tensor_type._make(Handle(node), self.device, inner._dtype)
+
+    def peek(self, tensor: Tensor) -> Tensor | None:
+        """The inner tensor behind ``tensor`` if it is computed already, else ``None``."""
+        value: Tensor | None = tensor._data.node.value
+        return value
 
     def unwrap(self, tensor: Tensor) -> Tensor:
         """The inner tensor behind ``tensor``: a sync point that runs its pending stream."""

@@ -13,7 +13,10 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
+
+from ember._trace import TRACE
 
 from ._graph import Handle, Node, Shape
 from ._partition import Plan, analyse
@@ -138,8 +141,19 @@ class Stream:
             vals: list[Any] = [None] * len(nodes)
             xv = [e.value._data for e in ext]  # type: ignore[union-attr]  # externals have values
             try:
-                for step in plan.steps:
-                    step.run(vals, xv)
+                if TRACE:  # ember.compile is recording: the whole flush is one call
+                    tracer = TRACE[0]
+                    tracer.paused += 1
+                    try:
+                        out = _run_plan(plan, len(nodes), *xv)
+                    finally:
+                        tracer.paused -= 1
+                    tracer.record(partial(_run_plan, plan, len(nodes)), xv, {}, out, True)
+                    for i, v in zip(plan.keep, out, strict=True):
+                        vals[i] = v
+                else:
+                    for step in plan.steps:
+                        step.run(vals, xv)
             except BaseException as exc:
                 # the error surfaces here, at the sync point; the values it took are lost
                 for n in nodes:
@@ -166,3 +180,12 @@ class Stream:
                 LOG.debug("%s flush: %d ops, %d kept -> %d kernel(s), %d view(s), plan %s: %s",
                           backend.device, len(nodes), len(plan.keep), plan.kernels, plan.views,
                           hit, " ".join(plan.groups))
+
+
+def _run_plan(plan: Plan, n: int, *xv: Any) -> tuple[Any, ...]:
+    """Run a flush's plan on external payloads; the payloads of the nodes it keeps."""
+    vals: list[Any] = [None] * n
+    ext = list(xv)
+    for step in plan.steps:
+        step.run(vals, ext)
+    return tuple(vals[i] for i in plan.keep)

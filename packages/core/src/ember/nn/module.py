@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from .. import _capture
 from .._device import Device, device as _device
 from .._dtype import DType, as_dtype
 from .._errors import RecordError
@@ -115,6 +116,8 @@ class Module:
             return
         value = _as_container(value)
         params, buffers, modules = self._parameters, self._buffers, self._modules
+        if isinstance(value, (ParameterMarker, Module)) or name in params or name in buffers:
+            _capture.invalidate()  # compiled functions must not read the tensor it replaces
         if isinstance(value, ParameterMarker):
             self._forget(name)
             self._trainable[name] = value.requires_grad

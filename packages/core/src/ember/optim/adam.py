@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .. import _capture, _creation as cr, _dtype as dt
+from .. import _capture, _creation as cr, _dtype as dt, _trace
 from .._apply import apply
 from .._tensor import Tensor
 from ..nn._values import rebind
@@ -63,7 +63,7 @@ class Adam(Optimizer):
     def update(self, p: Tensor, g: Tensor, state: dict[str, Any],
                group: dict[str, Any]) -> Tensor:
         lr, (b1, b2), eps = group["lr"], group["betas"], group["eps"]
-        if group.get("capturable"):
+        if group.get("capturable") or _trace.TRACE:
             return self._capturable(p, g, state, group)
         if (not group["amsgrad"] and p._dtype in _FUSED_DTYPES
                 and p._device.implements(composite.adam_step)):
@@ -143,13 +143,16 @@ class Adam(Optimizer):
         replays correctly.
         """
         lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+        lr = lr if isinstance(lr, _trace.HostFloat) else float(lr)  # replays re-read a HostFloat
+        if isinstance(state.get("step"), int | float):  # steps taken eagerly: count on the device
+            state["step"] = cr.full((), float(state["step"]), dtype=dt.float32, device=p.device)
         if (not group["amsgrad"] and p._dtype in _FUSED_DTYPES
                 and p._device.implements(composite.adam_step_capturable)):
             _init_state(state, p, False, device_step=True)
             state["step"] = state["step"] + 1
             out, state["exp_avg"], state["exp_avg_sq"] = apply(
                 composite.adam_step_capturable, p, g, state["exp_avg"], state["exp_avg_sq"],
-                state["step"], lr=float(lr), beta1=float(b1), beta2=float(b2), eps=float(eps),
+                state["step"], lr=lr, beta1=float(b1), beta2=float(b2), eps=float(eps),
                 weight_decay=float(wd), decoupled=self._decoupled,
                 maximize=bool(group["maximize"]))
             return out  # type: ignore[no-any-return]
@@ -165,7 +168,7 @@ class Adam(Optimizer):
             v = state["max_exp_avg_sq"].maximum(v)
             state["max_exp_avg_sq"] = v
         # 1 - b**t as -expm1(t*log(b)): no cancellation in float32 when b**t is near 1
-        step_size = (-(t * _log(b1)).expm1()).reciprocal() * float(lr)
+        step_size = (-(t * _log(b1)).expm1()).reciprocal() * lr
         bc2_sqrt = (-(t * _log(b2)).expm1()).sqrt()
         denom = v.sqrt() / bc2_sqrt.to(dtype=v.dtype) + float(eps)
         return p - (m / denom) * step_size.to(dtype=p.dtype)

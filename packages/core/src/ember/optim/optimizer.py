@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .. import _capture
+from .. import _capture, _trace
 from .._tensor import Tensor
 from ..nn._values import lower_to, rebind
 
@@ -65,6 +65,7 @@ class Optimizer:
 
     def add_param_group(self, group: dict[str, Any]) -> None:
         """Add a group of parameters with its own options (``lr``, ``weight_decay``, ...)."""
+        _capture.invalidate()
         params = group["params"]
         params = [params] if isinstance(params, Tensor) else list(params)
         seen = {id(p) for g in self.param_groups for p in g["params"]}
@@ -96,6 +97,8 @@ class Optimizer:
         [0.5, 1.5]
         """
         for group in self.param_groups:
+            if _trace.TRACE:  # ember.compile: a replay re-reads the rate (schedulers work)
+                group = {**group, "lr": _trace.host_number(group["lr"], _reader(group, "lr"))}
             items: list[StepItem] = []
             for p in group["params"]:  # every gradient checked before any parameter changes
                 g = grad_of(grads, p)
@@ -121,6 +124,9 @@ class Optimizer:
         """
         for p, value, g, state in items:
             if _capture.active():
+                if _trace.TRACE:  # host counters a replay advances (RMSprop's step)
+                    for k, v in state.items():
+                        state[k] = _trace.host_number(v, _reader(state, k))
                 before = dict(state)
                 rebind(p, self.update(value, g, state, group))
                 self._keep_state_in_place(state, before)
@@ -136,7 +142,17 @@ class Optimizer:
                 if new is not old:
                     _capture.replace(old, new._data)
                     state[key] = old
-            elif key not in before or new != old:
+                continue
+            if isinstance(new, _trace.HostInt | _trace.HostFloat) and _trace.TRACE:
+                # a host number derived from the state before the step: replays recompute it
+                _trace.TRACE[0].host_writes.append((state, key, new.getter))
+                state[key] = _trace.plain(new)
+                continue
+            old = _trace.plain(old)
+            if (isinstance(old, Tensor) or isinstance(new, Tensor) or key not in before
+                    or new != old):
+                if _capture.new_state(f"{type(self).__name__} created its state {key!r}"):
+                    continue  # ember.compile: this call is a warm-up, the next one traces
                 state.clear()  # as before the step: the recording is abandoned
                 state.update(before)
                 raise _capture.CaptureError(
@@ -175,6 +191,7 @@ class Optimizer:
 
         Tensors move to the device of the gradient-side value of each parameter.
         """
+        _capture.invalidate()  # compiled steps read the new state tensors, not the old
         groups = state_dict["param_groups"]
         if len(groups) != len(self.param_groups):
             raise ValueError(f"the state has {len(groups)} parameter group(s), the optimizer "
@@ -225,3 +242,8 @@ def _grad_device_value(p: Tensor) -> Tensor:
     if dev.inner is not None and can_require_grad(p):
         return dev.backend.unwrap(p)  # type: ignore[attr-defined,no-any-return]
     return p
+
+
+def _reader(d: dict[str, Any], key: str) -> Any:
+    """What a replay calls to read ``d[key]`` afresh (`ember._trace.host_number`)."""
+    return lambda: d[key]

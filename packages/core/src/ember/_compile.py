@@ -1,0 +1,462 @@
+"""`ember.compile`: trace a function once, replay its kernels with no per-op Python.
+
+The first call with a given *signature* (the guards: argument shapes, dtypes and devices,
+non-tensor arguments by value, grad mode, the train/eval mode of the modules and the options of
+the optimizers the function refers to) runs the function eagerly while a `Tracer` records
+every kernel the device stack runs.  The recording becomes a `Program`: straight-line Python
+that calls those kernels on the payloads of the new arguments and of the tensors the function
+read (parameters, optimizer state), then gives the tensors the function updated in place
+(`ember.nn._values.rebind`, optimizer state) their new payloads and returns fresh tensors in
+the shape of the traced result.  Later calls with the same signature run the program.
+
+What the trace cannot see is baked in: Python numbers computed from values that are not
+arguments, tensors the function reads that are not arguments, parameters, buffers or
+optimizer state.  Learning rates (read through `ember._trace.HostFloat`) and random numbers
+(a generator's counter, `HostInt`) are re-read on every replay.
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import _capture, _trace
+from ._grad_mode import STATE
+from ._tensor import Tensor
+
+__all__ = ["CompileStats", "CompiledFunction", "compile"]
+
+LOG = logging.getLogger("ember.compile")
+if os.environ.get("EMBER_COMPILE_LOG", "") not in ("", "0"):
+    _handler = logging.StreamHandler()
+    _handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+    LOG.addHandler(_handler)
+    LOG.setLevel(logging.INFO)
+
+_LOCK = threading.RLock()
+
+
+# -- flattening arguments and results ------------------------------------------------------
+
+def _flatten(obj: Any, leaves: list[Any]) -> Any:
+    """``obj``'s structure with every leaf replaced by its index in ``leaves``."""
+    if isinstance(obj, Tensor):
+        leaves.append(obj)
+        return _Leaf(len(leaves) - 1)
+    if type(obj) in (tuple, list):
+        return type(obj)(_flatten(o, leaves) for o in obj)
+    if type(obj) is dict:
+        return {k: _flatten(v, leaves) for k, v in obj.items()}
+    leaves.append(obj)
+    return _Leaf(len(leaves) - 1)
+
+
+@dataclass(frozen=True)
+class _Leaf:
+    index: int
+
+
+def _unflatten(tree: Any, leaves: list[Any]) -> Any:
+    if type(tree) is _Leaf:
+        return leaves[tree.index]
+    if type(tree) in (tuple, list):
+        return type(tree)(_unflatten(t, leaves) for t in tree)
+    if type(tree) is dict:
+        return {k: _unflatten(v, leaves) for k, v in tree.items()}
+    return tree
+
+
+def _leaf_guard(x: Any) -> Any:
+    if isinstance(x, Tensor):
+        return (x._device, x._dtype, tuple(x._data.shape), x.requires_grad)
+    try:
+        hash(x)
+    except TypeError:
+        return ("id", type(x).__name__, id(x))
+    return (type(x).__name__, x)
+
+
+# -- what the function refers to -------------------------------------------------------------
+
+def _referenced(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[list[Any], list[Any]]:
+    """Modules and optimizers ``fn`` can reach: its closure, the globals its code names,
+    its bound ``self`` (and that object's attributes), and its arguments."""
+    from .nn.module import Module
+    from .optim.optimizer import Optimizer
+
+    found: list[Any] = []
+    code = getattr(fn, "__code__", None)
+    if code is not None:
+        glb = getattr(fn, "__globals__", {})
+        found += [glb[n] for n in code.co_names if n in glb]
+        found += [c.cell_contents for c in (getattr(fn, "__closure__", None) or ())
+                  if _has_contents(c)]
+    owner = getattr(fn, "__self__", None)
+    if owner is None and not hasattr(fn, "__code__"):
+        owner = fn  # a callable object (a Module, a step object)
+    if owner is not None:
+        found.append(owner)
+        found += list(getattr(owner, "__dict__", {}).values())
+    found += list(args)
+    modules: dict[int, Any] = {}
+    optimizers: dict[int, Any] = {}
+    for obj in found:
+        if isinstance(obj, Module):
+            for m in obj.modules():
+                modules.setdefault(id(m), m)
+        elif isinstance(obj, Optimizer):
+            optimizers.setdefault(id(obj), obj)
+        elif hasattr(obj, "optimizer") and isinstance(obj.optimizer, Optimizer):
+            optimizers.setdefault(id(obj.optimizer), obj.optimizer)  # an LR scheduler
+    return list(modules.values()), list(optimizers.values())
+
+
+def _has_contents(cell: Any) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018  # an empty cell raises
+    except ValueError:
+        return False
+    return True
+
+
+def _options_guard(optimizers: list[Any]) -> Any:
+    """Every option of every group but the learning rate (which replays re-read)."""
+    out = []
+    for opt in optimizers:
+        for g in opt.param_groups:
+            out.append(tuple(sorted((k, _hashable(v)) for k, v in g.items()
+                                    if k not in ("params", "lr", "initial_lr"))))
+    return tuple(out)
+
+
+def _hashable(v: Any) -> Any:
+    try:
+        hash(v)
+    except TypeError:
+        return repr(v)
+    return v
+
+
+# -- the replayable program ------------------------------------------------------------------
+
+class Program:
+    """A trace turned into straight-line code (see the module docstring)."""
+
+    def __init__(self, tr: _trace.Tracer, arg_payloads: dict[int, int],
+                 outputs: list[tuple[int, Any]], writes: list[tuple[int, Tensor, Any]],
+                 out_tree: Any, out_leaves: list[Any]) -> None:
+        self.kernels = len(tr.calls)
+        self.out_tree = out_tree
+        self.out_leaves = out_leaves
+        values = tr.values
+        # externals: read from an argument, from a holder tensor, or kept as a constant
+        readers: list[tuple[str, Any]] = []
+        names: dict[int, str] = {}
+        ns: dict[str, Any] = {}
+        self.constants = 0
+        for s in sorted(tr.external):
+            payload = values[s]
+            arg = arg_payloads.get(id(payload))
+            if arg is not None:
+                names[s] = f"E[{len(readers)}]"
+                readers.append(("arg", arg))
+                continue
+            holder = tr.holder.get(id(payload))
+            if holder is not None:
+                names[s] = f"E[{len(readers)}]"
+                readers.append(("tensor", holder))
+                continue
+            names[s] = f"C{s}"
+            ns[f"C{s}"] = payload
+            self.constants += 1
+        self.readers = readers
+        # last use of every slot, so intermediates die as soon as they can
+        last: dict[int, int] = {}
+        for i, c in enumerate(tr.calls):
+            for s in c.ins:
+                last[s] = i
+        final = [s for s, _ in outputs] + [s for s, _, _ in writes]
+        end = len(tr.calls)
+        for s in final:
+            last[s] = end
+        lines = ["def program(E):"]
+        for s in sorted(tr.external):
+            if s in last and names[s].startswith("E["):
+                lines.append(f"    v{s} = {names[s]}")
+                names[s] = f"v{s}"
+        for i, c in enumerate(tr.calls):
+            ns[f"K{i}"] = c.fn
+            args = [names[s] for s in c.ins]
+            if c.params:
+                static = {k: v for k, v in c.params.items() if k not in c.dyn}
+                if static:
+                    ns[f"P{i}"] = static
+                    args.append(f"**P{i}")
+                for k, g in c.dyn.items():
+                    ns[f"G{i}_{k}"] = g
+                    args.append(f"{k}=G{i}_{k}()")
+            for s in c.outs:
+                names[s] = f"v{s}"
+            targets = [f"v{s}" if s in last else "_" for s in c.outs]
+            lhs = ", ".join(targets) + ("," if c.tuple_out and len(targets) == 1 else "")
+            lines.append(f"    {lhs} = K{i}({', '.join(args)})")
+            dead = sorted({s for s in c.ins if last.get(s) == i and names[s][0] == "v"})
+            if dead:
+                lines.append("    del " + ", ".join(f"v{s}" for s in dead))
+        for s in final:
+            if s not in names:
+                raise RuntimeError("ember.compile: a result of the trace has no slot (a bug)")
+        ret = ", ".join(names[s] for s in final)
+        lines.append(f"    return ({ret}{',' if len(final) == 1 else ''})")
+        self.source = "\n".join(lines)
+        code = builtins.compile(self.source, "<ember.compile program>", "exec")
+        exec(code, ns)  # our own generated code
+        self._program = ns["program"]
+        self.n_out = len(outputs)
+        self.outputs = [(make, where) for _, (make, where) in outputs]
+        self.writes = [(t, put) for _, t, put in writes]
+        self.host_writes = list(tr.host_writes)
+
+    def run(self, flat: list[Any]) -> Any:
+        ext: list[Any] = []
+        for kind, src in self.readers:
+            if kind == "arg":
+                ext.append(_base_payload(flat[src]))
+            else:
+                ext.append(_base_payload(src))
+        res = self._program(ext)
+        n = self.n_out
+        for (t, put), payload in zip(self.writes, res[n:], strict=True):
+            put(t, payload)
+        if self.host_writes:
+            new = [get() for _, _, get in self.host_writes]
+            for (d, k, _), v in zip(self.host_writes, new, strict=True):
+                d[k] = v
+        leaves = list(self.out_leaves)
+        for (make, where), payload in zip(self.outputs, res[:n], strict=True):
+            leaves[where] = make(payload)
+        return _unflatten(self.out_tree, leaves)
+
+
+def _base_payload(t: Tensor) -> Any:
+    dev = t._device
+    while dev.inner is not None:
+        t = dev.backend.unwrap(t)  # type: ignore[attr-defined]  # a Decorator
+        dev = t._device
+    return t._data
+
+
+def _maker(t: Tensor) -> Callable[[Any], Tensor]:
+    """Builds a tensor like ``t`` (its device and dtype, no gradient history) from a base
+    payload."""
+    chain = []
+    dev = t._device
+    while dev.inner is not None:
+        chain.append(dev.backend)
+        dev = dev.inner
+    chain.reverse()
+    base, dtype = dev, t._dtype
+    make = base.tensor_type._make
+
+    def build(payload: Any) -> Tensor:
+        x = make(payload, base, dtype)
+        for be in chain:
+            x = be.wrap(x)  # type: ignore[attr-defined]  # a Decorator
+        return x
+    return build
+
+
+def _putter(t: Tensor) -> Callable[[Tensor, Any], None]:
+    """Gives ``t`` a new base payload in place, as `rebind` would."""
+    from .nn._values import can_require_grad
+
+    build = _maker(t)
+    leaf = t._device.inner is not None and can_require_grad(t) and t.requires_grad
+
+    def put(target: Tensor, payload: Any) -> None:
+        new = build(payload)
+        if leaf:
+            new = new.detach().requires_grad_(True)
+        if _capture._ACTIVE:
+            for c in _capture._ACTIVE:
+                c.note_replace(target)
+        target._data = new._data
+    return put
+
+
+# -- compile ---------------------------------------------------------------------------------
+
+@dataclass
+class CompileStats:
+    """What a compiled function did: traces (and why), replays, warm-ups, evictions."""
+
+    traces: int = 0
+    replays: int = 0
+    warmups: int = 0
+    evictions: int = 0
+    reasons: list[str] = field(default_factory=list)
+
+
+class CompiledFunction:
+    """``ember.compile(fn)``: call it like ``fn``.  See `compile`."""
+
+    def __init__(self, fn: Callable[..., Any], cache_size: int = 8) -> None:
+        if cache_size < 1:
+            raise ValueError(f"cache_size must be at least 1, got {cache_size}")
+        self.fn = fn
+        self.cache_size = int(cache_size)
+        self.stats = CompileStats()
+        self._cache: OrderedDict[Any, Program] = OrderedDict()
+        self._last_key: Any = None
+        self.__name__ = getattr(fn, "__name__", "compiled")
+        self.__doc__ = getattr(fn, "__doc__", None)
+        self.__wrapped__ = fn
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        """As a method decorator: one compiled function per instance."""
+        if obj is None:
+            return self
+        name = f"_ember_compiled_{id(self)}"
+        bound = obj.__dict__.get(name)
+        if bound is None:
+            bound = CompiledFunction(self.fn.__get__(obj, objtype), self.cache_size)
+            obj.__dict__[name] = bound
+        return bound
+
+    def _key(self, flat: list[Any], tree: Any) -> Any:
+        modules, optimizers = _referenced(self.fn, tuple(flat))
+        return (repr(tree), tuple(_leaf_guard(x) for x in flat), STATE.enabled,
+                tuple(m.training for m in modules), _options_guard(optimizers),
+                _capture.GENERATION[0])
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        flat: list[Any] = []
+        tree = _flatten((args, kwargs), flat)
+        key = self._key(flat, tree)
+        program = self._cache.get(key)
+        if program is not None:
+            self._cache.move_to_end(key)
+            self.stats.replays += 1
+            return program.run(flat)
+        return self._record(key, flat, args, kwargs)
+
+    def _why(self, key: Any) -> str:
+        old = self._last_key
+        if old is None:
+            return "first call"
+        names = ("argument structure", "argument shapes/dtypes/devices/values", "grad mode",
+                 "module train/eval mode", "optimizer options",
+                 "parameters or optimizer state replaced outside the function")
+        changed = [n for n, a, b in zip(names, old, key, strict=True) if a != b]
+        if not changed:
+            return "the previous trace was a warm-up" if old == key else "new signature"
+        if "argument shapes/dtypes/devices/values" in changed:
+            diffs = [f"argument {i}: {a} -> {b}"
+                     for i, (a, b) in enumerate(zip(old[1], key[1], strict=False)) if a != b]
+            return "; ".join(diffs[:3]) or ", ".join(changed)
+        return ", ".join(changed)
+
+    def _record(self, key: Any, flat: list[Any], args: tuple[Any, ...],
+               kwargs: dict[str, Any]) -> Any:
+        from ._device import _CACHE
+        from .nn._values import lower
+
+        why = self._why(key)
+        self.stats.traces += 1
+        self.stats.reasons.append(why)
+        del self.stats.reasons[:-16]
+        LOG.info("%s: tracing (%s)", self.__name__, why)
+        tensors = [x for x in flat if isinstance(x, Tensor)]
+        for t in tensors:  # nothing pending from before the call belongs to the trace
+            t._device.synchronize()
+        tr = _trace.Tracer()
+        arg_payloads = {id(_base_payload(t)): i for i, t in enumerate(flat)
+                        if isinstance(t, Tensor)}
+        devices = list(_CACHE.values())
+        fast = [(d, d.dispatch_binary) for d in devices if d.dispatch_binary is not None]
+        with _LOCK:
+            for d, _ in fast:
+                d.dispatch_binary = None  # every op through the recorded path
+            _trace.TRACE.append(tr)
+            _capture._ACTIVE.append(tr)
+            try:
+                result = self.fn(*args, **kwargs)
+                out_flat: list[Any] = []
+                out_tree = _flatten(result, out_flat)
+                outputs = []
+                for i, x in enumerate(out_flat):
+                    if isinstance(x, Tensor):
+                        outputs.append((lower(x)._data, (_maker(x), i)))
+                writes = []
+                for t, _old in tr.replaced.values():
+                    writes.append((lower(t)._data, t, _putter(t)))
+            finally:
+                _capture._ACTIVE.remove(tr)
+                _trace.TRACE.remove(tr)
+                for d, f in fast:
+                    d.dispatch_binary = f
+        self._last_key = key
+        if tr.new_state is not None:
+            self.stats.warmups += 1
+            LOG.info("%s: warm-up trace, not kept (%s)", self.__name__, tr.new_state)
+            return result
+        slots = []
+        for payload, spec in outputs:
+            slots.append((self._slot(tr, payload, arg_payloads), spec))
+        wslots = [(self._slot(tr, p, arg_payloads), t, put) for p, t, put in writes]
+        leaves = [None if isinstance(x, Tensor) else x for x in out_flat]
+        program = Program(tr, arg_payloads, slots, wslots, out_tree, leaves)
+        if len(self._cache) >= self.cache_size:
+            self._cache.popitem(last=False)
+            self.stats.evictions += 1
+            LOG.info("%s: trace cache full (%d), dropped the oldest", self.__name__,
+                     self.cache_size)
+        self._cache[key] = program
+        LOG.info("%s: recorded %d kernel call(s), %d constant(s)", self.__name__,
+                 program.kernels, program.constants)
+        return result
+
+    @staticmethod
+    def _slot(tr: _trace.Tracer, payload: Any, arg_payloads: dict[int, int]) -> int:
+        s = tr.slot.get(id(payload))
+        if s is None:  # never read by a kernel: an argument returned as it is, or a constant
+            s = tr._new_slot(payload)
+            tr.external[s] = s
+        return s
+
+    def programs(self) -> Iterator[Program]:
+        """The recorded programs, oldest first."""
+        return iter(list(self._cache.values()))
+
+
+def compile(fn: Callable[..., Any] | None = None, *, cache_size: int = 8) -> Any:
+    """Trace ``fn`` once per signature and replay the recorded kernels afterwards.
+
+    Usable as ``ember.compile(fn)`` or as a decorator (``@ember.compile`` or
+    ``@ember.compile(cache_size=4)``).  ``fn`` may run a whole training step (forward,
+    ``backward()``, ``optimizer.step``) or an inference function on any device stack.
+    See ``docs/compile.md`` for what is captured, the guards and what breaks a trace.
+
+    Examples
+    --------
+    >>> import ember
+    >>> @ember.compile
+    ... def f(x):
+    ...     return (x * 2).exp().sum()
+    >>> x = ember.tensor([0.0, 1.0])
+    >>> round(f(x).item(), 4), round(f(x + 1).item(), 4)
+    (8.3891, 62.9453)
+    >>> f.stats.traces, f.stats.replays
+    (1, 1)
+    """
+    if fn is None:
+        return lambda f: CompiledFunction(f, cache_size)
+    if not callable(fn):
+        raise TypeError(f"ember.compile expects a function, got {type(fn).__name__}")
+    return CompiledFunction(fn, cache_size)
