@@ -90,7 +90,7 @@ def scalar_tensor(value: Scalar, dtype: dt.DType, device: Device) -> Tensor:
         from .ops import creation
 
         t = create(creation.full, device, shape=(), value=value, dtype=dtype)
-        if value == value and len(_SCALAR_CACHE) < 512:
+        if value == value and len(_SCALAR_CACHE) < 512 and type(value) in (bool, int, float):
             _SCALAR_CACHE[key] = t
     return t
 
