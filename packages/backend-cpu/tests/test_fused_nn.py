@@ -10,6 +10,7 @@ import ember.functional as F
 import numpy as np
 import pytest
 from ember import nn, ops
+from ember.nn.attention import attention_weights
 from ember_autodiff.testing import check_grads
 from scipy.special import erf
 
@@ -125,3 +126,135 @@ def test_gelu_rejects_an_unknown_approximation_by_name() -> None:
         K[ops.composite.gelu](np.ones(2), approximate="sigmoid")
     with pytest.raises(ValueError, match=r"gelu_backward: g \(3,\)"):
         K[ops.composite.gelu_backward](np.ones(3), np.ones(2))
+
+
+# -- scaled-dot-product attention ---------------------------------------------------------------
+
+SDPA = ops.composite.scaled_dot_product_attention
+
+
+def sdpa_oracle(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None,
+                causal: bool, scale: float | None = None) -> np.ndarray:
+    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    s = q @ np.swapaxes(k, -1, -2) * scale
+    if causal:
+        s = np.where(np.tril(np.ones(s.shape[-2:], dtype=bool)), s, -np.inf)
+    if mask is not None:
+        s = np.where(mask, s, -np.inf) if mask.dtype == bool else s + mask
+    p = np.exp(s - s.max(-1, keepdims=True))
+    return (p / p.sum(-1, keepdims=True)) @ v
+
+
+def _sdpa_inputs(kind: str, seed: int = 0, shape: tuple[int, ...] = (2, 3, 5, 4),
+                 source: int = 6) -> tuple[np.ndarray, ...]:
+    rng = _rng(seed)
+    q = rng.standard_normal(shape)
+    k = rng.standard_normal((*shape[:-2], source, shape[-1]))
+    v = rng.standard_normal((*shape[:-2], source, shape[-1] + 1))
+    if kind == "bool":  # broadcast over the batch, never a whole row masked
+        m = rng.random((shape[-2], source)) < 0.6
+        m[:, 0] = True
+        return q, k, v, m
+    if kind == "additive":  # broadcast over the queries
+        return q, k, v, rng.standard_normal((shape[-3], 1, source))
+    return q, k, v
+
+
+SDPA_KINDS = ["plain", "causal", "bool", "additive"]
+
+
+def _sdpa(kind: str, scale: float | None = None):
+    def run(q, k, v, m=None):
+        return nn.functional.scaled_dot_product_attention(q, k, v, m, is_causal=kind == "causal",
+                                                          scale=scale)
+    return run
+
+
+@pytest.mark.parametrize("kind", SDPA_KINDS)
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_attention_kernel_matches_the_float64_oracle(dtype: str, kind: str) -> None:
+    arrays = [_rounded(a, dtype) if a.dtype != bool else a for a in _sdpa_inputs(kind)]
+    q, k, v = arrays[:3]
+    m = arrays[3] if len(arrays) > 3 else None
+    args = [_as(a, dtype)._data if a.dtype != bool else a for a in arrays]
+    out, lse = K[SDPA](*args, scale=0.7, causal=kind == "causal", mask=m is not None)
+    assert lse.shape == q.shape[:-1]
+    assert lse.dtype == (np.float32 if dtype in ("float16", "bfloat16") else out.dtype)
+    _close(out, sdpa_oracle(q, k, v, m, kind == "causal", 0.7), dtype, 8)
+
+
+@pytest.mark.parametrize("kind", SDPA_KINDS)
+def test_attention_gradients_match_finite_differences(kind: str) -> None:
+    arrays = _sdpa_inputs(kind, shape=(2, 3, 4), source=5)
+    assert ember.device(AD).implements(SDPA)
+    if kind == "additive":  # a constant mask: only q, k, v are differentiated
+        m = ember.tensor(arrays[3], device=AD)
+        check_grads(lambda q, k, v: _sdpa(kind, 0.8)(q, k, v, m), arrays[:3])
+    else:
+        check_grads(_sdpa(kind, 0.8), arrays)
+
+
+@pytest.mark.parametrize("kind", SDPA_KINDS)
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_attention_kernel_path_agrees_with_the_decomposition(dtype: str, kind: str) -> None:
+    arrays = _sdpa_inputs(kind, seed=3)
+    w = _rng(4).standard_normal((2, 3, 5, 5))
+    res = []
+    for device in (AD, DECOMPOSED):
+        ts = [_as(a, dtype, device, grad=True) for a in arrays[:3]]
+        ms = [ember.tensor(a, device=device) if a.dtype == bool else _as(a, dtype, device)
+              for a in arrays[3:]]
+        out = _sdpa(kind)(*ts, *ms)
+        grads = (out * _as(w, dtype, device)).sum().backward()
+        res.append([out.numpy()] + [grads[t].numpy() for t in ts])
+    assert not ember.device(DECOMPOSED).implements(SDPA)
+    rtol, atol = TOL[dtype]
+    for a, b in zip(res[0], res[1], strict=True):
+        np.testing.assert_allclose(a.astype(np.float64), b.astype(np.float64), rtol=20 * rtol,
+                                   atol=20 * atol)
+
+
+@pytest.mark.parametrize("kind", SDPA_KINDS)
+def test_attention_values_and_gradients_match_pytorch(kind: str) -> None:
+    torch = pytest.importorskip("torch")
+    arrays = [a.astype(np.float32) if a.dtype != bool else a
+              for a in _sdpa_inputs(kind, seed=5, shape=(2, 2, 7, 8), source=7)]
+    w = _rng(6).standard_normal((2, 2, 7, 9)).astype(np.float32)
+    ts = [ember.tensor(a, device=AD, requires_grad=True) for a in arrays[:3]]
+    ms = [ember.tensor(a, device=AD) for a in arrays[3:]]
+    out = _sdpa(kind)(*ts, *ms)
+    grads = (out * ember.tensor(w, device=AD)).sum().backward()
+    tts = [torch.tensor(a, requires_grad=True) for a in arrays[:3]]
+    tout = torch.nn.functional.scaled_dot_product_attention(
+        *tts, *[torch.from_numpy(a) for a in arrays[3:]], is_causal=kind == "causal")
+    (tout * torch.from_numpy(w)).sum().backward()
+    np.testing.assert_allclose(out.numpy(), tout.detach().numpy(), rtol=1e-5, atol=1e-6)
+    for t, tt in zip(ts, tts, strict=True):
+        np.testing.assert_allclose(grads[t].numpy(), tt.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_attention_with_dropout_runs_the_decomposition_with_the_generator() -> None:
+    q, k, v = (ember.tensor(a.astype(np.float32)) for a in _sdpa_inputs("plain"))
+    a = nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=0.5,
+                                                   generator=ember.Generator(3))
+    b, _ = attention_weights(q, k, v, dropout_p=0.5, generator=ember.Generator(3))
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+    plain = nn.functional.scaled_dot_product_attention(q, k, v)
+    assert not np.allclose(a.numpy(), plain.numpy())
+
+
+def test_attention_mask_that_needs_a_gradient_gets_it_through_the_decomposition() -> None:
+    q, k, v, m = (ember.tensor(a, device=AD, requires_grad=True)
+                  for a in _sdpa_inputs("additive"))
+    grads = nn.functional.scaled_dot_product_attention(q, k, v, m).sum().backward()
+    assert m in grads and grads[m].shape == m.shape
+
+
+def test_attention_kernel_rejects_mismatched_inputs_naming_shapes() -> None:
+    q, k, v = (a.astype(np.float32) for a in _sdpa_inputs("plain"))
+    with pytest.raises(ValueError, match=r"scaled_dot_product_attention: .*\(2, 3, 5, 4\)"):
+        K[SDPA](q, k[..., :3], v, scale=1.0)
+    with pytest.raises(ValueError, match="float64"):
+        K[SDPA](q, k.astype(np.float64), v, scale=1.0)
+    with pytest.raises(ValueError, match="broadcasting"):
+        K[SDPA](q, k, v, np.ones((4, 6), bool), scale=1.0, mask=True)

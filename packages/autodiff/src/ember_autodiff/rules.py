@@ -536,6 +536,18 @@ RULES[composite.log_softmax] = lambda g, out, x, dim: (F.log_softmax_backward(ou
 RULES[composite.gelu] = lambda g, out, x, approximate: (F.gelu_backward(g, x, approximate),)
 
 
+
+@rule(composite.scaled_dot_product_attention)
+def _sdpa(g: Tensor, out: tuple[Tensor, Tensor], q: Tensor, k: Tensor, v: Tensor, *m: Tensor,
+          scale: float, causal: bool, mask: bool) -> Grads:
+    # Note: a float mask gets no gradient; core sends masks that require one to the
+    # decomposition instead.
+    grads = F.scaled_dot_product_attention_backward(g, q, k, v, out[0], out[1],
+                                                    m[0] if mask else None, scale=scale,
+                                                    causal=causal)
+    return (*grads, None) if mask else grads
+
+
 RULES[composite.linear] = (lambda g, out, x, w, b: _mm(g, w),
                            lambda g, out, x, w, b: _mm(_mT(g), x),
                            lambda g, out, x, w, b: apply(reduction.sum, g, dims=(0,)))

@@ -9,7 +9,7 @@ from ember import _dtype
 from ember._backend import Backend, Kernel
 from ember._host import dtype_of_numpy, numpy_dtype
 
-from . import activation, creation, elementwise, linalg, movement, nn, reduction
+from . import activation, attention, creation, elementwise, linalg, movement, nn, reduction
 
 __all__ = ["KERNELS", "CpuBackend"]
 
@@ -22,6 +22,7 @@ KERNELS: dict[Any, Kernel] = {
     **linalg.KERNELS,
     **nn.KERNELS,
     **activation.KERNELS,
+    **attention.KERNELS,
 }
 
 

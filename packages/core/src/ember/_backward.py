@@ -1,4 +1,4 @@
-"""Backward composites: the gradients of softmax, the norms, cross entropy and GELU.
+"""Backward composites: the gradients of softmax, the norms, cross entropy, GELU and attention.
 
 Autodiff's rules for the composite ops call these.  Each runs the device's own kernel for its
 op (`ember.ops.composite`) where ``device.implements(op)``, and its decomposition from ember
@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from ._tensor import Tensor
 
 __all__ = ["cross_entropy_backward", "gelu_backward", "layer_norm_backward",
-           "log_softmax_backward", "rms_norm_backward", "softmax_backward"]
+           "log_softmax_backward", "rms_norm_backward", "scaled_dot_product_attention_backward",
+           "softmax_backward"]
 
 
 def softmax_backward(y: Tensor, g: Tensor, dim: int = -1) -> Tensor:
@@ -169,3 +170,34 @@ def gelu_backward(g: Tensor, x: Tensor, approximate: str = "none") -> Tensor:
     cdf = ((x * (1.0 / math.sqrt(2.0))).erf() + 1.0) * 0.5
     pdf = (x * x * -0.5).exp() * (1.0 / math.sqrt(2.0 * math.pi))
     return g * (cdf + x * pdf)
+
+
+def scaled_dot_product_attention_backward(
+        g: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
+        mask: Tensor | None = None, *, scale: float, causal: bool = False
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Gradients ``(dq, dk, dv)`` of ``out = softmax(q k^T scale + bias) v`` given ``g``, the
+    gradient of ``out``, and the row logsumexp ``lse`` the forward returned.
+
+    The weights come back as ``p = exp(s - lse)``; then ``dv = p^T g``,
+    ``ds = p * (g v^T - rowsum(g * out))``, ``dq = ds k scale`` and ``dk = ds^T q scale``.
+    ``mask`` is bool (True = may attend) or additive, as in the forward.
+    """
+    if (g._dtype is q._dtype and out._dtype is q._dtype
+            and q._device.implements(cops.scaled_dot_product_attention_backward)):
+        args = (g, q, k, v, out, lse) if mask is None else (g, q, k, v, out, lse, mask)
+        dq, dk, dv = apply(cops.scaled_dot_product_attention_backward, *args,
+                           scale=float(scale), causal=bool(causal), mask=mask is not None)
+        return dq, dk, dv
+    s = (q * scale) @ k.mT
+    if causal:
+        from ._creation import arange
+
+        i = arange(q.shape[-2], device=q.device).unsqueeze(1)
+        s = s.masked_fill(arange(k.shape[-2], device=q.device).unsqueeze(0) > i, float("-inf"))
+    if mask is not None:
+        s = s.masked_fill(mask.logical_not(), float("-inf")) if mask.dtype.is_bool else s + mask
+    p = cast((s - lse.unsqueeze(-1)).exp(), q._dtype)
+    dv = p.mT @ g
+    ds = p * (g @ v.mT - (g * out).sum(dim=-1, keepdim=True)) * scale
+    return ds @ k, ds.mT @ q, dv

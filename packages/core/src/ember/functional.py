@@ -21,6 +21,7 @@ from ._backward import (
     layer_norm_backward,
     log_softmax_backward,
     rms_norm_backward,
+    scaled_dot_product_attention_backward,
     softmax_backward,
 )
 from ._errors import ShapeError
@@ -37,7 +38,7 @@ __all__ = [
     "gelu", "gelu_backward", "hardtanh", "interpolate", "layer_norm", "layer_norm_backward",
     "leaky_relu", "linear", "log_softmax", "log_softmax_backward", "logsumexp", "max_pool2d",
     "mish", "mse_loss", "nll_loss", "one_hot", "relu", "rms_norm", "rms_norm_backward", "silu",
-    "softmax", "softmax_backward", "softplus",
+    "scaled_dot_product_attention_backward", "softmax", "softmax_backward", "softplus",
 ]
 
 IntPair = int | Sequence[int]

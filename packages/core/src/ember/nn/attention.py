@@ -6,8 +6,10 @@ from __future__ import annotations
 import math
 
 from .. import _creation as cr, functional as F
+from .._apply import apply
 from .._random import Generator
 from .._tensor import Tensor
+from ..ops import composite as cops
 from . import init
 from .linear import DeviceLike, DTypeLike, Linear
 from .module import Module
@@ -70,12 +72,40 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
     >>> nn.scaled_dot_product_attention(q, q, q, is_causal=True).shape
     (1, 3, 4)
     """
+    if not dropout_p > 0.0 and _fusable(query, key, value, attn_mask):
+        args = (query, key, value) if attn_mask is None else (query, key, value, attn_mask)
+        out: Tensor = apply(cops.scaled_dot_product_attention, *args,
+                            scale=1.0 / math.sqrt(query.shape[-1]) if scale is None
+                            else float(scale), causal=bool(is_causal),
+                            mask=attn_mask is not None)[0]
+        return out
     mask = None
     if attn_mask is not None:
         mask = _additive(attn_mask.logical_not(), query.dtype) if attn_mask.dtype.is_bool \
             else attn_mask
     out, _ = attention_weights(query, key, value, mask, dropout_p, is_causal, scale, generator)
     return out
+
+
+def _fusable(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> bool:
+    """Whether `ember.ops.composite.scaled_dot_product_attention` takes these as they are:
+    one float dtype and batch shape, non-empty rows, a mask that broadcasts to the scores
+    without widening them and needs no gradient, and a device with the kernel."""
+    d = q._device
+    if not (q.dtype.is_floating_point and k._dtype is q._dtype and v._dtype is q._dtype
+            and k._device is d and v._device is d and q.ndim >= 2 and k.ndim == q.ndim
+            and v.ndim == q.ndim and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]
+            and q.shape[-1] == k.shape[-1] and k.shape[-2] == v.shape[-2]
+            and q.shape[-2] > 0 and k.shape[-2] > 0 and q.shape[-1] > 0):
+        return False
+    if mask is not None:
+        scores = (*q.shape[:-1], k.shape[-2])
+        if (mask._device is not d or mask.requires_grad or mask.ndim > len(scores)
+                or not (mask.dtype.is_bool or mask._dtype is q._dtype)
+                or any(m not in (1, n) for m, n in zip(mask.shape[::-1], scores[::-1],
+                                                         strict=False))):
+            return False
+    return d.implements(cops.scaled_dot_product_attention)
 
 
 class MultiheadAttention(Module):

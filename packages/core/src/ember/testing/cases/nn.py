@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 import ember.functional as F
+import ember.nn.functional as NF
 
 from ... import _dtype as dt
 from .. import _reference as ref
@@ -196,3 +197,42 @@ for _d in dt.ALL_DTYPES:
         idx = Arg(np.array([[0, 4, 4], [2, 1, 0]]).astype(_idt.numpy_name), "", (), _idt)
         case(cid, "nn", lambda i, w: F.embedding(i, w), lambda i, w: w[i], [idx, w], _d,
              grad=(1,) if _d.kind == "f" else ())
+
+
+# -- attention ------------------------------------------------------------------------------------
+
+def _sdpa_ref(q: Any, k: Any, v: Any, m: Any = None, causal: bool = False,
+              scale: Any = None) -> Any:
+    s = q @ np.swapaxes(k, -1, -2) * (1 / np.sqrt(q.shape[-1]) if scale is None else scale)
+    if causal:
+        s = np.where(np.tril(np.ones(s.shape[-2:], dtype=bool)), s, -np.inf)
+    if m is not None:
+        s = np.where(m, s, -np.inf) if m.dtype == bool else s + m
+    p = np.exp(s - s.max(-1, keepdims=True))
+    return (p / p.sum(-1, keepdims=True)) @ v
+
+
+for _d in FLOATS:
+    for _v, (qs, src, mask, causal, scale, view) in {
+        "basic": ((2, 3, 4), 5, None, False, None, ""),
+        "causal-heads": ((2, 2, 4, 3), 4, None, True, None, "permuted"),
+        "causal-longer-source": ((1, 3, 4), 5, None, True, 0.5, ""),
+        "bool-mask": ((2, 4, 3), 4, "bool", False, None, ""),
+        "additive-mask-heads": ((1, 2, 3, 4), 3, "additive", False, 0.3, ""),
+    }.items():
+        cid = f"scaled_dot_product_attention-{_v}-{_d.name}"
+        rng = rng_for(cid)
+        ks, vs = (*qs[:-2], src, qs[-1]), (*qs[:-2], src, qs[-1] + 1)
+        args = [Arg(np.asarray(sample(s, _d, rng)), view if i == 0 else "", (), _d)
+                for i, s in enumerate((qs, ks, vs))]
+        if mask == "bool":
+            keep = rng.random((qs[-2], src)) < 0.6
+            keep[:, 0] = True  # no row without a key to attend to
+            args.append(Arg(keep, "", (), dt.bool_))
+        elif mask == "additive":
+            args.append(Arg(np.asarray(sample((qs[-3], 1, src), _d, rng)), "", (), _d))
+        case(cid, "nn",
+             lambda q, k, v, m=None, c=causal, s=scale: NF.scaled_dot_product_attention(
+                 q, k, v, m, is_causal=c, scale=s),
+             lambda q, k, v, m=None, c=causal, s=scale: _sdpa_ref(q, k, v, m, c, s), args, _d,
+             grad=(0, 1, 2), **_tol(_d))
