@@ -17,7 +17,6 @@ optimizer state.  Learning rates (read through `ember._trace.HostFloat`) and ran
 
 from __future__ import annotations
 
-import builtins
 import logging
 import os
 import threading
@@ -28,6 +27,7 @@ from typing import Any
 
 from . import _capture, _trace
 from ._grad_mode import STATE
+from ._program import Program, base_payload, maker, putter
 from ._tensor import Tensor
 
 __all__ = ["CompileStats", "CompiledFunction", "compile"]
@@ -143,153 +143,6 @@ def _hashable(v: Any) -> Any:
     return v
 
 
-# -- the replayable program ------------------------------------------------------------------
-
-class Program:
-    """A trace turned into straight-line code (see the module docstring)."""
-
-    def __init__(self, tr: _trace.Tracer, arg_payloads: dict[int, int],
-                 outputs: list[tuple[int, Any]], writes: list[tuple[int, Tensor, Any]],
-                 out_tree: Any, out_leaves: list[Any]) -> None:
-        self.kernels = len(tr.calls)
-        self.out_tree = out_tree
-        self.out_leaves = out_leaves
-        values = tr.values
-        # externals: read from an argument, from a holder tensor, or kept as a constant
-        readers: list[tuple[str, Any]] = []
-        names: dict[int, str] = {}
-        ns: dict[str, Any] = {}
-        self.constants = 0
-        for s in sorted(tr.external):
-            payload = values[s]
-            arg = arg_payloads.get(id(payload))
-            if arg is not None:
-                names[s] = f"E[{len(readers)}]"
-                readers.append(("arg", arg))
-                continue
-            holder = tr.holder.get(id(payload))
-            if holder is not None:
-                names[s] = f"E[{len(readers)}]"
-                readers.append(("tensor", holder))
-                continue
-            names[s] = f"C{s}"
-            ns[f"C{s}"] = payload
-            self.constants += 1
-        self.readers = readers
-        # last use of every slot, so intermediates die as soon as they can
-        last: dict[int, int] = {}
-        for i, c in enumerate(tr.calls):
-            for s in c.ins:
-                last[s] = i
-        final = [s for s, _ in outputs] + [s for s, _, _ in writes]
-        end = len(tr.calls)
-        for s in final:
-            last[s] = end
-        lines = ["def program(E):"]
-        for s in sorted(tr.external):
-            if s in last and names[s].startswith("E["):
-                lines.append(f"    v{s} = {names[s]}")
-                names[s] = f"v{s}"
-        for i, c in enumerate(tr.calls):
-            ns[f"K{i}"] = c.fn
-            args = [names[s] for s in c.ins]
-            if c.params:
-                static = {k: v for k, v in c.params.items() if k not in c.dyn}
-                if static:
-                    ns[f"P{i}"] = static
-                    args.append(f"**P{i}")
-                for k, g in c.dyn.items():
-                    ns[f"G{i}_{k}"] = g
-                    args.append(f"{k}=G{i}_{k}()")
-            for s in c.outs:
-                names[s] = f"v{s}"
-            targets = [f"v{s}" if s in last else "_" for s in c.outs]
-            lhs = ", ".join(targets) + ("," if c.tuple_out and len(targets) == 1 else "")
-            lines.append(f"    {lhs} = K{i}({', '.join(args)})")
-            dead = sorted({s for s in c.ins if last.get(s) == i and names[s][0] == "v"})
-            if dead:
-                lines.append("    del " + ", ".join(f"v{s}" for s in dead))
-        for s in final:
-            if s not in names:
-                raise RuntimeError("ember.compile: a result of the trace has no slot (a bug)")
-        ret = ", ".join(names[s] for s in final)
-        lines.append(f"    return ({ret}{',' if len(final) == 1 else ''})")
-        self.source = "\n".join(lines)
-        code = builtins.compile(self.source, "<ember.compile program>", "exec")
-        exec(code, ns)  # our own generated code
-        self._program = ns["program"]
-        self.n_out = len(outputs)
-        self.outputs = [(make, where) for _, (make, where) in outputs]
-        self.writes = [(t, put) for _, t, put in writes]
-        self.host_writes = list(tr.host_writes)
-
-    def run(self, flat: list[Any]) -> Any:
-        ext: list[Any] = []
-        for kind, src in self.readers:
-            if kind == "arg":
-                ext.append(_base_payload(flat[src]))
-            else:
-                ext.append(_base_payload(src))
-        res = self._program(ext)
-        n = self.n_out
-        for (t, put), payload in zip(self.writes, res[n:], strict=True):
-            put(t, payload)
-        if self.host_writes:
-            new = [get() for _, _, get in self.host_writes]
-            for (d, k, _), v in zip(self.host_writes, new, strict=True):
-                d[k] = v
-        leaves = list(self.out_leaves)
-        for (make, where), payload in zip(self.outputs, res[:n], strict=True):
-            leaves[where] = make(payload)
-        return _unflatten(self.out_tree, leaves)
-
-
-def _base_payload(t: Tensor) -> Any:
-    dev = t._device
-    while dev.inner is not None:
-        t = dev.backend.unwrap(t)  # type: ignore[attr-defined]  # a Decorator
-        dev = t._device
-    return t._data
-
-
-def _maker(t: Tensor) -> Callable[[Any], Tensor]:
-    """Builds a tensor like ``t`` (its device and dtype, no gradient history) from a base
-    payload."""
-    chain = []
-    dev = t._device
-    while dev.inner is not None:
-        chain.append(dev.backend)
-        dev = dev.inner
-    chain.reverse()
-    base, dtype = dev, t._dtype
-    make = base.tensor_type._make
-
-    def build(payload: Any) -> Tensor:
-        x = make(payload, base, dtype)
-        for be in chain:
-            x = be.wrap(x)  # type: ignore[attr-defined]  # a Decorator
-        return x
-    return build
-
-
-def _putter(t: Tensor) -> Callable[[Tensor, Any], None]:
-    """Gives ``t`` a new base payload in place, as `rebind` would."""
-    from .nn._values import can_require_grad
-
-    build = _maker(t)
-    leaf = t._device.inner is not None and can_require_grad(t) and t.requires_grad
-
-    def put(target: Tensor, payload: Any) -> None:
-        new = build(payload)
-        if leaf:
-            new = new.detach().requires_grad_(True)
-        if _capture._ACTIVE:
-            for c in _capture._ACTIVE:
-                c.note_replace(target)
-        target._data = new._data
-    return put
-
-
 # -- compile ---------------------------------------------------------------------------------
 
 @dataclass
@@ -376,7 +229,7 @@ class CompiledFunction:
         for t in tensors:  # nothing pending from before the call belongs to the trace
             t._device.synchronize()
         tr = _trace.Tracer()
-        arg_payloads = {id(_base_payload(t)): i for i, t in enumerate(flat)
+        arg_payloads = {id(base_payload(t)): i for i, t in enumerate(flat)
                         if isinstance(t, Tensor)}
         devices = list(_CACHE.values())
         fast = [(d, d.dispatch_binary) for d in devices if d.dispatch_binary is not None]
@@ -392,10 +245,10 @@ class CompiledFunction:
                 outputs = []
                 for i, x in enumerate(out_flat):
                     if isinstance(x, Tensor):
-                        outputs.append((lower(x)._data, (_maker(x), i)))
+                        outputs.append((lower(x)._data, (maker(x), i)))
                 writes = []
                 for t, _old in tr.replaced.values():
-                    writes.append((lower(t)._data, t, _putter(t)))
+                    writes.append((lower(t)._data, t, putter(t)))
             finally:
                 _capture._ACTIVE.remove(tr)
                 _trace.TRACE.remove(tr)
@@ -411,7 +264,7 @@ class CompiledFunction:
             slots.append((self._slot(tr, payload, arg_payloads), spec))
         wslots = [(self._slot(tr, p, arg_payloads), t, put) for p, t, put in writes]
         leaves = [None if isinstance(x, Tensor) else x for x in out_flat]
-        program = Program(tr, arg_payloads, slots, wslots, out_tree, leaves)
+        program = Program(tr, arg_payloads, slots, wslots, out_tree, leaves, _unflatten)
         if len(self._cache) >= self.cache_size:
             self._cache.popitem(last=False)
             self.stats.evictions += 1
