@@ -20,6 +20,8 @@ must agree with PyTorch's within 1e-4 relative, else the run ends with status 1.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import os
 import platform
 import sys
@@ -62,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true",
                    help="one round of one step at one thread, then the loss check")
     p.add_argument("--markdown", action="store_true", help="the summary as a markdown table")
+    p.add_argument("--json", metavar="PATH", help="also write the medians and the loss check")
     args = p.parse_args(argv)
 
     import torch
@@ -91,6 +94,13 @@ def main(argv: list[str] | None = None) -> int:
     print("\nember / torch eager, median step time (below 1.00x: ember is faster)")
     print(summary_table(timings, args.markdown))
     failures = [f for c in checks for f in c.failures()]
+    if args.json:
+        Path(args.json).write_text(json.dumps({
+            "timings": [{"model": t.model, "threads": t.threads,
+                         "median_ms": {k: t.median(k) for k in t.ms}, "errors": t.errors}
+                        for t in timings],
+            "checks": [dataclasses.asdict(c) for c in checks],
+            "rtol": LOSS_RTOL}, indent=1))
     print(f"\nloss check (first {args.check_steps} steps, relative, limit {LOSS_RTOL:g}):")
     for c in checks:
         cells = [f"{k} {v:.1e}" for k, v in c.diffs.items()]
