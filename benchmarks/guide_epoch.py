@@ -30,12 +30,14 @@ os.environ["OPENBLAS_NUM_THREADS"] = THREADS  # before numpy is imported
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "examples" / "guide"))
+sys.path.insert(0, str(ROOT))
 
 from data import loaders, splits  # noqa: E402  # after the path set-up
 from model import GuideCNN  # noqa: E402
 
 import ember  # noqa: E402
 import ember_train  # noqa: E402
+from benchmarks.models.guide import torch_guide_cnn  # noqa: E402  # the PyTorch mirror
 from ember import optim  # noqa: E402
 from ember.nn import functional as F  # noqa: E402
 
@@ -64,27 +66,10 @@ def ember_epoch(model, opt, train, device) -> float:
 
 def torch_setup(state, train):
     import torch
-    from torch import nn
 
     torch.manual_seed(SEED)
     torch.set_num_threads(int(THREADS))
-
-    class TorchCNN(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.conv1 = nn.Conv2d(1, 16, 3, padding=1)
-            self.conv2 = nn.Conv2d(16, 32, 3, padding=1)
-            self.pool = nn.MaxPool2d(2)
-            self.dropout = nn.Dropout(0.25)
-            self.fc1 = nn.Linear(32 * 4 * 4, 64)
-            self.fc2 = nn.Linear(64, 10)
-
-        def forward(self, x):
-            x = self.pool(torch.relu(self.conv2(torch.relu(self.conv1(x)))))
-            x = self.dropout(x).flatten(1)
-            return self.fc2(self.dropout(torch.relu(self.fc1(x))))
-
-    model = TorchCNN()
+    model = torch_guide_cnn()
     model.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()})
     opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=1e-4)
     ds = train.dataset
