@@ -18,8 +18,10 @@ from ._apply import apply, cast, normalize_dim, to_float
 from ._backward import (
     cross_entropy_backward,
     gelu_backward,
+    gru_cell_backward,
     layer_norm_backward,
     log_softmax_backward,
+    lstm_cell_backward,
     rms_norm_backward,
     scaled_dot_product_attention_backward,
     softmax_backward,
@@ -35,10 +37,11 @@ if TYPE_CHECKING:
 __all__ = [
     "adaptive_avg_pool2d", "avg_pool2d", "conv1d", "conv2d", "conv_transpose1d",
     "conv_transpose2d", "cross_entropy", "cross_entropy_backward", "dropout", "elu", "embedding",
-    "gelu", "gelu_backward", "hardtanh", "interpolate", "layer_norm", "layer_norm_backward",
-    "leaky_relu", "linear", "log_softmax", "log_softmax_backward", "logsumexp", "max_pool2d",
-    "mish", "mse_loss", "nll_loss", "one_hot", "relu", "rms_norm", "rms_norm_backward", "silu",
-    "scaled_dot_product_attention_backward", "softmax", "softmax_backward", "softplus",
+    "gelu", "gelu_backward", "gru_cell_backward", "hardtanh", "interpolate", "layer_norm",
+    "layer_norm_backward", "leaky_relu", "linear", "log_softmax", "log_softmax_backward",
+    "logsumexp", "lstm_cell_backward", "max_pool2d", "mish", "mse_loss", "nll_loss", "one_hot",
+    "relu", "rms_norm", "rms_norm_backward", "scaled_dot_product_attention_backward", "silu",
+    "softmax", "softmax_backward", "softplus",
 ]
 
 IntPair = int | Sequence[int]
@@ -211,6 +214,11 @@ def _finfo_eps(dtype: dt.DType) -> float:
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``x @ weight.T + bias`` with PyTorch's ``[out, in]`` weight layout."""
+    if x.ndim > 2 and weight.ndim == 2 and x.shape[-1] == weight.shape[1]:
+        # one [rows, in] @ [in, out] product (and one for each gradient) instead of a batch
+        # of small ones against a broadcast weight, as PyTorch does
+        lead = x.shape[:-1]
+        return linear(x.reshape(-1, x.shape[-1]), weight, bias).reshape(*lead, weight.shape[0])
     if (bias is not None and x.ndim == 2 and weight.ndim == 2 and bias.ndim == 1
             and x.dtype is weight.dtype and bias.dtype is x.dtype and x.dtype.is_floating_point
             and x.shape[1] == weight.shape[1] and bias.shape[0] == weight.shape[0]
