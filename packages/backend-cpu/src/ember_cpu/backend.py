@@ -9,7 +9,17 @@ from ember import _dtype
 from ember._backend import Backend, Kernel
 from ember._host import dtype_of_numpy, numpy_dtype
 
-from . import activation, attention, creation, elementwise, linalg, movement, nn, reduction
+from . import (
+    activation,
+    attention,
+    composite,
+    creation,
+    elementwise,
+    linalg,
+    movement,
+    nn,
+    reduction,
+)
 
 __all__ = ["KERNELS", "CpuBackend"]
 
@@ -23,6 +33,7 @@ KERNELS: dict[Any, Kernel] = {
     **nn.KERNELS,
     **activation.KERNELS,
     **attention.KERNELS,
+    **composite.KERNELS,
 }
 
 
