@@ -258,3 +258,160 @@ def test_attention_kernel_rejects_mismatched_inputs_naming_shapes() -> None:
         K[SDPA](q, k.astype(np.float64), v, scale=1.0)
     with pytest.raises(ValueError, match="broadcasting"):
         K[SDPA](q, k, v, np.ones((4, 6), bool), scale=1.0, mask=True)
+
+
+# -- LSTM and GRU cells -------------------------------------------------------------------------
+
+LSTM_CELL, GRU_CELL = ops.composite.lstm_cell, ops.composite.gru_cell
+
+
+def _sig(x: np.ndarray) -> np.ndarray:
+    return 1 / (1 + np.exp(-x))
+
+
+def lstm_oracle(x: np.ndarray, h: np.ndarray, c: np.ndarray, w_ih: np.ndarray,
+                w_hh: np.ndarray, b_ih: np.ndarray, b_hh: np.ndarray) -> np.ndarray:
+    """Every step's ``h`` of one LSTM layer over ``x[T, N, in]``, from the equations."""
+    ys = []
+    for xt in x:
+        i, f, g, o = np.split(xt @ w_ih.T + b_ih + h @ w_hh.T + b_hh, 4, -1)
+        c = _sig(f) * c + _sig(i) * np.tanh(g)
+        h = _sig(o) * np.tanh(c)
+        ys.append(h)
+    return np.stack(ys)
+
+
+def gru_oracle(x: np.ndarray, h: np.ndarray, w_ih: np.ndarray, w_hh: np.ndarray,
+               b_ih: np.ndarray, b_hh: np.ndarray) -> np.ndarray:
+    ys = []
+    for xt in x:
+        xr, xz, xn = np.split(xt @ w_ih.T + b_ih, 3, -1)
+        hr, hz, hn = np.split(h @ w_hh.T + b_hh, 3, -1)
+        r, z = _sig(xr + hr), _sig(xz + hz)
+        n = np.tanh(xn + r * hn)
+        h = (1 - z) * n + z * h
+        ys.append(h)
+    return np.stack(ys)
+
+
+def _rnn_arrays(gates: int, hidden: int = 3, steps: int = 4, batch: int = 2, inputs: int = 2,
+                seed: int = 0) -> list[np.ndarray]:
+    rng = _rng(seed)
+    return [rng.standard_normal(s) * 0.8 for s in
+            ((steps, batch, inputs), (batch, hidden), (batch, hidden), (gates * hidden, inputs),
+             (gates * hidden, hidden), (gates * hidden,), (gates * hidden,))]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_lstm_cell_kernel_steps_match_the_float64_oracle(dtype: str) -> None:
+    x, h, c, w_ih, w_hh, b_ih, b_hh = (_rounded(a, dtype) for a in _rnn_arrays(4))
+    hc = _as(np.concatenate([h, c], -1), dtype)._data
+    w, b = _as(w_hh, dtype)._data, _as(b_hh, dtype)._data
+    ys = []
+    for xt in x:
+        gx = _as(_rounded(xt @ w_ih.T + b_ih, dtype), dtype)._data
+        hc, gates = K[LSTM_CELL](gx, hc, w, b, bias=True)
+        assert hc.dtype == gx.dtype and gates.shape == gx.shape
+        ys.append(hc[:, :3].astype(np.float64))
+    _close(np.stack(ys), lstm_oracle(x, h, c, w_ih, w_hh, b_ih, b_hh), dtype, 20)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_gru_cell_kernel_steps_match_the_float64_oracle(dtype: str) -> None:
+    x, h, _, w_ih, w_hh, b_ih, b_hh = (_rounded(a, dtype) for a in _rnn_arrays(3))
+    ht = _as(h, dtype)._data
+    w, b = _as(w_hh, dtype)._data, _as(b_hh, dtype)._data
+    ys = []
+    for xt in x:
+        ht, work = K[GRU_CELL](_as(_rounded(xt @ w_ih.T + b_ih, dtype), dtype)._data, ht, w, b,
+                               bias=True)
+        assert ht.dtype == w.dtype and work.shape == (2, 12)
+        ys.append(ht.astype(np.float64))
+    _close(np.stack(ys), gru_oracle(x, h, w_ih, w_hh, b_ih, b_hh), dtype, 20)
+
+
+def _layer(kind: str, bias: bool = True, bidirectional: bool = False, device: str = AD,
+           dtype: str = "float64") -> nn.Module:
+    cls = nn.LSTM if kind == "lstm" else nn.GRU
+    return cls(2, 3, bias=bias, bidirectional=bidirectional, generator=ember.Generator(1),
+               dtype=getattr(ember, dtype)).to(device)
+
+
+def _layer_fn(kind: str, bias: bool):
+    """The layer as a function of its input, initial states and weights (for check_grads)."""
+    def run(x, h, c, w_ih, w_hh, *b):
+        m = _layer(kind, bias)
+        for name, t in zip(("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"),
+                           (w_ih, w_hh, *b), strict=False):
+            setattr(m, name, nn.Parameter(t))
+        if kind == "lstm":
+            out, (hn, cn) = m(x, (h.unsqueeze(0), c.unsqueeze(0)))
+            return out, hn, cn
+        out, hn = m(x, h.unsqueeze(0))
+        return out, hn
+    return run
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_recurrent_layer_gradients_match_finite_differences(kind: str, bias: bool) -> None:
+    arrays = _rnn_arrays(4 if kind == "lstm" else 3, steps=3)
+    assert ember.device(AD).implements(LSTM_CELL if kind == "lstm" else GRU_CELL)
+    check_grads(_layer_fn(kind, bias), arrays if bias else arrays[:5])
+
+
+def _run_layer(m: nn.Module, kind: str, x: np.ndarray, w: np.ndarray, dtype: str,
+               device: str) -> list[np.ndarray]:
+    xt = _as(x, dtype, device, grad=True)
+    out = m(xt)[0]
+    grads = (out * _as(w, dtype, device)).sum().backward()
+    return [out.numpy()] + [grads[xt].numpy()] + [grads[p].numpy() for p in m.parameters()]
+
+
+@pytest.mark.parametrize("bidirectional", [False, True])
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_recurrent_kernel_path_agrees_with_the_decomposition(dtype: str, kind: str,
+                                                             bidirectional: bool) -> None:
+    x = _rng(7).standard_normal((5, 2, 2))
+    w = _rng(8).standard_normal((5, 2, 6 if bidirectional else 3))
+    res = [_run_layer(_layer(kind, True, bidirectional, device, dtype), kind, x, w, dtype,
+                      device) for device in (AD, DECOMPOSED)]
+    assert not ember.device(DECOMPOSED).implements(LSTM_CELL)
+    rtol, atol = TOL[dtype]
+    for a, b in zip(res[0], res[1], strict=True):
+        np.testing.assert_allclose(a.astype(np.float64), b.astype(np.float64), rtol=50 * rtol,
+                                   atol=50 * atol)
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_recurrent_layers_match_pytorch_values_and_gradients(kind: str) -> None:
+    torch = pytest.importorskip("torch")
+    m = (nn.LSTM if kind == "lstm" else nn.GRU)(4, 5, num_layers=2, bidirectional=True,
+                                                generator=ember.Generator(2)).to(AD)
+    t = (torch.nn.LSTM if kind == "lstm" else torch.nn.GRU)(4, 5, num_layers=2,
+                                                            bidirectional=True)
+    t.load_state_dict({k: torch.from_numpy(v.numpy()) for k, v in m.state_dict().items()})
+    x = _rng(9).standard_normal((6, 3, 4)).astype(np.float32)
+    w = _rng(10).standard_normal((6, 3, 10)).astype(np.float32)
+    xt = ember.tensor(x, device=AD, requires_grad=True)
+    out = m(xt)[0]
+    grads = (out * ember.tensor(w, device=AD)).sum().backward()
+    tx = torch.tensor(x, requires_grad=True)
+    tout = t(tx)[0]
+    (tout * torch.from_numpy(w)).sum().backward()
+    np.testing.assert_allclose(out.numpy(), tout.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(grads[xt].numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-5)
+    for (name, p), tp in zip(m.named_parameters(), t.parameters(), strict=True):
+        np.testing.assert_allclose(grads[p].numpy(), tp.grad.numpy(), rtol=1e-4, atol=1e-5,
+                                   err_msg=name)
+
+
+def test_recurrent_cell_kernels_reject_mismatched_inputs_naming_shapes() -> None:
+    gx, hc, w = np.ones((2, 12)), np.ones((2, 6)), np.ones((12, 3))
+    with pytest.raises(ValueError, match=r"lstm_cell: .*\(2, 5\)"):
+        K[LSTM_CELL](gx, hc[:, :5], w)
+    with pytest.raises(ValueError, match="float32"):
+        K[LSTM_CELL](gx, hc, w.astype(np.float32))
+    with pytest.raises(ValueError, match=r"gru_cell: .*b_hh\[3H\]"):
+        K[GRU_CELL](np.ones((2, 9)), np.ones((2, 3)), np.ones((9, 3)), np.ones(4), bias=True)

@@ -548,6 +548,21 @@ def _sdpa(g: Tensor, out: tuple[Tensor, Tensor], q: Tensor, k: Tensor, v: Tensor
     return (*grads, None) if mask else grads
 
 
+
+@rule(composite.lstm_cell)
+def _lstm_cell(g: Tensor, out: tuple[Tensor, Tensor], gates_x: Tensor, hc: Tensor,
+               w_hh: Tensor, *b: Tensor, bias: bool) -> Grads:
+    dgx, dhc, dw, db = F.lstm_cell_backward(g, hc, w_hh, out[0], out[1], bias)
+    return (dgx, dhc, dw, db) if bias else (dgx, dhc, dw)
+
+
+@rule(composite.gru_cell)
+def _gru_cell(g: Tensor, out: tuple[Tensor, Tensor], gates_x: Tensor, h: Tensor, w_hh: Tensor,
+              *b: Tensor, bias: bool) -> Grads:
+    dgx, dh, dw, db = F.gru_cell_backward(g, h, w_hh, out[1], bias)
+    return (dgx, dh, dw, db) if bias else (dgx, dh, dw)
+
+
 RULES[composite.linear] = (lambda g, out, x, w, b: _mm(g, w),
                            lambda g, out, x, w, b: _mm(_mT(g), x),
                            lambda g, out, x, w, b: apply(reduction.sum, g, dims=(0,)))

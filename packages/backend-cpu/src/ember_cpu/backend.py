@@ -18,6 +18,7 @@ from . import (
     linalg,
     movement,
     nn,
+    recurrent,
     reduction,
 )
 
@@ -33,6 +34,7 @@ KERNELS: dict[Any, Kernel] = {
     **nn.KERNELS,
     **activation.KERNELS,
     **attention.KERNELS,
+    **recurrent.KERNELS,
     **composite.KERNELS,
 }
 

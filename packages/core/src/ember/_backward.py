@@ -1,4 +1,5 @@
-"""Backward composites: the gradients of softmax, the norms, cross entropy, GELU and attention.
+"""Backward composites: the gradients of softmax, the norms, cross entropy, GELU, attention and
+the LSTM / GRU cells.
 
 Autodiff's rules for the composite ops call these.  Each runs the device's own kernel for its
 op (`ember.ops.composite`) where ``device.implements(op)``, and its decomposition from ember
@@ -20,9 +21,9 @@ from .ops import composite as cops
 if TYPE_CHECKING:
     from ._tensor import Tensor
 
-__all__ = ["cross_entropy_backward", "gelu_backward", "layer_norm_backward",
-           "log_softmax_backward", "rms_norm_backward", "scaled_dot_product_attention_backward",
-           "softmax_backward"]
+__all__ = ["cross_entropy_backward", "gelu_backward", "gru_cell_backward",
+           "layer_norm_backward", "log_softmax_backward", "lstm_cell_backward",
+           "rms_norm_backward", "scaled_dot_product_attention_backward", "softmax_backward"]
 
 
 def softmax_backward(y: Tensor, g: Tensor, dim: int = -1) -> Tensor:
@@ -201,3 +202,60 @@ def scaled_dot_product_attention_backward(
     dv = p.mT @ g
     ds = p * (g @ v.mT - (g * out).sum(dim=-1, keepdim=True)) * scale
     return ds @ k, ds.mT @ q, dv
+
+
+CellGrads = tuple["Tensor", "Tensor", "Tensor", "Tensor | None"]
+
+
+def lstm_cell_backward(g: Tensor, hc: Tensor, w_hh: Tensor, hc_new: Tensor, gates: Tensor,
+                       bias: bool) -> CellGrads:
+    """Gradients ``(dgates_x, dhc, dw_hh, db_hh)`` of `ember.ops.composite.lstm_cell` given
+    ``g``, the gradient of the new state ``hc_new`` (``h`` and ``c`` side by side), the old
+    state ``hc`` and the activated ``gates`` (``i, f, g, o``) the forward returned.
+
+    With ``dc = g_c + g_h * o * (1 - tanh(c')**2)``: ``di = dc * g * i (1 - i)``,
+    ``df = dc * c * f (1 - f)``, ``dg = dc * i * (1 - g**2)``, ``do = g_h * tanh(c') * o (1 - o)``;
+    then ``dh = dgates @ w_hh``, ``dc_prev = dc * f``, ``dw_hh = dgates^T h`` and
+    ``db_hh = sum(dgates)`` (None without a bias).
+    """
+    if (g._dtype is hc._dtype and gates._dtype is hc._dtype
+            and hc._device.implements(cops.lstm_cell_backward)):
+        dgx, dhc, dw, db = apply(cops.lstm_cell_backward, g, hc, w_hh, hc_new, gates,
+                                 bias=bias)
+        return dgx, dhc, dw, db if bias else None
+    from ._manipulation import cat
+
+    h, c = hc.chunk(2, -1)
+    gh, gc = g.chunk(2, -1)
+    i, f, gg, o = gates.chunk(4, -1)
+    tc = hc_new.chunk(2, -1)[1].tanh()
+    dc = gc + gh * o * (1.0 - tc * tc)
+    dgates = cat([dc * gg * i * (1.0 - i), dc * c * f * (1.0 - f), dc * i * (1.0 - gg * gg),
+                  gh * tc * o * (1.0 - o)], -1)
+    dhc = cat([dgates @ w_hh, dc * f], -1)
+    return dgates, dhc, dgates.mT @ h, dgates.sum(dim=0) if bias else None
+
+
+def gru_cell_backward(g: Tensor, h: Tensor, w_hh: Tensor, work: Tensor,
+                      bias: bool) -> CellGrads:
+    """Gradients ``(dgates_x, dh, dw_hh, db_hh)`` of `ember.ops.composite.gru_cell` given
+    ``g``, the gradient of the new state, the old state ``h`` and ``work`` (``r, z, n`` and
+    ``hn = W_hn h + b_hn``) the forward returned.
+
+    ``dn = g (1 - z) (1 - n**2)``, ``dz = g (h - n) z (1 - z)``, ``dr = dn * hn * r (1 - r)``;
+    the hidden side's gate gradients are ``dr, dz, dn * r``, which give
+    ``dh = g z + dgates_h @ w_hh``, ``dw_hh = dgates_h^T h`` and ``db_hh = sum(dgates_h)``.
+    """
+    if (g._dtype is h._dtype and work._dtype is h._dtype
+            and h._device.implements(cops.gru_cell_backward)):
+        dgx, dh, dw, db = apply(cops.gru_cell_backward, g, h, w_hh, work, bias=bias)
+        return dgx, dh, dw, db if bias else None
+    from ._manipulation import cat
+
+    r, z, n, hn = work.chunk(4, -1)
+    dn = g * (1.0 - z) * (1.0 - n * n)
+    dz = g * (h - n) * z * (1.0 - z)
+    dr = dn * hn * r * (1.0 - r)
+    dgh = cat([dr, dz, dn * r], -1)
+    return (cat([dr, dz, dn], -1), g * z + dgh @ w_hh, dgh.mT @ h,
+            dgh.sum(dim=0) if bias else None)

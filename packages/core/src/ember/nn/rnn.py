@@ -1,14 +1,21 @@
 """Recurrent layers `LSTM` and `GRU`, with PyTorch's gate order and parameter names
-(``weight_ih_l0``, ``weight_hh_l0``, ``bias_ih_l0``, ``bias_hh_l0``, ``..._reverse``)."""
+(``weight_ih_l0``, ``weight_hh_l0``, ``bias_ih_l0``, ``bias_hh_l0``, ``..._reverse``).
+
+The input projection of every time step is one matmul before the loop; each step is then one
+op (`ember.ops.composite.lstm_cell` / ``gru_cell``: hidden matmul, gates and state update)
+where the device implements it, and a handful of primitives otherwise."""
 
 from __future__ import annotations
 
 import math
 
 from .. import _creation as cr, functional as F
+from .._apply import apply
 from .._manipulation import cat, stack
 from .._random import Generator
 from .._tensor import Tensor
+from ..ops import composite as cops
+from ..ops._op import Op
 from . import init
 from .linear import DeviceLike, DTypeLike
 from .module import Module, Parameter
@@ -63,6 +70,25 @@ class _RNNBase(Module):
               b_hh: Tensor | None) -> tuple[Tensor, Tensor | None]:
         raise NotImplementedError
 
+    #: the op running one time step's hidden matmul, gates and state update as one kernel
+    _op: Op
+
+    def _fusable(self, proj: Tensor, h: Tensor, w_hh: Tensor, b_hh: Tensor | None) -> bool:
+        """Whether the steps can run as `_op` (one float dtype and device, and the device has
+        the kernel); otherwise `_cell` computes them from primitives, as it always did."""
+        d = proj._device
+        return (proj.dtype.is_floating_point and proj.shape[0] > 0 and self.hidden_size > 0
+                and h._dtype is proj._dtype and w_hh._dtype is proj._dtype
+                and h._device is d and w_hh._device is d
+                and (b_hh is None or (b_hh._dtype is proj._dtype and b_hh._device is d))
+                and d.implements(self._op))
+
+    def _fused_steps(self, proj: Tensor, h: Tensor, c: Tensor | None, w_hh: Tensor,
+                     b_hh: Tensor | None, steps: range) -> tuple[Tensor, Tensor,
+                                                                 Tensor | None]:
+        """The outputs ``[T, N, H]`` of every step (in time order) and the final states."""
+        raise NotImplementedError
+
     def _run(self, x: Tensor, h0: Tensor, c0: Tensor | None) -> tuple[Tensor, Tensor,
                                                                       Tensor | None]:
         """``x[T, N, in]`` through every layer; returns output and final states."""
@@ -78,13 +104,17 @@ class _RNNBase(Module):
                 # the input projection of every step at once
                 proj = F.linear(x, w_ih, b_ih)
                 steps = range(x.shape[0] - 1, -1, -1) if d == 1 else range(x.shape[0])
-                ys: list[Tensor] = []
-                for t in steps:
-                    h, c = self._cell(proj[t], h, c, w_hh, b_hh)
-                    ys.append(h)
-                if d == 1:
-                    ys.reverse()
-                outs.append(stack(ys, 0))
+                if self._fusable(proj, h, w_hh, b_hh):
+                    y, h, c = self._fused_steps(proj, h, c, w_hh, b_hh, steps)
+                    outs.append(y)
+                else:
+                    ys: list[Tensor] = []
+                    for t in steps:
+                        h, c = self._cell(proj[t], h, c, w_hh, b_hh)
+                        ys.append(h)
+                    if d == 1:
+                        ys.reverse()
+                    outs.append(stack(ys, 0))
                 h_out.append(h)
                 if c is not None:
                     c_out.append(c)
@@ -141,6 +171,7 @@ class LSTM(_RNNBase):
     """
 
     _gates = 4
+    _op = cops.lstm_cell
 
     def _cell(self, x_proj: Tensor, h: Tensor, c: Tensor | None, w_hh: Tensor,
               b_hh: Tensor | None) -> tuple[Tensor, Tensor | None]:
@@ -149,6 +180,22 @@ class LSTM(_RNNBase):
         i, f, g, o = gates.chunk(4, -1)
         c = f.sigmoid() * c + i.sigmoid() * g.tanh()
         return o.sigmoid() * c.tanh(), c
+
+    def _fused_steps(self, proj: Tensor, h: Tensor, c: Tensor | None, w_hh: Tensor,
+                     b_hh: Tensor | None, steps: range) -> tuple[Tensor, Tensor,
+                                                                 Tensor | None]:
+        assert c is not None
+        # the op carries h and c side by side as one state (its differentiated output)
+        hc = cat([h, c], -1)
+        bias = () if b_hh is None else (b_hh,)
+        states: list[Tensor] = []
+        for t in steps:
+            hc = apply(cops.lstm_cell, proj[t], hc, w_hh, *bias, bias=b_hh is not None)[0]
+            states.append(hc)
+        if steps.step < 0:
+            states.reverse()
+        hs = self.hidden_size
+        return stack(states, 0)[..., :hs], hc[:, :hs], hc[:, hs:]
 
     def forward(self, x: Tensor, hx: tuple[Tensor, Tensor] | None = None
                 ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
@@ -171,6 +218,7 @@ class GRU(_RNNBase):
     ``n = tanh(W_in x + b_in + r * (W_hn h + b_hn))`` and ``h' = (1 - z) n + z h``."""
 
     _gates = 3
+    _op = cops.gru_cell
 
     def _cell(self, x_proj: Tensor, h: Tensor, c: Tensor | None, w_hh: Tensor,
               b_hh: Tensor | None) -> tuple[Tensor, Tensor | None]:
@@ -180,6 +228,18 @@ class GRU(_RNNBase):
         z = (xz + hz).sigmoid()
         n = (xn + r * hn).tanh()
         return (1.0 - z) * n + z * h, None
+
+    def _fused_steps(self, proj: Tensor, h: Tensor, c: Tensor | None, w_hh: Tensor,
+                     b_hh: Tensor | None, steps: range) -> tuple[Tensor, Tensor,
+                                                                 Tensor | None]:
+        bias = () if b_hh is None else (b_hh,)
+        ys: list[Tensor] = []
+        for t in steps:
+            h = apply(cops.gru_cell, proj[t], h, w_hh, *bias, bias=b_hh is not None)[0]
+            ys.append(h)
+        if steps.step < 0:
+            ys.reverse()
+        return stack(ys, 0), h, None
 
     def forward(self, x: Tensor, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:
         x, unbatched = self._prepare(x)

@@ -236,3 +236,56 @@ for _d in FLOATS:
                  q, k, v, m, is_causal=c, scale=s),
              lambda q, k, v, m=None, c=causal, s=scale: _sdpa_ref(q, k, v, m, c, s), args, _d,
              grad=(0, 1, 2), **_tol(_d))
+
+
+# -- recurrent layers ---------------------------------------------------------------------------
+
+def _sig(x: Any) -> Any:
+    return 1 / (1 + np.exp(-x))
+
+
+def _rnn_ref(kind: str, x: Any, h: Any, c: Any, w_ih: Any, w_hh: Any, b_ih: Any = 0.0,
+             b_hh: Any = 0.0) -> Any:
+    ys = []
+    for xt in x:
+        if kind == "lstm":
+            i, f, g, o = np.split(xt @ w_ih.T + b_ih + h @ w_hh.T + b_hh, 4, -1)
+            c = _sig(f) * c + _sig(i) * np.tanh(g)
+            h = _sig(o) * np.tanh(c)
+        else:
+            xr, xz, xn = np.split(xt @ w_ih.T + b_ih, 3, -1)
+            hr, hz, hn = np.split(h @ w_hh.T + b_hh, 3, -1)
+            r, z = _sig(xr + hr), _sig(xz + hz)
+            h = (1 - z) * np.tanh(xn + r * hn) + z * h
+        ys.append(h)
+    return np.stack(ys)
+
+
+def _rnn_run(kind: str, x: Any, h: Any, c: Any, w_ih: Any, w_hh: Any, *b: Any) -> Any:
+    """One ``nn.LSTM`` / ``nn.GRU`` layer with the given weights, on ``x``'s device."""
+    from ... import nn
+
+    cls = nn.LSTM if kind == "lstm" else nn.GRU
+    m = cls(x.shape[-1], h.shape[-1], bias=bool(b), device=x.device, dtype=x.dtype)
+    for name, t in zip(("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"),
+                       (w_ih, w_hh, *b), strict=False):
+        setattr(m, name, nn.Parameter(t))
+    if kind == "lstm":
+        return m(x, (h.unsqueeze(0), c.unsqueeze(0)))[0]
+    return m(x, h.unsqueeze(0))[0]
+
+
+for _d in FLOATS:
+    for _kind, _gates in (("lstm", 4), ("gru", 3)):
+        for _v, bias in (("bias", True), ("no-bias", False)):
+            cid = f"{_kind}-layer-{_v}-{_d.name}"
+            shapes = [(3, 2, 2), (2, 3), (2, 3), (_gates * 3, 2), (_gates * 3, 3)]
+            shapes += [(_gates * 3,), (_gates * 3,)] if bias else []
+            if _kind == "gru":  # no cell state
+                del shapes[2]
+                case(cid, "nn", lambda x, h, *w: _rnn_run("gru", x, h, None, *w),
+                     lambda x, h, *w: _rnn_ref("gru", x, h, None, *w),
+                     _args(cid, _d, *shapes), _d, **_tol(_d))
+            else:
+                case(cid, "nn", lambda *a: _rnn_run("lstm", *a),
+                     lambda *a: _rnn_ref("lstm", *a), _args(cid, _d, *shapes), _d, **_tol(_d))
