@@ -40,6 +40,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-compile", dest="compile", action="store_false",
+                   help="run every step op by op instead of through ember.compile")
     p.add_argument("--patience", type=int, default=6, help="early stopping on valid/loss")
     p.add_argument("--keep-last", type=int, default=2, help="checkpoints kept")
     p.add_argument("--dashboard", action="store_true", help="live terminal dashboard")
@@ -67,9 +69,10 @@ def main(argv: list[str] | None = None) -> int:
         artifacts=args.artifacts, keep_last=args.keep_last, best_metric="valid/accuracy",
         early_stopping=ember_train.EarlyStopping("valid/loss", patience=args.patience),
         renderer="dashboard" if args.dashboard else "plain" if args.plain else "auto",
-        name="guide", resume_command=args.resume_command,
+        name="guide", resume_command=args.resume_command, compile=args.compile,
         config={"model": model.config(), "data": args.data, "seed": args.seed,
-                "batch_size": args.batch_size, "lr": args.lr, "device": str(device)})
+                "batch_size": args.batch_size, "lr": args.lr, "device": str(device),
+                "compile": args.compile})
     done = Path(args.artifacts, "test_metrics.json")
     done.unlink(missing_ok=True)  # written again only when this run completes
     result = learner.fit(data["train"], data["valid"], epochs=args.epochs, resume=args.resume)

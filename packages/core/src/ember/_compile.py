@@ -17,9 +17,11 @@ optimizer state.  Learning rates (read through `ember._trace.HostFloat`) and ran
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
+import types
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -85,35 +87,45 @@ def _leaf_guard(x: Any) -> Any:
 # -- what the function refers to -------------------------------------------------------------
 
 def _referenced(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[list[Any], list[Any]]:
-    """Modules and optimizers ``fn`` can reach: its closure, the globals its code names,
-    its bound ``self`` (and that object's attributes), and its arguments."""
+    """Modules and optimizers ``fn`` can reach, a few references deep: the globals its code
+    names, its closure and defaults, a bound method's ``self``, the attributes of plain objects
+    among those (a trainer holding a model), nested functions, and its arguments."""
     from .nn.module import Module
     from .optim.optimizer import Optimizer
 
-    found: list[Any] = []
-    code = getattr(fn, "__code__", None)
-    if code is not None:
-        glb = getattr(fn, "__globals__", {})
-        found += [glb[n] for n in code.co_names if n in glb]
-        found += [c.cell_contents for c in (getattr(fn, "__closure__", None) or ())
-                  if _has_contents(c)]
-    owner = getattr(fn, "__self__", None)
-    if owner is None and not hasattr(fn, "__code__"):
-        owner = fn  # a callable object (a Module, a step object)
-    if owner is not None:
-        found.append(owner)
-        found += list(getattr(owner, "__dict__", {}).values())
-    found += list(args)
     modules: dict[int, Any] = {}
     optimizers: dict[int, Any] = {}
-    for obj in found:
+    seen: set[int] = set()
+    todo: list[tuple[Any, int]] = [(fn, 0)] + [(a, 1) for a in args]
+    while todo:
+        obj, depth = todo.pop()
+        if id(obj) in seen or depth > 3 or isinstance(obj, Tensor | type | types.ModuleType):
+            continue
+        seen.add(id(obj))
         if isinstance(obj, Module):
             for m in obj.modules():
                 modules.setdefault(id(m), m)
-        elif isinstance(obj, Optimizer):
+            continue
+        if isinstance(obj, Optimizer):
             optimizers.setdefault(id(obj), obj)
-        elif hasattr(obj, "optimizer") and isinstance(obj.optimizer, Optimizer):
-            optimizers.setdefault(id(obj.optimizer), obj.optimizer)  # an LR scheduler
+            continue
+        nxt: list[Any] = []
+        if isinstance(obj, types.FunctionType):
+            glb = obj.__globals__
+            nxt += [glb[n] for n in obj.__code__.co_names if n in glb]
+            nxt += [c.cell_contents for c in obj.__closure__ or () if _has_contents(c)]
+            nxt += list(obj.__defaults__ or ())
+        elif isinstance(obj, types.MethodType):
+            nxt += [obj.__self__, obj.__func__]
+        elif isinstance(obj, functools.partial):
+            nxt += [obj.func, *obj.args, *obj.keywords.values()]
+        elif isinstance(obj, list | tuple):
+            nxt += list(obj)[:64]
+        elif isinstance(obj, dict):
+            nxt += list(obj.values())[:64]
+        elif hasattr(obj, "__dict__"):  # a plain object: a trainer, a step object
+            nxt += list(vars(obj).values())
+        todo += [(o, depth + 1) for o in nxt]
     return list(modules.values()), list(optimizers.values())
 
 
@@ -167,6 +179,7 @@ class CompiledFunction:
         self.stats = CompileStats()
         self._cache: OrderedDict[Any, Program] = OrderedDict()
         self._last_key: Any = None
+        self._refs: tuple[list[Any], list[Any]] | None = None
         self.__name__ = getattr(fn, "__name__", "compiled")
         self.__doc__ = getattr(fn, "__doc__", None)
         self.__wrapped__ = fn
@@ -183,7 +196,9 @@ class CompiledFunction:
         return bound
 
     def _key(self, flat: list[Any], tree: Any) -> Any:
-        modules, optimizers = _referenced(self.fn, tuple(flat))
+        if self._refs is None:  # found once: the objects a function refers to rarely change
+            self._refs = _referenced(self.fn, tuple(flat))
+        modules, optimizers = self._refs
         return (repr(tree), tuple(_leaf_guard(x) for x in flat), STATE.enabled,
                 tuple(m.training for m in modules), _options_guard(optimizers),
                 _capture.GENERATION[0])

@@ -108,6 +108,10 @@ class Learner:
     callbacks
         Objects with any of ``on_step_end(learner, split, step)``,
         ``on_epoch_end(learner, epoch, results)``, ``on_checkpoint(learner, path)``.
+    compile
+        Run each training step (forward, ``backward()``, optimizer step) and each validation
+        step through `ember.compile`: traced on the first batch of each shape, replayed after
+        (no per-op Python).  Ignored with ``accumulate > 1`` or several ranks.
     distributed
         An ``ember.distributed`` communicator (default: ``ember.distributed.get()``, the one
         ``ember.distributed.init()`` made, else this process alone).  With several ranks the
@@ -138,7 +142,7 @@ class Learner:
                  config: dict[str, Any] | None = None, renderer: str | Renderer = "auto",
                  name: str | None = None, callbacks: Iterable[Any] = (),
                  resume_command: str | None = None, plots: bool = True,
-                 distributed: Any = None) -> None:
+                 distributed: Any = None, compile: bool = False) -> None:
         if scheduler_interval not in ("epoch", "step"):
             raise ValueError(f"scheduler_interval must be 'epoch' or 'step', got "
                              f"{scheduler_interval!r}")
@@ -183,6 +187,11 @@ class Learner:
         self.global_step = 0  # optimizer steps taken
         self._extra_streams = generators
         self._pending = AccumulatedGradients()
+        # one training step (forward, backward, optimizer) and one validation step, each
+        # traced once per batch shape and replayed (`ember.compile`); gradient accumulation
+        # and data-parallel training keep the eager loop
+        self.compile = bool(compile) and accumulate == 1 and not self.parallel
+        self._compiled: dict[str, Any] = {}
         self._view = RunView(name=self.name, device=str(self.device or ""))
         self._renderer: Renderer = Renderer(self._view)
 
@@ -193,6 +202,32 @@ class Learner:
         if callable(own):
             return lambda batch: as_step_output(own(batch))
         return default_step(self.model, self.loss_fn)
+
+    def _compiled_step(self, kind: str) -> Callable[[Any], StepOutput]:
+        """The split's step as one compiled function: train steps include the optimizer."""
+        fn = self._compiled.get(kind)
+        if fn is None:
+            import ember
+
+            step_fn = self._step_fn(kind)
+            optimizer = self.optimizer
+
+            def train(batch: Any) -> tuple[Any, Any, Any, int]:
+                out = step_fn(batch)
+                optimizer.step(out.loss.backward())
+                return out.loss, out.output, out.target, out.items()
+
+            def valid(batch: Any) -> tuple[Any, Any, Any, int]:
+                out = step_fn(batch)
+                return out.loss, out.output, out.target, out.items()
+
+            compiled = ember.compile(train if kind == "train" else valid)
+
+            def fn(batch: Any) -> StepOutput:
+                return StepOutput(*compiled(batch))
+            fn.compiled = compiled  # type: ignore[attr-defined]  # for stats and tests
+            self._compiled[kind] = fn
+        return fn  # type: ignore[no-any-return]  # a StepOutput maker
 
     def _lr(self) -> float | None:
         opt = self.optimizer
@@ -233,6 +268,7 @@ class Learner:
         """Run ``loader`` through the split's step; False when a stop was requested."""
         train = split == "train"
         step_fn = self._step_fn("train" if train else "valid")
+        compiled = self._compiled_step("train" if train else "valid") if self.compile else None
         v = self._view
         v.split, v.epoch, v.step = split, epoch.number, epoch.step
         v.steps = len(loader) if hasattr(loader, "__len__") else None
@@ -247,7 +283,17 @@ class Learner:
         t_prev = time.perf_counter()
         for batch in loader:
             batch = to_device(batch, self.device)
-            if train:
+            if compiled is not None:
+                if train:
+                    out = compiled(batch)  # forward, backward and the optimizer's step
+                    self.global_step += 1
+                    if self.scheduler is not None and self.scheduler_interval == "step":
+                        self.scheduler.step()
+                    lr = self._lr()
+                else:
+                    with ember.no_grad():
+                        out = compiled(batch)
+            elif train:
                 out = step_fn(batch)
                 grads = out.loss.backward()
                 self._pending.add(grads, params)
