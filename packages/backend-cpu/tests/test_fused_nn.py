@@ -75,7 +75,7 @@ def test_gelu_kernel_and_its_gradient_match_the_float64_oracle(dtype: str,
     y = K[ops.composite.gelu](_as(x, dtype)._data, approximate=approximate)
     assert y.dtype == _as(x, dtype)._data.dtype
     _close(y, gelu_oracle(x, approximate), dtype, 4)
-    dx = K[ops.composite.gelu_backward](_as(g, dtype)._data, _as(x, dtype)._data,
+    dx = K[ops.composite.gelu_backward](_as(g, dtype)._data, _as(x, dtype)._data, y,
                                         approximate=approximate)
     _close(dx, g * gelu_grad_oracle(x, approximate), dtype, 8)
 
@@ -125,7 +125,10 @@ def test_gelu_rejects_an_unknown_approximation_by_name() -> None:
     with pytest.raises(ValueError, match="gelu: approximate must be"):
         K[ops.composite.gelu](np.ones(2), approximate="sigmoid")
     with pytest.raises(ValueError, match=r"gelu_backward: g \(3,\)"):
-        K[ops.composite.gelu_backward](np.ones(3), np.ones(2))
+        K[ops.composite.gelu_backward](np.ones(3), np.ones(2), np.ones(2))
+    x = ember.tensor([0.0, -1.5, 2.0], dtype=ember.float64)
+    np.testing.assert_allclose(F.gelu_backward(ember.ones(3, dtype=ember.float64), x).numpy(),
+                               gelu_grad_oracle(x.numpy(), "none"), rtol=1e-14)
 
 
 # -- scaled-dot-product attention ---------------------------------------------------------------

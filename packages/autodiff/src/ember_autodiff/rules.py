@@ -533,7 +533,8 @@ RULES[composite.softmax] = lambda g, out, x, dim: (F.softmax_backward(out, g, di
 RULES[composite.log_softmax] = lambda g, out, x, dim: (F.log_softmax_backward(out, g, dim),)
 
 
-RULES[composite.gelu] = lambda g, out, x, approximate: (F.gelu_backward(g, x, approximate),)
+RULES[composite.gelu] = lambda g, out, x, approximate: (F.gelu_backward(g, x, approximate,
+                                                                        out),)
 
 
 

@@ -1,7 +1,8 @@
 """GELU and its gradient as one kernel each (`ember.ops.composite.gelu`, ``gelu_backward``).
 
 core's decomposition is six elementwise ops forward and about ten backward, each a dispatch
-and a temporary; here each is a few in-place numpy passes over one buffer.  float32 computes in
+and a temporary; here each is a few in-place numpy passes over one buffer, and ``erf`` (by far
+the costliest pass) runs once per forward and backward pair.  float32 computes in
 float32, float64 in float64, float16 / bfloat16 through float32.
 """
 
@@ -51,11 +52,13 @@ def gelu(x: np.ndarray, approximate: str = "none") -> np.ndarray:
 
 
 @quiet
-def gelu_backward(g: np.ndarray, x: np.ndarray, approximate: str = "none") -> np.ndarray:
-    """``g * d gelu(x) / dx``."""
-    if g.shape != x.shape or g.dtype != x.dtype:
-        raise ValueError(f"gelu_backward: g {g.shape} {g.dtype} and x {x.shape} {x.dtype} must "
-                         f"share shape and dtype")
+def gelu_backward(g: np.ndarray, x: np.ndarray, y: np.ndarray,
+                  approximate: str = "none") -> np.ndarray:
+    """``g * d gelu(x) / dx``; ``y = gelu(x)`` gives the exact form's ``Phi(x) = y / x``
+    (``1/2`` at 0) without a second ``erf``, the costliest part of either pass."""
+    if not g.shape == x.shape == y.shape or not g.dtype == x.dtype == y.dtype:
+        raise ValueError(f"gelu_backward: g {g.shape} {g.dtype}, x {x.shape} {x.dtype} and y "
+                         f"{y.shape} {y.dtype} must share shape and dtype")
     w = wide(x)
     if approximate == "tanh":
         t = _tanh_inner(w)
@@ -78,10 +81,7 @@ def gelu_backward(g: np.ndarray, x: np.ndarray, approximate: str = "none") -> np
         np.exp(d, out=d)
         d *= _INV_SQRT_2PI
         d *= w
-        cdf = w * _SQRT1_2
-        erf(cdf, out=cdf)
-        cdf += 1.0
-        cdf *= 0.5
+        cdf = np.divide(wide(y), w, out=np.full(w.shape, 0.5, w.dtype), where=w != 0)
         d += cdf
     else:
         raise ValueError(f"gelu_backward: approximate must be 'none' or 'tanh', got "

@@ -142,8 +142,13 @@ def cross_entropy_backward(g: Tensor, logits: Tensor, target: Tensor, lse: Tenso
     return cast(d * scale.unsqueeze(1), logits._dtype)
 
 
-def gelu_backward(g: Tensor, x: Tensor, approximate: str = "none") -> Tensor:
-    """The gradient of ``x`` given ``g``, the gradient of ``gelu(x, approximate)``.
+def gelu_backward(g: Tensor, x: Tensor, approximate: str = "none",
+                  y: Tensor | None = None) -> Tensor:
+    """The gradient of ``x`` given ``g``, the gradient of ``y = gelu(x, approximate)``.
+
+    A device's kernel (`ember.ops.composite.gelu_backward`) gets ``y`` when it is given (the
+    CPU's reads ``Phi(x) = y / x`` from it instead of a second ``erf``); the decomposition
+    recomputes.
 
     Exact form: ``g * (Phi(x) + x * phi(x))`` with ``Phi(x) = (1 + erf(x / sqrt 2)) / 2`` and
     ``phi(x) = exp(-x**2 / 2) / sqrt(2 pi)``.  ``tanh`` form, with ``k = sqrt(2 / pi)`` and
@@ -160,8 +165,12 @@ def gelu_backward(g: Tensor, x: Tensor, approximate: str = "none") -> Tensor:
         raise ValueError(f"gelu_backward: approximate must be 'none' or 'tanh', got "
                          f"{approximate!r}")
     if g._dtype is x._dtype and x._device.implements(cops.gelu_backward):
-        return apply(cops.gelu_backward, g, x,  # type: ignore[no-any-return]
-                     approximate=approximate)
+        if y is None or y._dtype is not x._dtype or tuple(y.shape) != tuple(x.shape):
+            y = apply(cops.gelu, x, approximate=approximate) \
+                if x._device.implements(cops.gelu) else None
+        if y is not None:
+            return apply(cops.gelu_backward, g, x, y,  # type: ignore[no-any-return]
+                         approximate=approximate)
     if approximate == "tanh":
         k = math.sqrt(2.0 / math.pi)
         x2 = x * x

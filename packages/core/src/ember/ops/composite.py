@@ -110,9 +110,10 @@ conv2d_weight_grad = Op("conv2d_weight_grad", "composite", 3,
 #: ``gelu(x, approximate=("none"|"tanh"))`` -> ``x * Phi(x)``: the exact form with ``erf``, or
 #: PyTorch's ``tanh`` approximation ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3)))``.
 gelu = Op("gelu", "composite", 1, ("approximate",), dtypes="float")
-#: ``gelu_backward(g, x, approximate=)`` -> ``g * d gelu(x) / dx``; ``g`` has ``x``'s shape
-#: and dtype.
-gelu_backward = Op("gelu_backward", "composite", 2, ("approximate",), dtypes="float")
+#: ``gelu_backward(g, x, y, approximate=)`` -> ``g * d gelu(x) / dx`` where ``y = gelu(x)`` (the
+#: forward's output: a kernel may read ``Phi(x) = y / x`` from it rather than evaluate ``erf``
+#: again); ``g``, ``x`` and ``y`` share shape and dtype.
+gelu_backward = Op("gelu_backward", "composite", 3, ("approximate",), dtypes="float")
 
 _SDPA = ("scale", "causal", "mask")
 #: ``scaled_dot_product_attention(q[..., L, D], k[..., S, D], v[..., S, Dv], [mask], scale=,
