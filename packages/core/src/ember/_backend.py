@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._dtype import DType
 from ._errors import DTypeError
-from ._trace import TRACE
+from ._trace import TRACE, VALUE_SHAPED
 
 if TYPE_CHECKING:
     import numpy as np
@@ -90,6 +90,8 @@ class Backend:
         n = len(args)
         if TRACE:  # ember.compile is recording: the kernel call is part of the program
             tracer = TRACE[0]
+            if op.name in VALUE_SHAPED:
+                tracer.value_shaped(op.name)
             tracer.note_args(args)
             payloads = [a._data for a in args]
             out = kernel(*payloads, **params)

@@ -53,6 +53,8 @@ def _flatten(obj: Any, leaves: list[Any]) -> Any:
         return _Leaf(len(leaves) - 1)
     if type(obj) in (tuple, list):
         return type(obj)(_flatten(o, leaves) for o in obj)
+    if _is_namedtuple(obj):  # sort, topk, max(dim) return (values, indices)
+        return type(obj)(*(_flatten(o, leaves) for o in obj))
     if type(obj) is dict:
         return {k: _flatten(v, leaves) for k, v in obj.items()}
     leaves.append(obj)
@@ -69,9 +71,15 @@ def _unflatten(tree: Any, leaves: list[Any]) -> Any:
         return leaves[tree.index]
     if type(tree) in (tuple, list):
         return type(tree)(_unflatten(t, leaves) for t in tree)
+    if _is_namedtuple(tree):
+        return type(tree)(*(_unflatten(t, leaves) for t in tree))
     if type(tree) is dict:
         return {k: _unflatten(v, leaves) for k, v in tree.items()}
     return tree
+
+
+def _is_namedtuple(obj: Any) -> bool:
+    return isinstance(obj, tuple) and hasattr(type(obj), "_fields")
 
 
 def _leaf_guard(x: Any) -> Any:

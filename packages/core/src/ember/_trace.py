@@ -24,10 +24,15 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ._tensor import Tensor
 
-__all__ = ["TRACE", "HostFloat", "HostInt", "Tracer", "host_number", "plain"]
+__all__ = ["TRACE", "VALUE_SHAPED", "HostFloat", "HostInt", "Tracer", "host_number", "plain"]
 
 #: the active tracer, if any (a list so that hot paths test it with one global look-up)
 TRACE: list[Tracer] = []
+
+
+#: ops whose output *shape* depends on the values of their inputs: a replay cannot reuse the
+#: traced shape, so tracing one breaks the trace (boolean-mask indexing goes through nonzero)
+VALUE_SHAPED = frozenset({"nonzero"})
 
 
 # -- host numbers that replays read again ----------------------------------------------------
@@ -212,6 +217,17 @@ class Tracer:
         if self.new_state is None:
             self.new_state = why
 
+    def value_shaped(self, op: str) -> None:
+        """An op whose output shape depends on values (`VALUE_SHAPED`) is about to run."""
+        if threading.get_ident() != self.thread or self.paused:
+            return
+        raise TraceBreak(
+            f"ember.compile: {op} at {_user_line()} makes a tensor whose shape depends on the "
+            "values of its input (nonzero, indexing with a boolean mask); a compiled function "
+            "replays with the shapes of its trace, so it cannot contain one. Use a "
+            "shape-preserving form (where, masked_fill, multiplying by the mask) or leave "
+            "that code out of the compiled function.")
+
     def host_read(self, t: Tensor) -> None:
         """A value is about to be read back to the host inside the trace."""
         if threading.get_ident() != self.thread or self.paused:
@@ -241,11 +257,14 @@ _OWN = ("ember", "ember_")
 
 
 def _user_line() -> str:
-    """``file:line`` of the innermost frame outside ember's own packages."""
+    """``file:line`` of the innermost frame outside ember's own packages (the conformance
+    suite's cases in ``ember.testing`` count as the user's)."""
     f = sys._getframe(2)
     while f is not None:
         name = f.f_globals.get("__name__", "")
-        if not (name == "ember" or name.startswith(("ember.", "ember_"))):
+        # ember.testing's cases call ember as users do: their lines are the user's
+        if not (name == "ember" or name.startswith(("ember.", "ember_"))) or \
+                name.startswith("ember.testing"):
             return f"{f.f_code.co_filename}:{f.f_lineno}"
         f = f.f_back  # type: ignore[assignment]  # loop ends at None
     return "<unknown>"

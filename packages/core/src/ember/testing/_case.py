@@ -77,7 +77,9 @@ class Case:
     ``fn(*tensors)`` runs on the device and ``oracle(*host_arrays)`` computes the expected
     value(s) from the same inputs in float64 (ints in int64); ``out`` is the expected result
     dtype (a tuple for ops with several outputs; None: not checked).  A *check* has ``check``
-    instead: ``check(device)`` asserts by itself.  ``grad`` lists the positions of the
+    instead: ``check(device)`` asserts by itself.  A *made* case has ``make`` instead of ``fn``:
+    ``make(device)`` builds its result(s) on the device from nothing (creation functions,
+    promotion), compared with ``oracle()``.  ``grad`` lists the positions of the
     differentiable floating inputs: gradient checks (`check_grads`) perturb those.
     """
 
@@ -88,6 +90,7 @@ class Case:
     args: tuple[Arg, ...] = ()
     out: Any = None
     check: Callable[[Device], None] | None = None
+    make: Callable[[Device], Any] | None = None
     dtypes: tuple[dt.DType, ...] = ()
     grad: tuple[int, ...] = ()
     rtol: float | None = None
@@ -109,9 +112,18 @@ class Case:
         if self.check is not None:
             self.check(device)
             return
+        if self.make is not None:
+            got = self.make(device)
+            self.check_device(got, device)
+            self.compare(got, self.expected())
+            return
         assert self.fn is not None
         got = self.fn(*self.inputs(device))
         self.compare(got, self.expected())
+
+    def check_device(self, got: Any, device: Device) -> None:
+        for i, g in enumerate(got if isinstance(got, tuple) else (got,)):
+            assert g.device is device, f"{self.id}[{i}]: tensor made on {g.device}, not {device}"
 
     def compare(self, got: Any, expected: Any) -> None:
         if isinstance(expected, tuple):
@@ -145,9 +157,14 @@ def all_cases() -> list[Case]:
 # -- sample inputs ------------------------------------------------------------------------------
 
 
+#: appended to every key `rng_for` seeds from; the compiled mode sets it to build *fresh*
+#: inputs of the same shapes (``ember.testing._compiled.fresh_cases``)
+SALT = [""]
+
+
 def rng_for(key: str) -> np.random.Generator:
     """A generator seeded by a case id: inputs are the same in every run and on every device."""
-    return np.random.default_rng(zlib.crc32(key.encode()))
+    return np.random.default_rng(zlib.crc32((key + SALT[0]).encode()))
 
 
 def sample(shape: Sequence[int], dtype: dt.DType, rng: np.random.Generator,

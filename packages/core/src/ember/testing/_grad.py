@@ -17,7 +17,7 @@ from ._compare import assert_close
 if TYPE_CHECKING:
     from .._device import Device
 
-__all__ = ["check_grads", "grad_cases"]
+__all__ = ["check_grads", "check_grads_compiled", "grad_cases"]
 
 
 def grad_cases() -> list[Case]:
@@ -41,26 +41,67 @@ def check_grads(case: Case, device: Device, *, eps: float = 1e-6, rtol: float = 
     import ember
 
     hosts = [np.array(a.host(), order="C") for a in case.args]  # writable, own memory
-    with np.errstate(all="ignore"):
-        ref = np.asarray(_first(case.oracle(*hosts)), dtype=np.float64)  # type: ignore[misc]
-    cot = rng_for(case.id + "/cotangent").standard_normal(ref.shape)
-    tensors = [ember.tensor(h, dtype=a.ember_dtype(), device=device,
-                            requires_grad=i in case.grad)
-               for i, (a, h) in enumerate(zip(case.args, hosts, strict=True))]
+    cot = _cotangent(case, hosts)
+    tensors = _tensors(case, hosts, device)
     assert case.fn is not None
     out = _first(case.fn(*tensors))
     loss = (out * ember.tensor(cot, dtype=out.dtype, device=device)).sum()
     grads = loss.backward()
     for i in case.grad:
-        numeric = np.zeros(hosts[i].shape, dtype=np.float64)
-        for j in range(numeric.size):
-            plus = [h.copy() for h in hosts]
-            minus = [h.copy() for h in hosts]
-            plus[i].flat[j] += eps
-            minus[i].flat[j] -= eps
-            with np.errstate(all="ignore"):
-                fp = np.sum(np.asarray(_first(case.oracle(*plus))) * cot)  # type: ignore[misc]
-                fm = np.sum(np.asarray(_first(case.oracle(*minus))) * cot)  # type: ignore[misc]
-            numeric.flat[j] = (fp - fm) / (2 * eps)
-        assert_close(grads[tensors[i]], numeric, dt.float64, rtol=rtol, atol=atol,
-                     what=f"{case.id}: gradient of input {i}")
+        assert_close(grads[tensors[i]], _numeric(case, hosts, cot, i, eps), dt.float64,
+                     rtol=rtol, atol=atol, what=f"{case.id}: gradient of input {i}")
+
+
+def check_grads_compiled(case: Case, fresh: Case, device: Device, *, eps: float = 1e-6,
+                         rtol: float = 1e-5, atol: float = 1e-7) -> Any:
+    """`check_grads` with the forward and backward inside one `ember.compile`d function:
+    traced on ``case``'s inputs, replayed on ``fresh``'s (the same case, other values), each
+    against central differences at its own inputs.  Returns the compiled function."""
+    import ember
+
+    assert case.fn is not None
+    fn, grad = case.fn, case.grad
+
+    def forward_backward(cot: Any, *tensors: Any) -> Any:
+        out = _first(fn(*tensors))
+        grads = (out * cot).sum().backward()
+        return tuple(grads[tensors[i]] for i in grad)
+
+    cf = ember.compile(forward_backward)
+    for c, salt in ((case, ""), (fresh, "/fresh")):
+        hosts = [np.array(a.host(), order="C") for a in c.args]
+        cot = _cotangent(c, hosts, salt)
+        got = cf(ember.tensor(cot, dtype=dt.float64, device=device), *_tensors(c, hosts, device))
+        for g, i in zip(got, grad, strict=True):
+            assert_close(g, _numeric(c, hosts, cot, i, eps), dt.float64, rtol=rtol, atol=atol,
+                         what=f"{c.id}: gradient of input {i}")
+    return cf
+
+
+def _cotangent(case: Case, hosts: list[np.ndarray], salt: str = "") -> np.ndarray:
+    with np.errstate(all="ignore"):
+        ref = np.asarray(_first(case.oracle(*hosts)), dtype=np.float64)  # type: ignore[misc]
+    return rng_for(case.id + "/cotangent" + salt).standard_normal(ref.shape)
+
+
+def _tensors(case: Case, hosts: list[np.ndarray], device: Device) -> list[Any]:
+    import ember
+
+    return [ember.tensor(h, dtype=a.ember_dtype(), device=device, requires_grad=i in case.grad)
+            for i, (a, h) in enumerate(zip(case.args, hosts, strict=True))]
+
+
+def _numeric(case: Case, hosts: list[np.ndarray], cot: np.ndarray, i: int,
+             eps: float) -> np.ndarray:
+    """Central differences of ``sum(oracle(*hosts) * cot)`` with respect to input ``i``."""
+    numeric = np.zeros(hosts[i].shape, dtype=np.float64)
+    for j in range(numeric.size):
+        plus = [h.copy() for h in hosts]
+        minus = [h.copy() for h in hosts]
+        plus[i].flat[j] += eps
+        minus[i].flat[j] -= eps
+        with np.errstate(all="ignore"):
+            fp = np.sum(np.asarray(_first(case.oracle(*plus))) * cot)  # type: ignore[misc]
+            fm = np.sum(np.asarray(_first(case.oracle(*minus))) * cot)  # type: ignore[misc]
+        numeric.flat[j] = (fp - fm) / (2 * eps)
+    return numeric

@@ -26,6 +26,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--ember-device", action="append", default=[], metavar="DEVICE",
         help="device string(s) to run the ember conformance suite on (repeat or separate with "
              "commas; default: $EMBER_TEST_DEVICE or cpu)")
+    group.addoption(
+        "--ember-compile", action="store_true", default=False,
+        help="run every case through ember.compile: trace on the case's inputs, replay on "
+             "fresh inputs of the same shapes, both against the oracle")
 
 
 def devices_from(config: pytest.Config) -> list[str]:
@@ -53,6 +57,12 @@ def _split_devices(text: str) -> list[str]:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "ember_case: a case of the ember conformance suite")
+
+
+@pytest.fixture
+def ember_compile(request: pytest.FixtureRequest) -> bool:
+    """Whether the suite runs in compiled mode (``--ember-compile``)."""
+    return bool(request.config.getoption("ember_compile", False))
 
 
 def _skip_reason(case: Any, device: Any, skips: dict[str, str]) -> tuple[str, str] | None:
@@ -112,8 +122,9 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
                             config: pytest.Config) -> None:
     for device, c in _RESULTS.items():
-        line = (f"ember conformance on {device}: {c['passed']} passed, {c[_DECLARED]} skipped "
-                f"(declared), {c[_UNSUPPORTED]} skipped (unsupported dtype)")
+        mode = " (compiled)" if config.getoption("ember_compile", False) else ""
+        line = (f"ember conformance{mode} on {device}: {c['passed']} passed, "
+                f"{c[_DECLARED]} skipped (declared), {c[_UNSUPPORTED]} skipped (unsupported dtype)")
         if c["failed"]:
             line += f", {c['failed']} failed"
         terminalreporter.write_line(line)
