@@ -15,7 +15,8 @@ import numpy as np
 from ember.ops import composite
 from scipy.special import erf
 
-from ._common import LOW, quiet, wide
+from ._common import F32, LOW, quiet, wide
+from ._jit import gelu_erf
 
 __all__ = ["KERNELS", "gelu", "gelu_backward"]
 
@@ -37,6 +38,8 @@ def _tanh_inner(w: np.ndarray) -> np.ndarray:
 @quiet
 def gelu(x: np.ndarray, approximate: str = "none") -> np.ndarray:
     """``x * Phi(x)``, exact (``erf``) or with PyTorch's tanh approximation."""
+    if approximate == "none" and (x.dtype == F32 or x.dtype in LOW):
+        return gelu_erf(wide(x)).astype(x.dtype, copy=False)  # one compiled pass
     w = wide(x)
     if approximate == "tanh":
         y = _tanh_inner(w)
