@@ -487,6 +487,29 @@ def test_cross_entropy_gradients_match_finite_differences(reduction: str) -> Non
                 [rng.standard_normal((2, 4, 2))])
 
 
+def _grad_of(f: Callable[..., Any]) -> Callable[..., Any]:
+    """``x -> d sum(f(x) * weights) / dx``, recorded so that it can be differentiated again."""
+
+    def grad(x: Any) -> Any:
+        with ember.enable_grad():  # check_grads evaluates under no_grad for its differences
+            y = f(x)
+            w = ember.tensor(np.linspace(-1.0, 1.5, y.numel()).reshape(y.shape), device=AD)
+            return (y * w).sum().backward(create_graph=True)[x]
+
+    return grad
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax", "layer_norm", "rms_norm",
+                                  "cross_entropy"])
+def test_second_derivatives_through_the_kernels_match_finite_differences(name: str) -> None:
+    # the forward kernels' statistics (mean, rstd, lse) must not freeze the second derivative
+    t = ember.tensor(np.array([0, 3, 1]), device=AD)
+    f = {"softmax": lambda x: F.softmax(x, -1), "log_softmax": lambda x: F.log_softmax(x, 0),
+         "layer_norm": lambda x: F.layer_norm(x, 4), "rms_norm": lambda x: F.rms_norm(x, 4),
+         "cross_entropy": lambda x: F.cross_entropy(x, t, label_smoothing=0.1) * x.sum()}[name]
+    check_grads(_grad_of(f), [_rng(20).standard_normal((3, 4))], atol=1e-4, rtol=1e-3)
+
+
 # -- linear, clamp, pooling and convolution weight gradients ----------------------------------
 
 

@@ -569,10 +569,41 @@ RULES[composite.linear] = (lambda g, out, x, w, b: _mm(g, w),
                            lambda g, out, x, w, b: apply(reduction.sum, g, dims=(0,)))
 
 
+def _recorded(x: Tensor) -> bool:
+    """Whether this rule's own ops are being recorded (``create_graph``, or an inner autodiff
+    device) with ``x`` needing a gradient: then a forward composite's row statistics must be
+    recomputed from ``x``, since the backward pass treats outputs after the first as
+    constants and would drop their share of the second derivative."""
+    return ember.is_grad_enabled() and x.requires_grad
+
+
+def _wide(x: Tensor) -> Tensor:
+    """``x`` in its row statistics' dtype (float32 for half types)."""
+    return x.to(dtype=ember.float32) if x.dtype in (ember.float16, ember.bfloat16) else x
+
+
+def _norm_stats(x: Tensor, ndim: int, eps: float) -> tuple[Tensor, Tensor]:
+    """``layer_norm``'s ``(mean, rstd)`` over the last ``ndim`` axes, differentiably."""
+    x = _wide(x)
+    dims = tuple(range(x.ndim - ndim, x.ndim))
+    mean = x.mean(dim=dims, keepdim=True)
+    c = x - mean
+    rstd = ((c * c).mean(dim=dims) + eps).rsqrt()
+    return mean.reshape(rstd.shape), rstd
+
+
+def _rms_stat(x: Tensor, ndim: int, eps: float) -> Tensor:
+    """``rms_norm``'s ``rstd`` over the last ``ndim`` axes, differentiably."""
+    x = _wide(x)
+    return ((x * x).mean(dim=tuple(range(x.ndim - ndim, x.ndim))) + eps).rsqrt()
+
+
 @rule(composite.layer_norm)
 def _layer_norm(g: Tensor, out: tuple[Tensor, Tensor, Tensor], x: Tensor, *wb: Tensor,
                 ndim: int, eps: float, weight: bool, bias: bool) -> Grads:
     _, mean, rstd = out
+    if _recorded(x):
+        mean, rstd = _norm_stats(x, ndim, eps)
     dx, dw, db = F.layer_norm_backward(g, x, mean, rstd, wb[0] if weight else None, ndim,
                                        affine=weight or bias)
     return (dx, *((dw,) if weight else ()), *((db,) if bias else ()))
@@ -581,11 +612,15 @@ def _layer_norm(g: Tensor, out: tuple[Tensor, Tensor, Tensor], x: Tensor, *wb: T
 @rule(composite.rms_norm)
 def _rms_norm(g: Tensor, out: tuple[Tensor, Tensor], x: Tensor, *w: Tensor, ndim: int,
               eps: float, weight: bool) -> Grads:
-    dx, dw = F.rms_norm_backward(g, x, out[1], w[0] if weight else None, ndim)
+    rstd = _rms_stat(x, ndim, eps) if _recorded(x) else out[1]
+    dx, dw = F.rms_norm_backward(g, x, rstd, w[0] if weight else None, ndim)
     return (dx, dw) if weight else (dx,)
 
 
 @rule(composite.cross_entropy)
 def _cross_entropy(g: Tensor, out: tuple[Tensor, Tensor, Tensor], logits: Tensor,
                    target: Tensor, **params: Any) -> Grads:
-    return F.cross_entropy_backward(g, logits, target, out[1], out[2], **params), None
+    lse = out[1]
+    if _recorded(logits):  # the row logsumexp, differentiably (see `_recorded`)
+        lse = F.logsumexp(logits.to(dtype=lse.dtype), dim=1)
+    return F.cross_entropy_backward(g, logits, target, lse, out[2], **params), None
