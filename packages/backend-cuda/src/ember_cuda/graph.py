@@ -187,3 +187,117 @@ def graph(step: Callable[[], Any], *, device: Any = "cuda:0", warmup: int = 3) -
             be.use_cublas = use_cublas
     stream.synchronize()
     return CudaGraph(recorded, output, keep, base)
+
+
+# -- ember.compile's programs as CUDA graphs ---------------------------------------------------
+
+class ProgramGraph:
+    """Replays an `ember.compile` program (``ember._program.Program``) as one CUDA graph.
+
+    The first replay of a program runs it as Python (kernels compile, kernel selection
+    times its candidates, the stream's cuBLASLt workspace is made) and records it on a side
+    stream into a private memory pool; later replays copy new inputs into the buffers the
+    recording reads (only those whose array changed: a new batch; parameters keep theirs) and
+    launch the graph.  Tensors the program updates (parameters, optimizer state) are written
+    back into the buffers the recording reads, inside the graph, and keep those buffers;
+    results are copied out of the pool, so a returned tensor outlives the next replay.
+
+    Host numbers the kernels read (a learning rate) are baked into a recording: a replay
+    that finds one changed records again.  Programs with random ops (their generator's
+    counter advances at every replay) run as Python, as do steps the graph cannot record.
+    """
+
+    def __init__(self, program: Any, base: Any) -> None:
+        self.program = program
+        self.base = base
+        self.graph: Any = None
+        self.static: list[Any] = []
+        self.keep: list[Any] = []
+        self.dyn: tuple[Any, ...] | None = None
+        self.records = 0
+        readers = program.readers
+        self.write_ext = []
+        for t, _ in program.writes:
+            hit = [i for i, (kind, src) in enumerate(readers) if kind == "tensor" and src is t]
+            self.write_ext.append(hit[0] if hit else None)
+
+    def __call__(self, ext: list[Any]) -> Any:
+        dyn = tuple(g() for g in self.program.dynamic)
+        if self.graph is None or dyn != self.dyn:
+            try:
+                return self._record(ext, dyn)
+            except CaptureError:
+                self.program.runner = self.program._program  # as Python from now on
+                return self.program._program(ext)
+        from ember_triton._codegen import elementwise
+
+        be = self.base.backend
+        for cur, static in zip(ext, self.static, strict=True):
+            if cur is not static and cur.ptr != static.ptr:
+                elementwise(be, "r = x0", [cur], static.dtype, out=static, widen=False)
+        be.memory.activate()
+        self.graph.launch(stream=be.memory.cupy.cuda.get_current_stream())
+        n = self.program.n_out
+        res = []
+        for i, arr in enumerate(self.results):
+            e = self.write_ext[i - n] if i >= n else None
+            res.append(self.static[e] if e is not None else
+                       elementwise(be, "r = x0", [arr], arr.dtype, widen=False))
+        return tuple(res)
+
+    def _record(self, ext: list[Any], dyn: tuple[Any, ...]) -> Any:
+        from ember_triton._codegen import elementwise
+
+        program, be = self.program, self.base.backend
+        memory = be.memory
+        cupy = memory.cupy
+        memory.activate()
+        self.base.synchronize()
+        stream = cupy.cuda.Stream(non_blocking=True)
+        pool = cupy.cuda.MemoryPool()
+        static = list(ext)
+        with stream:
+            # this call's results: a real run, on the stream the recording uses
+            out = program._program(static)
+            stream.synchronize()
+            keep: list[Any] = [pool, stream, static]
+            be.capture_keep = keep
+            try:
+                with cupy.cuda.using_allocator(pool.malloc):
+                    stream.begin_capture()
+                    try:
+                        res = program._program(static)
+                        n = program.n_out
+                        for j, e in enumerate(self.write_ext):
+                            if e is not None:  # the update lands where the next replay reads
+                                elementwise(be, "r = x0", [res[n + j]], static[e].dtype,
+                                            out=static[e], widen=False)
+                    except BaseException:
+                        try:
+                            stream.end_capture()
+                        except Exception:  # the capture is invalid already: its error is news
+                            pass
+                        raise
+                    graph = stream.end_capture()
+            except Exception as exc:
+                raise CaptureError(f"the compiled program could not be recorded as a CUDA "
+                                   f"graph ({type(exc).__name__}: {exc})") from exc
+            finally:
+                be.capture_keep = None
+        stream.synchronize()
+        self.graph, self.static, self.keep, self.dyn = graph, static, keep, dyn
+        self.results = list(res)
+        self.records += 1
+        return out
+
+
+def capture_program(base: Any) -> Any:
+    """``Backend.capture_program`` for a ``cuda:N`` backend: a `ProgramGraph` per program
+    (``None``, Python replay, for programs with random ops or ``EMBER_COMPILE_GRAPHS=0``)."""
+    import os
+
+    def capture(program: Any) -> Any:
+        if program.advancing or os.environ.get("EMBER_COMPILE_GRAPHS", "1") == "0":
+            return None
+        return ProgramGraph(program, base)
+    return capture

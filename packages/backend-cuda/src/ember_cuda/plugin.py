@@ -31,7 +31,22 @@ def _factory(index: int) -> TritonBackend:
     memory.activate()
     install()
     precision = os.environ.get("EMBER_MATMUL_PRECISION", "ieee")
-    return TritonBackend(memory, "cuda", matmul_precision=precision)
+    backend = TritonBackend(memory, "cuda", matmul_precision=precision)
+    # ember.compile's programs replay as CUDA graphs (cuBLASLt's calls recorded inside them)
+    backend.capture_program = _capture_program(backend)
+    return backend
+
+
+def _capture_program(backend: TritonBackend) -> object:
+    from .graph import capture_program
+
+    class _Base:  # what ProgramGraph needs of the device before the backend has one
+        def __init__(self) -> None:
+            self.backend = backend
+
+        def synchronize(self) -> None:
+            backend.synchronize()
+    return capture_program(_Base())
 
 
 @hookimpl

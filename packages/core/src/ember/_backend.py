@@ -47,6 +47,12 @@ class Backend:
     #: that can answer recurring calls in one step (the Triton backends' recorded launches)
     #: sets it to a method; ``None`` costs core one attribute look-up.
     dispatch_binary: Callable[[Op, Tensor, Tensor], Tensor | None] | None = None
+    #: optional: how this backend replays an `ember.compile` program.  ``capture_program(p)``
+    #: gets a new ``ember._program.Program`` and returns a callable that does what
+    #: ``p.runner(externals)`` does (runs the recorded kernels on the external payloads and
+    #: returns the result payloads), e.g. as one CUDA graph launch; or ``None`` to keep the
+    #: generated Python.  ``None`` (the default): every backend's kernels are replayed as calls.
+    capture_program: Callable[[Any], Callable[[list[Any]], Any] | None] | None = None
 
     def __init__(self) -> None:
         if not hasattr(self, "kernels"):

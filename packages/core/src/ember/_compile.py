@@ -293,6 +293,12 @@ class CompiledFunction:
             self.stats.evictions += 1
             LOG.info("%s: trace cache full (%d), dropped the oldest", self.__name__,
                      self.cache_size)
+        base = next((t._device.base for t in [*flat, *out_flat] if isinstance(t, Tensor)), None)
+        capture = getattr(base.backend, "capture_program", None) if base is not None else None
+        if capture is not None:  # the backend replays the program its own way (CUDA graphs)
+            runner = capture(program)
+            if runner is not None:
+                program.runner = runner
         self._cache[key] = program
         LOG.info("%s: recorded %d kernel call(s), %d constant(s)", self.__name__,
                  program.kernels, program.constants)

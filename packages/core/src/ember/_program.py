@@ -97,6 +97,13 @@ class Program:
         self.outputs = [(make, where) for _, (make, where) in outputs]
         self.writes = [(t, put) for _, t, put in writes]
         self.host_writes = list(tr.host_writes)
+        #: the host numbers the kernels read (learning rates...), re-read at each replay
+        self.dynamic = [g for c in tr.calls for g in c.dyn.values()]
+        #: whether a kernel reads a counter that advances when read (random ops)
+        self.advancing = tr.advancing
+        #: what runs ``program(E)``: the generated function, or a backend's replacement
+        #: (``Backend.capture_program``: a CUDA graph of it)
+        self.runner: Callable[[list[Any]], Any] = self._program
 
     def run(self, flat: list[Any]) -> Any:
         ext: list[Any] = []
@@ -105,7 +112,7 @@ class Program:
                 ext.append(base_payload(flat[src]))
             else:
                 ext.append(base_payload(src))
-        res = self._program(ext)
+        res = self.runner(ext)
         n = self.n_out
         for (t, put), payload in zip(self.writes, res[n:], strict=True):
             put(t, payload)

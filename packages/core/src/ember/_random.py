@@ -57,7 +57,7 @@ class Generator:
             key = (self._seed, self._offset)
             self._offset += 1
         if TRACE:  # ember.compile is recording: a replay draws the next numbers, not these
-            return HostInt(key[0], self.initial_seed), HostInt(key[1], self._take)
+            return HostInt(key[0], self.initial_seed), HostInt(key[1], self._take, advances=True)
         return key
 
     def _take(self) -> int:

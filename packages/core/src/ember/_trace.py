@@ -98,9 +98,14 @@ class HostInt(_HostArithmetic, int):  # type: ignore[misc]  # as HostFloat
     """An int that a replay recomputes with ``getter()`` (a step count, a random op's
     counter)."""
 
-    def __new__(cls, value: int, getter: Callable[[], int]) -> HostInt:
+    #: whether reading it again changes state (a random op's counter): a replay that must not
+    #: call it twice, or bake it, cannot be captured once and launched many times
+    advances = False
+
+    def __new__(cls, value: int, getter: Callable[[], int], advances: bool = False) -> HostInt:
         self = int.__new__(cls, value)
         self.getter = getter
+        self.advances = advances
         return self
 
     def _plain(self) -> int:
@@ -158,6 +163,7 @@ class Tracer:
         #: host numbers the call changed (a step count): (dict, key, how a replay recomputes)
         self.host_writes: list[tuple[dict[Any, Any], Any, Callable[[], Any]]] = []
         self.paused = 0
+        self.advancing = False                  # a kernel reads a counter that advances
 
     # -- what backends call ---------------------------------------------------------------
 
@@ -179,6 +185,7 @@ class Tracer:
         for k, v in params.items():
             if isinstance(v, _HostArithmetic):
                 dyn[k] = v.getter
+                self.advancing = self.advancing or getattr(v, "advances", False)
             static[k] = plain(v)
         outs = [self._new_slot(o) for o in (out if multi else (out,))]
         self.calls.append(Call(fn, ins, static, dyn, outs, multi, _user_line()))
