@@ -15,12 +15,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import ember
-from ember import functional as F
-from ember import optim
+from ember import functional as F, optim
 
 ACTIVATIONS = ("relu", "tanh", "sigmoid", "gelu", "softmax", "log_softmax")
 BINARY = ("add", "mul", "sub", "div")
