@@ -1,6 +1,7 @@
 """ember's single entry point for lint, typecheck, tests, conformance, benchmarks, docs, demo.
 
-``bash scripts/test.sh`` runs ``nox --no-install -db none -s lint typecheck tests conformance``
+``bash scripts/test.sh`` runs ``nox --no-install -db none -s lint typecheck tests conformance
+conformance_compiled``
 inside the workspace's ``.venv`` (set up by ``scripts/setup.sh``).  With a virtualenv backend
 (``nox -db uv``) each session installs the workspace into its own environment first.
 """
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import nox
 
-nox.options.sessions = ["lint", "typecheck", "tests", "conformance"]
+nox.options.sessions = ["lint", "typecheck", "tests", "conformance", "conformance_compiled"]
 nox.options.reuse_existing_virtualenvs = True
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -38,6 +39,11 @@ CONFORMANCE_DEVICES = [
     "fusion<triton-interpret>",
     "autodiff<fusion<triton-interpret>>",
 ]
+
+
+# The stacks the suite also runs in compiled mode (each case traced, then replayed on fresh
+# inputs: ``--ember-compile``).
+COMPILED_DEVICES = ["cpu", "autodiff<cpu>", "autodiff<fusion<cpu>>", "opencl:0", "triton-interpret"]
 
 
 def _install(session: nox.Session) -> None:
@@ -115,6 +121,20 @@ def conformance(session: nox.Session, device: str) -> None:
         # sm_90 (Triton's compiler and ptxas work without a GPU), as the H200 would
         session.run("python", "-m", "ember_triton._aot", env["EMBER_TRITON_RECORD"],
                     "--sample", "300", env={"TRITON_INTERPRET": "0"})
+
+
+@nox.session
+@nox.parametrize("device", COMPILED_DEVICES)
+def conformance_compiled(session: nox.Session, device: str) -> None:
+    """The conformance suite through ``ember.compile`` on one device stack: every case traced
+    on its inputs and replayed on fresh ones (declared untraceable cases are skipped)."""
+    _install(session)
+    ok, reason = _available(device)
+    if not ok:
+        session.skip(f"{device} is not available here: {reason}")
+    session.run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/conformance",
+                f"--ember-device={device}", "--ember-compile", *session.posargs,
+                success_codes=[0])
 
 
 @nox.session
