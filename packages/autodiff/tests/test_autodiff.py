@@ -187,6 +187,53 @@ def test_setitem_is_differentiable_in_both_tensors() -> None:
     assert grads[v].tolist() == [4.0]
 
 
+def _slice_reads(x: ember.Tensor, overlap: bool) -> ember.Tensor:
+    """Rows 0, 3 and 1 one by one, rows 4:6 as a window (row 2 unread), with ``overlap`` row 1
+    a second time through a window cut on two axes, and x itself: the slice gradients are
+    joined (one cat, or without it padded and summed)."""
+    w = ember.tensor(np.arange(1.0, 19.0).reshape(6, 3), dtype=ember.float64, device=x.device)
+    y = ((x[0] * w[0]).sum() + (x[3] * w[3]).sum() + (x[1] * w[1]).sum()
+         + (x[4:6] * w[4:6]).sum() + (x * x).sum())
+    return y + (x[1:2, 1:] * 5.0).sum() if overlap else y
+
+
+def _slice_reads_grad(v: np.ndarray, overlap: bool) -> np.ndarray:
+    w = np.arange(1.0, 19.0).reshape(6, 3)
+    want = 2 * v + w
+    want[2] = 2 * v[2]
+    if overlap:
+        want[1, 1:] += 5.0
+    return want
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+@pytest.mark.parametrize("device", [AD, "autodiff<cpu,checkpointing=true>"])
+def test_gradients_of_slices_are_joined_into_one_tensor(device: str, overlap: bool) -> None:
+    v = np.arange(18.0).reshape(6, 3) / 7
+    x = leaf(v, device)
+    np.testing.assert_allclose(_slice_reads(x, overlap).backward()[x].numpy(),
+                               _slice_reads_grad(v, overlap))
+    y = leaf(v, device)
+    h = y * 1.0  # an intermediate read through slices, tiling axis 0 with gaps
+    loss = h[1].sum() * 2.0 + (h[3:5] * 3.0).sum()
+    grads = loss.backward()
+    want = np.zeros((6, 3))
+    want[1], want[3:5] = 2.0, 3.0
+    np.testing.assert_array_equal(grads[y].numpy(), want)
+    np.testing.assert_array_equal(grads[h].numpy(), want)
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_gradients_of_slices_can_be_differentiated_again(overlap: bool) -> None:
+    v = np.arange(18.0).reshape(6, 3) / 7
+    x = leaf(v)
+    g = _slice_reads(x, overlap).backward(create_graph=True)[x]
+    np.testing.assert_allclose(g.numpy(), _slice_reads_grad(v, overlap))
+    rows = ember.stack([g[t] for t in range(6)], 0)  # the join itself is on the graph
+    np.testing.assert_allclose((rows * rows).sum().backward()[x].numpy(),
+                               4 * _slice_reads_grad(v, overlap))
+
+
 def test_mlp_gradients_match_pytorch() -> None:
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(0)

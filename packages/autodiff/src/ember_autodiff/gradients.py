@@ -7,9 +7,10 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import ember
-from ember._apply import scalar_tensor
+from ember._apply import apply, scalar_tensor
 from ember._creation import ones_like
 from ember._tensor import Tensor
+from ember.ops import movement
 
 from ._tape import Cell, Node
 from .rules import RULES, sum_to
@@ -171,6 +172,57 @@ def _on_graph(n: Node, args: Sequence[Tensor], out: Any, device: Any) -> tuple[A
     return lifted, (_lift(out[0], n, device), *(_lift(o, None, device) for o in out[1:]))
 
 
+Window = tuple[tuple[int, ...], Tensor]
+"""A contiguous slice's gradient, not yet padded: the window's start on every axis, and ``g``."""
+
+
+def _join(shape: tuple[int, ...], windows: list[Window]) -> Tensor:
+    """The gradient of a tensor of ``shape`` read through contiguous slices (``x[t]`` in a loop
+    over time steps, ``chunk``, ``split``): one ``cat`` where the windows tile one axis without
+    overlapping (the gaps filled with zeros), else each padded back to the full shape and
+    summed.  Padding each of T windows and adding them would cost O(T^2) memory traffic."""
+    if len(windows) > 1:
+        axis = -1
+        for _, g in windows:
+            gshape = g._data.shape
+            cut = [i for i, (m, n) in enumerate(zip(gshape, shape, strict=True)) if m != n]
+            if len(cut) > 1 or (cut and axis >= 0 and cut[0] != axis):
+                axis = -2
+                break
+            if cut:
+                axis = cut[0]
+        if axis >= 0:
+            parts: list[Tensor] = []
+            pos = 0
+            ref = windows[0][1]
+            for starts, g in sorted(windows, key=lambda w: w[0][axis]):
+                a = starts[axis]
+                if a < pos:  # overlapping windows
+                    break
+                if a > pos:
+                    parts.append(_gap(shape, axis, a - pos, ref))
+                parts.append(g)
+                pos = a + g._data.shape[axis]
+            else:
+                if pos < shape[axis]:
+                    parts.append(_gap(shape, axis, shape[axis] - pos, ref))
+                return apply(movement.cat, *parts, dim=axis)  # type: ignore[no-any-return]
+    total: Tensor | None = None
+    for starts, g in windows:
+        widths = tuple((a, n - a - m) for a, m, n in zip(starts, g._data.shape, shape,
+                                                         strict=True))
+        if any(w for pair in widths for w in pair):
+            g = apply(movement.pad, g, pad=widths, value=0.0)
+        total = g if total is None else total + g
+    assert total is not None
+    return total
+
+
+def _gap(shape: tuple[int, ...], axis: int, size: int, like: Tensor) -> Tensor:
+    return ember.zeros(tuple(size if i == axis else n for i, n in enumerate(shape)),
+                       dtype=like.dtype, device=like.device)
+
+
 def run_backward(root: AutodiffTensor, grad_output: Tensor | None, retain_graph: bool,
                  create_graph: bool = False) -> Gradients:
     cell = root._data
@@ -204,11 +256,17 @@ def run_backward(root: AutodiffTensor, grad_output: Tensor | None, retain_graph:
         return Gradients({cell: grad}, device)
     order = _topological(node)
     acc: dict[Node | Cell, Tensor] = {node: grad}
+    # gradients of contiguous slices, joined once their source is reached (`_join`)
+    windows: dict[Node | Cell, list[Window]] = {}
     result: dict[Cell, Tensor] = {}
     assert device.inner is not None  # an autodiff device always wraps one
     recompute = _Recompute(device.inner.dispatch)
     for n in order:
         g = acc.pop(n, None)
+        parts = windows.pop(n, None)
+        if parts is not None:
+            joined = _join(tuple(n.shape), parts)
+            g = joined if g is None else g + joined
         if g is None:
             continue
         out_cell = n.ref()
@@ -216,6 +274,14 @@ def run_backward(root: AutodiffTensor, grad_output: Tensor | None, retain_graph:
             result[out_cell] = g
         parents = n.parents
         assert parents is not None and n.args is not None
+        if n.op is movement.slice and all(s == 1 for s in n.params["steps"]):
+            src = parents[0]
+            if src is not None:
+                windows.setdefault(src, []).append((tuple(n.params["starts"]), g))
+            recompute.cache.pop(n, None)
+            if not retain_graph:
+                n.free()
+            continue
         if n.depth >= 0:  # checkpointed: bring the values back
             args = recompute.args(n)
             out = recompute.value(n)
@@ -240,6 +306,11 @@ def run_backward(root: AutodiffTensor, grad_output: Tensor | None, retain_graph:
             acc[p] = gi if prev is None else prev + gi
         if not retain_graph:
             n.free()
+    for p, parts in windows.items():  # leaves read through slices
+        if type(p) is Cell:
+            joined = _join(tuple(p.shape), parts)
+            prev = acc.get(p)
+            acc[p] = joined if prev is None else prev + joined
     for p, g in acc.items():
         if type(p) is Cell:
             result[p] = g
