@@ -6,7 +6,7 @@ import pytest
 
 import ember_fusion
 
-FUSED = "fusion<cpu>"
+FUSED = "fusion<cpu,eager=0>"  # record every op, however small its tensors
 #: tiny blocks and two threads, so that small test tensors take the blocked, threaded path
 BLOCKED = "fusion<cpu,chunk=7,threads=2>"
 

@@ -10,7 +10,7 @@ import ember_fusion
 from ember_fusion.testing import chain, chain_oracle
 
 
-@pytest.mark.parametrize("device", ["fusion<cpu>", "fusion<cpu,chunk=7,threads=2>"])
+@pytest.mark.parametrize("device", ["fusion<cpu,eager=0>", "fusion<cpu,chunk=7,threads=2>"])
 def test_seven_op_chain_is_one_kernel(device: str, rng: np.random.Generator) -> None:
     a = rng.standard_normal(1000).astype(np.float32)
     x = ember.tensor(a, device=device)
@@ -24,7 +24,7 @@ def test_seven_op_chain_is_one_kernel(device: str, rng: np.random.Generator) -> 
     np.testing.assert_allclose(got, chain_oracle(a), rtol=2e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("device", ["fusion<cpu>", "fusion<cpu,chunk=7,threads=2>"])
+@pytest.mark.parametrize("device", ["fusion<cpu,eager=0>", "fusion<cpu,chunk=7,threads=2>"])
 def test_row_softmax_is_at_most_two_kernels(device: str, rng: np.random.Generator) -> None:
     a = rng.standard_normal((37, 11)) * 3
     x = ember.tensor(a, device=device)
@@ -35,7 +35,7 @@ def test_row_softmax_is_at_most_two_kernels(device: str, rng: np.random.Generato
     np.testing.assert_allclose(got, e / e.sum(axis=1, keepdims=True), rtol=1e-12)
 
 
-@pytest.mark.parametrize("device", ["fusion<cpu>", "fusion<cpu,chunk=7,threads=2>"])
+@pytest.mark.parametrize("device", ["fusion<cpu,eager=0>", "fusion<cpu,chunk=7,threads=2>"])
 def test_adam_update_of_one_parameter_is_one_kernel(device: str,
                                                     rng: np.random.Generator) -> None:
     p0 = rng.standard_normal((40, 9))

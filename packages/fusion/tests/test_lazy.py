@@ -65,7 +65,7 @@ def test_non_fusible_op_runs_eagerly_on_pending_inputs(fused: ember.Device) -> N
 
 def test_printing_and_item_are_sync_points(fused: ember.Device) -> None:
     x = ember.tensor([1.5, 2.5], device=fused) * 2
-    assert "5." in repr(x) and "fusion<cpu>" in repr(x)
+    assert "5." in repr(x) and "fusion<cpu" in repr(x)
     assert (x.sum() * 1).item() == 8.0
 
 
@@ -173,3 +173,22 @@ def test_a_failing_kernel_raises_at_the_sync_point_and_after(fused: ember.Device
     with pytest.raises(RuntimeError, match="flush that failed"):
         keep.numpy()
     assert (ember.ones(2, device=fused) * 3).tolist() == [3.0, 3.0]  # the device still works
+
+
+def test_small_ops_on_computed_inputs_run_eagerly() -> None:
+    """By default an op whose inputs are computed and whose tensors fit ``eager`` elements
+    (2 blocks) runs at once; bigger ones, and ops on pending values, are recorded."""
+    d = ember.device("fusion<cpu,chunk=64,threads=1>")
+    assert d.backend.eager_below == 128
+    d.synchronize()
+    ember_fusion.reset_stats(d)
+    small = ember.ones(128, device=d)
+    y = (small * 2).reshape(2, 64)
+    assert d.backend.peek(y) is not None  # computed already
+    big = ember.ones(129, device=d)
+    z = big * 2
+    assert d.backend.peek(z) is None  # recorded
+    w = (z + 1).sum()
+    assert w.item() == 129 * 3.0 and y.sum().item() == 256.0
+    off = ember.device("fusion<cpu,eager=0>")
+    assert off.backend.peek(ember.ones(4, device=off) * 2) is None

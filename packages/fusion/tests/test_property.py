@@ -16,7 +16,8 @@ from ember_fusion.testing import SHAPES, Step, run, step
        shapes=st.lists(st.sampled_from(SHAPES), min_size=1, max_size=3),
        keep=st.lists(st.integers(0, 99), max_size=3),
        dtype=st.sampled_from(["float32", "float64"]),
-       device=st.sampled_from(["fusion<cpu>", "fusion<cpu,chunk=7,threads=2>",
+       device=st.sampled_from(["fusion<cpu>", "fusion<cpu,eager=0>",
+                               "fusion<cpu,chunk=7,threads=2>",
                                "fusion<cpu,chunk=16,threads=1>"]),
        seed=st.integers(0, 2**16))
 def test_random_programs_agree_fused_and_unfused(program: list[Step], shapes: list[Any],

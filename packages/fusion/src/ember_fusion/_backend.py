@@ -11,7 +11,7 @@ from ember._backend import Decorator
 from ember._trace import TRACE, HostFloat, HostInt
 
 from ._compiler import FusedKernel, ReferenceCompiler
-from ._graph import SHAPE_RULES, VIEW_RULES, Handle, Node
+from ._graph import SHAPE_RULES, VIEW_RULES, Handle, Node, numel
 from ._stream import FusionStats, Stream
 
 if TYPE_CHECKING:
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = ["FusionBackend"]
 
+_NO_PARAMS: dict[str, Any] = {}
 #: how many plans / kernels a device keeps before starting afresh (a guard against streams
 #: that never recur, e.g. shapes that change every step)
 CACHE_LIMIT = 4096
@@ -63,6 +64,9 @@ class FusionBackend(Decorator):
         elif options:
             raise ValueError(f"the fusion compiler of {inner} takes no options: {options}")
         self.compiler = compiler
+        #: ops whose inputs are all computed and whose tensors have at most this many
+        #: elements run eagerly (the compiler's measured break-even; 0: always record)
+        self.eager_below: int = int(getattr(compiler, "eager_below", 0))
         self.plans: dict[Any, Plan] = {}
         self.kernel_cache: dict[Any, FusedKernel] = {}
         self.stats = FusionStats()
@@ -92,11 +96,38 @@ class FusionBackend(Decorator):
 
     # -- dispatch ----------------------------------------------------------------------------
 
+    def implements(self, op: Op) -> bool:
+        """A composite (softmax, layer_norm, linear, an LSTM cell, an Adam step...) runs as the
+        inner device's own kernel where it has one: that kernel beats the decomposition's
+        primitives, fused or not.  It runs eagerly (a sync point for its inputs)."""
+        return op.composite and self.inner.implements(op)
+
     def dispatch(self, op: Op, args: Sequence[Tensor], params: dict[str, Any]) -> Any:
         if TRACE:  # ember.compile is recording: these may be parameters it reads
             TRACE[0].note_args(args)
             if any(isinstance(v, HostFloat | HostInt) for v in params.values()):
                 return self._eager(op, args, params)  # replays re-read it: not baked in
+        limit = self.eager_below
+        if limit:
+            # every input computed: a view, an op Fusion does not record, or an op on small
+            # tensors costs less run now than recorded and flushed (a group that fits one
+            # block runs the inner device's kernels op by op, so fusing it gains nothing)
+            vals = []
+            big = 0
+            for a in args:
+                node = a._data.node
+                v = node.value
+                if v is None:
+                    break
+                vals.append(v)
+                if node.numel > big:
+                    big = node.numel
+            else:
+                rule = SHAPE_RULES.get(op)
+                # one input: the result is no bigger (unary, cast, reductions)
+                if rule is None or (big <= limit and (len(vals) == 1 or numel(
+                        rule([a._data.shape for a in args], params)) <= limit)):
+                    return self._run(op, vals, params)
         rule = SHAPE_RULES.get(op)
         if rule is not None:
             dtype: DType = op.result_rule(args, params)  # type: ignore[assignment]  # 1 output
@@ -123,16 +154,22 @@ class FusionBackend(Decorator):
     def _eager(self, op: Op, args: Sequence[Tensor], params: dict[str, Any]) -> Any:
         """An op the compiler cannot fuse: a sync point for its inputs, run on the inner
         device, its results wrapped as materialised fusion tensors."""
+        return self._run(op, [self.unwrap(a) for a in args], params)
+
+    def _run(self, op: Op, inner: list[Tensor], params: dict[str, Any]) -> Any:
+        """Run ``op`` on computed inner tensors now; wrap its result(s)."""
         self.stats.eager_ops += 1
-        out = self.inner.dispatch(op, [self.unwrap(a) for a in args], params)
-        if isinstance(out, tuple):
+        out = self.inner.dispatch(op, inner, params)
+        if type(out) is tuple:
             return tuple(self.wrap(o) for o in out)
-        return self.wrap(out)
+        dtype = out._dtype
+        node = Node(tuple(out._data.shape), dtype, None, _NO_PARAMS, (), out, None)
+        return self.tensor_type._make(Handle(node), self.device, dtype)
 
     # -- host transfer -------------------------------------------------------------------------
 
     def wrap(self, inner: Tensor) -> Tensor:
-        node = Node(tuple(inner._data.shape), inner._dtype, None, {}, (), inner, None)
+        node = Node(tuple(inner._data.shape), inner._dtype, None, _NO_PARAMS, (), inner, None)
         return self.tensor_type._make(Handle(node), self.device, inner._dtype)
 
     def peek(self, tensor: Tensor) -> Tensor | None:

@@ -34,12 +34,13 @@ class Node:
     so a materialised node keeps nothing of the graph alive.
     """
 
-    __slots__ = ("_dtype", "error", "handle", "index", "inputs", "op", "params", "shape",
-                 "stream", "value")
+    __slots__ = ("_dtype", "error", "handle", "index", "inputs", "numel", "op", "params",
+                 "shape", "stream", "value")
 
     def __init__(self, shape: Shape, dtype: DType, op: Op | None, params: dict[str, Any],
                  inputs: tuple[Node, ...], value: Tensor | None, stream: Stream | None) -> None:
         self.shape = shape
+        self.numel = math.prod(shape)
         self._dtype = dtype
         self.op = op
         self.params = params
@@ -79,10 +80,13 @@ ShapeRule = Callable[[Sequence[Shape], dict[str, Any]], Shape]
 
 
 def _broadcast(shapes: Sequence[Shape], params: dict[str, Any]) -> Shape:
-    if len(shapes) == 1:
-        return shapes[0]
     first = shapes[0]
-    if all(s == first for s in shapes):
+    if len(shapes) == 1:
+        return first
+    if len(shapes) == 2:
+        if shapes[1] == first:
+            return first
+    elif all(s == first for s in shapes):
         return first
     return broadcast_shapes(*shapes)
 

@@ -9,6 +9,7 @@ loop (a training step) finds its plan there and runs it without any analysis.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Sequence
@@ -32,6 +33,11 @@ __all__ = ["FusionStats", "Stream"]
 LOG = logging.getLogger("ember_fusion")
 #: a stream this long is flushed at once, bounding what dead pending ops keep alive
 MAX_PENDING = 16384
+#: a stream whose external inputs (computed tensors it reads) reach this many bytes is flushed
+#: at once: pending ops keep their inputs alive, and a long chain over many big inputs (the
+#: gradient sum of an unrolled RNN's slices) would otherwise hold hundreds of MiB that eager
+#: code frees and reuses as it goes (fresh memory is slow to touch: docs/fusion.md)
+MAX_EXTERNAL_BYTES = 8 << 20
 
 
 @dataclass
@@ -79,6 +85,7 @@ class Stream:
         self.externals: list[Node] = []
         self.ext_sig: list[tuple[Shape, DType]] = []
         self.ext_index: dict[int, int] = {}
+        self.ext_bytes = 0
 
     def record(self, op: Op, params: dict[str, Any], inputs: Sequence[Node], shape: Shape,
                dtype: DType) -> Handle:
@@ -97,6 +104,7 @@ class Stream:
                     k = self.ext_index[id(x)] = len(self.externals)
                     self.externals.append(x)
                     self.ext_sig.append((x.shape, x._dtype))
+                    self.ext_bytes += math.prod(x.shape) * x._dtype.itemsize
                 refs.append(-1 - k)
             node = Node(shape, dtype, op, params, (), None, self)
             node.index = len(self.nodes)
@@ -105,7 +113,7 @@ class Stream:
             self.refs.append(rt)
             self.sig.append((op, tuple(params.items()), dtype, shape, rt))
             handle = Handle(node)  # before any flush: a node without a handle is dead
-            if len(self.nodes) >= MAX_PENDING:
+            if len(self.nodes) >= MAX_PENDING or self.ext_bytes >= MAX_EXTERNAL_BYTES:
                 self.flush()
         return handle
 

@@ -70,6 +70,8 @@ for _op, _fn in ((EW.neg, "negative"), (EW.abs, "absolute"), (EW.sign, "sign"),
 _COMBINE: dict[Op, str] = {RD.sum: "sum", RD.mean: "sum", RD.prod: "prod", RD.max: "max",
                            RD.min: "min", RD.any: "any", RD.all: "all"}
 
+#: ops on computed inputs up to this many blocks (of ``chunk`` elements) run eagerly
+EAGER_BLOCKS = 2
 #: fewer blocks than this run on the calling thread alone
 THREAD_MIN_BLOCKS = 8
 _POOLS: dict[int, ThreadPoolExecutor] = {}
@@ -103,10 +105,12 @@ class CpuFusionCompiler:
     """
 
     def __init__(self, kernels: dict[Op, Callable[..., Any]] | None = None, chunk: int = 65536,
-                 threads: int = 2) -> None:
+                 threads: int = 2, eager: int | None = None) -> None:
         if chunk < 1 or threads < 1:
             raise ValueError(f"fusion<cpu>: chunk and threads must be >= 1, got {chunk}, "
                              f"{threads}")
+        if eager is not None and eager < 0:
+            raise ValueError(f"fusion<cpu>: eager must be >= 0, got {eager}")
         if kernels is None:
             from ember_cpu.backend import KERNELS
 
@@ -114,13 +118,18 @@ class CpuFusionCompiler:
         self.kernels = kernels
         self.chunk = chunk
         self.threads = threads
+        #: ops on computed inputs with at most this many elements run eagerly (Fusion reads
+        #: it): a group that fits one block runs the cpu kernels op by op anyway, and fusing
+        #: measured slower than eager numpy up to 2 blocks (docs/fusion.md)
+        self.eager_below = EAGER_BLOCKS * chunk if eager is None else eager
 
     def configure(self, kernels: dict[Op, Callable[..., Any]] | None = None,
-                  chunk: int | None = None, threads: int | None = None) -> CpuFusionCompiler:
-        """A compiler for another kernel table, block size or thread count
-        (``fusion<cpu,chunk=4096,threads=1>``)."""
+                  chunk: int | None = None, threads: int | None = None,
+                  eager: int | None = None) -> CpuFusionCompiler:
+        """A compiler for another kernel table, block size, thread count or eager threshold
+        (``fusion<cpu,chunk=4096,threads=1>``; ``eager=0`` records every op)."""
         return CpuFusionCompiler(kernels or self.kernels, chunk or self.chunk,
-                                 threads or self.threads)
+                                 threads or self.threads, eager)
 
     def fusible(self, op: Op, dtype: DType) -> bool:
         return op in SHAPE_RULES and op in self.kernels
