@@ -11,7 +11,7 @@ from ember._backend import Decorator
 from ember._trace import TRACE, HostFloat, HostInt
 
 from ._compiler import FusedKernel, ReferenceCompiler
-from ._graph import SHAPE_RULES, VIEW_RULES, Handle, Node, numel
+from ._graph import SHAPE_RULES, VIEW_RULES, Node, computed, numel
 from ._stream import FusionStats, Stream
 
 if TYPE_CHECKING:
@@ -23,7 +23,6 @@ if TYPE_CHECKING:
 
 __all__ = ["FusionBackend"]
 
-_NO_PARAMS: dict[str, Any] = {}
 #: how many plans / kernels a device keeps before starting afresh (a guard against streams
 #: that never recur, e.g. shapes that change every step)
 CACHE_LIMIT = 4096
@@ -64,6 +63,8 @@ class FusionBackend(Decorator):
         elif options:
             raise ValueError(f"the fusion compiler of {inner} takes no options: {options}")
         self.compiler = compiler
+        self._inner_dispatch = inner.dispatch
+        self._make = self.tensor_type._make
         #: ops whose inputs are all computed and whose tensors have at most this many
         #: elements run eagerly (the compiler's measured break-even; 0: always record)
         self.eager_below: int = int(getattr(compiler, "eager_below", 0))
@@ -114,20 +115,28 @@ class FusionBackend(Decorator):
             # block runs the inner device's kernels op by op, so fusing it gains nothing)
             vals = []
             big = 0
+            product = 1
             for a in args:
                 node = a._data.node
                 v = node.value
                 if v is None:
                     break
                 vals.append(v)
-                if node.numel > big:
-                    big = node.numel
+                n = node.numel
+                product *= n
+                if n > big:
+                    big = n
             else:
                 rule = SHAPE_RULES.get(op)
-                # one input: the result is no bigger (unary, cast, reductions)
-                if rule is None or (big <= limit and (len(vals) == 1 or numel(
+                # a result has at most the product of its inputs' elements (one input: no
+                # more than it has; a tensor and a scalar: the tensor's)
+                if rule is None or (big <= limit and (product <= limit or numel(
                         rule([a._data.shape for a in args], params)) <= limit)):
-                    return self._run(op, vals, params)
+                    self.stats.eager_ops += 1
+                    out = self._inner_dispatch(op, vals, params)
+                    if type(out) is tuple:
+                        return tuple(self.wrap(o) for o in out)
+                    return self._make(computed(out), self.device, out._dtype)
         rule = SHAPE_RULES.get(op)
         if rule is not None:
             dtype: DType = op.result_rule(args, params)  # type: ignore[assignment]  # 1 output
@@ -159,18 +168,15 @@ class FusionBackend(Decorator):
     def _run(self, op: Op, inner: list[Tensor], params: dict[str, Any]) -> Any:
         """Run ``op`` on computed inner tensors now; wrap its result(s)."""
         self.stats.eager_ops += 1
-        out = self.inner.dispatch(op, inner, params)
+        out = self._inner_dispatch(op, inner, params)
         if type(out) is tuple:
             return tuple(self.wrap(o) for o in out)
-        dtype = out._dtype
-        node = Node(tuple(out._data.shape), dtype, None, _NO_PARAMS, (), out, None)
-        return self.tensor_type._make(Handle(node), self.device, dtype)
+        return self._make(computed(out), self.device, out._dtype)
 
     # -- host transfer -------------------------------------------------------------------------
 
     def wrap(self, inner: Tensor) -> Tensor:
-        node = Node(tuple(inner._data.shape), inner._dtype, None, _NO_PARAMS, (), inner, None)
-        return self.tensor_type._make(Handle(node), self.device, inner._dtype)
+        return self._make(computed(inner), self.device, inner._dtype)
 
     def peek(self, tensor: Tensor) -> Tensor | None:
         """The inner tensor behind ``tensor`` if it is computed already, else ``None``."""

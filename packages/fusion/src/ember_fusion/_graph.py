@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from ._stream import Stream
 
-__all__ = ["SHAPE_RULES", "Handle", "Node", "Shape"]
+__all__ = ["SHAPE_RULES", "Handle", "Node", "Shape", "computed"]
 
 Shape = tuple[int, ...]
 
@@ -72,6 +72,32 @@ class Handle:
 
     def __repr__(self) -> str:
         return f"Handle({self.node!r})"
+
+
+_new = object.__new__
+_NO_PARAMS: dict[str, Any] = {}
+
+
+def computed(value: Tensor) -> Handle:
+    """The handle of a computed inner tensor (what an eager op returns): ``Handle(Node(...))``
+    without the calls, as this runs once per eagerly run op."""
+    node: Node = _new(Node)
+    shape = tuple(value._data.shape)
+    node.shape = shape
+    node.numel = math.prod(shape)
+    node._dtype = value._dtype
+    node.op = None
+    node.params = _NO_PARAMS
+    node.inputs = ()
+    node.value = value
+    node.stream = None
+    node.index = -1
+    node.handle = None  # a computed node never joins a stream's nodes: nothing asks
+    node.error = None
+    h: Handle = _new(Handle)
+    h.node = node
+    h.shape = shape
+    return h
 
 
 # -- shape rules of the ops Fusion records lazily ----------------------------------------------
