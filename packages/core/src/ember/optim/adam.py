@@ -63,7 +63,8 @@ class Adam(Optimizer):
     def update(self, p: Tensor, g: Tensor, state: dict[str, Any],
                group: dict[str, Any]) -> Tensor:
         lr, (b1, b2), eps = group["lr"], group["betas"], group["eps"]
-        if group.get("capturable") or _trace.TRACE:
+        if group.get("capturable") or _trace.TRACE or isinstance(state.get("step"), Tensor):
+            # a step count on the device (capturable, or left by a compiled step) stays there
             return self._capturable(p, g, state, group)
         if (not group["amsgrad"] and p._dtype in _FUSED_DTYPES
                 and p._device.implements(composite.adam_step)):

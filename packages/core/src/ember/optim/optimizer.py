@@ -96,6 +96,9 @@ class Optimizer:
         >>> w.tolist()
         [0.5, 1.5]
         """
+        # an eager step gives the state dict new tensors: compiled steps that read the old
+        # ones trace again (inside a trace or capture this does nothing)
+        _capture.invalidate()
         for group in self.param_groups:
             if _trace.TRACE:  # ember.compile: a replay re-reads the rate (schedulers work)
                 group = {**group, "lr": _trace.host_number(group["lr"], _reader(group, "lr"))}
