@@ -72,6 +72,8 @@ _COMBINE: dict[Op, str] = {RD.sum: "sum", RD.mean: "sum", RD.prod: "prod", RD.ma
 
 #: ops on computed inputs up to this many blocks (of ``chunk`` elements) run eagerly
 EAGER_BLOCKS = 2
+#: groups of at most this many ops always run whole (the cpu kernels, op by op)
+PLAIN_NODES = 2
 #: fewer blocks than this run on the calling thread alone
 THREAD_MIN_BLOCKS = 8
 _POOLS: dict[int, ThreadPoolExecutor] = {}
@@ -351,10 +353,13 @@ class _BlockedKernel:
         self.head_kernel = gen.c.kernels[ops.linalg.matmul] if self.head else None
         self.inputs = g.inputs
         self.nodes = g.nodes
+        # a group of 1-2 ops gains nothing from blocks: it runs as the plain cpu kernels
+        # (blocked, one op measured 2.4x and two ops 1.0-1.8x eager numpy's time)
+        self.plain = len(g.nodes) <= PLAIN_NODES
 
     def __call__(self, inputs: Sequence[Any]) -> list[Any]:
         with np.errstate(all="ignore"):
-            if self.rows <= self.rows_per_block:
+            if self.rows <= self.rows_per_block or self.plain:
                 return self.whole(*inputs)
             return self._blocked(inputs)
 
