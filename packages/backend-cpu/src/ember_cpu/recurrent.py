@@ -81,16 +81,17 @@ def _loops() -> dict[str, Callable[..., Any]]:
                 out[n, hs + j] = f * hc[n, hs + j] + i * gates[n, 2 * hs + j]
 
     @jit  # type: ignore[misc]
-    def lstm_back(g: Any, hc: Any, gates: Any, tc: Any, d: Any, dhc: Any, db: Any,
+    def lstm_back(g: Any, hc: Any, hc_new: Any, gates: Any, d: Any, dhc: Any, db: Any,
                   hs: int) -> None:
-        # tc = tanh(c'); d: the gates' pre-activation gradients; dhc[:, hs:] = dc f
+        # d: the gates' pre-activation gradients; dhc[:, hs:] = dc f.  tanh(c') = h' / o (to
+        # an ulp or two); where o is 0 it does not matter (every term using it has a factor o)
         for n in range(d.shape[0]):
             for j in range(hs):
                 i = np.float64(gates[n, j])
                 f = np.float64(gates[n, hs + j])
                 gg = np.float64(gates[n, 2 * hs + j])
                 o = np.float64(gates[n, 3 * hs + j])
-                t = np.float64(tc[n, j])
+                t = np.float64(hc_new[n, j]) / o if o != 0.0 else 0.0
                 gh = np.float64(g[n, j])
                 dc = np.float64(g[n, hs + j]) + gh * o * (1.0 - t * t)
                 d[n, j] = dc * gg * i * (1.0 - i)
@@ -210,11 +211,10 @@ def lstm_cell_backward(g: np.ndarray, hc: np.ndarray, w_hh: np.ndarray, hc_new: 
                          f"must match hc {hc.shape} {hc.dtype}")
     dt = hc.dtype
     g, hc, w_hh, gates = wide(g), wide(hc), wide(w_hh), wide(gates)
-    tc = np.tanh(wide(hc_new[:, hs:]))
     d = np.empty_like(gates)
     dhc = np.empty_like(hc)
     db = np.empty((4 * hs if bias else 0,), d.dtype)
-    _loops()["lstm_back"](g, hc, gates, tc, d, dhc, db, hs)
+    _loops()["lstm_back"](g, hc, wide(hc_new), gates, d, dhc, db, hs)
     dhc[:, :hs] = np.matmul(d, w_hh)
     dw = np.matmul(d.T, hc[:, :hs])
     return _back(dt, d, dhc, dw, db)
