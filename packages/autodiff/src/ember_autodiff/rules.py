@@ -564,6 +564,20 @@ def _gru_cell(g: Tensor, out: tuple[Tensor, Tensor], gates_x: Tensor, h: Tensor,
     return (dgx, dh, dw, db) if bias else (dgx, dh, dw)
 
 
+@rule(composite.lstm_layer)
+def _lstm_layer(g: Tensor, out: tuple[Tensor, Tensor], gates_x: Tensor, hc: Tensor,
+                w_hh: Tensor, *b: Tensor, bias: bool, reverse: bool) -> Grads:
+    dgx, dhc, dw, db = F.lstm_layer_backward(g, hc, w_hh, out[0], out[1], bias, reverse)
+    return (dgx, dhc, dw, db) if bias else (dgx, dhc, dw)
+
+
+@rule(composite.gru_layer)
+def _gru_layer(g: Tensor, out: tuple[Tensor, Tensor], gates_x: Tensor, h: Tensor,
+               w_hh: Tensor, *b: Tensor, bias: bool, reverse: bool) -> Grads:
+    dgx, dh, dw, db = F.gru_layer_backward(g, h, w_hh, out[0], out[1], bias, reverse)
+    return (dgx, dh, dw, db) if bias else (dgx, dh, dw)
+
+
 RULES[composite.linear] = (lambda g, out, x, w, b: _mm(g, w),
                            lambda g, out, x, w, b: _mm(_mT(g), x),
                            lambda g, out, x, w, b: apply(reduction.sum, g, dims=(0,)))

@@ -1,5 +1,5 @@
 """Backward composites: the gradients of softmax, the norms, cross entropy, GELU, attention and
-the LSTM / GRU cells.
+the LSTM / GRU cells and layers.
 
 Autodiff's rules for the composite ops call these.  Each runs the device's own kernel for its
 op (`ember.ops.composite`) where ``device.implements(op)``, and its decomposition from ember
@@ -21,9 +21,10 @@ from .ops import composite as cops
 if TYPE_CHECKING:
     from ._tensor import Tensor
 
-__all__ = ["cross_entropy_backward", "gelu_backward", "gru_cell_backward",
+__all__ = ["cross_entropy_backward", "gelu_backward", "gru_cell_backward", "gru_layer_backward",
            "layer_norm_backward", "log_softmax_backward", "lstm_cell_backward",
-           "rms_norm_backward", "scaled_dot_product_attention_backward", "softmax_backward"]
+           "lstm_layer_backward", "rms_norm_backward", "scaled_dot_product_attention_backward",
+           "softmax_backward"]
 
 
 def softmax_backward(y: Tensor, g: Tensor, dim: int = -1) -> Tensor:
@@ -268,3 +269,68 @@ def gru_cell_backward(g: Tensor, h: Tensor, w_hh: Tensor, work: Tensor,
     dgh = cat([dr, dz, dn * r], -1)
     return (cat([dr, dz, dn], -1), g * z + dgh @ w_hh, dgh.mT @ h,
             dgh.sum(dim=0) if bias else None)
+
+
+def _previous(states: Tensor, first: Tensor, reverse: bool) -> Tensor:
+    """The state before each step, ``[T, N, S]``: ``first`` then ``states`` but the last (the
+    other way round with ``reverse``)."""
+    from ._manipulation import cat
+
+    t = states.shape[0]
+    if reverse:
+        return cat([states[1:], first.unsqueeze(0)], 0) if t > 1 else first.unsqueeze(0)
+    return cat([first.unsqueeze(0), states[:t - 1]], 0) if t > 1 else first.unsqueeze(0)
+
+
+def _layer_backward(cell: object, g: Tensor, state: Tensor, w_hh: Tensor, states: Tensor,
+                    saved: Tensor, bias: bool, reverse: bool) -> CellGrads:
+    """`lstm_layer_backward` / `gru_layer_backward` from the cell's backward, step by step
+    (for devices without the layer's kernel, and under ``create_graph``)."""
+    from ._manipulation import stack
+
+    prev = _previous(states, state, reverse)
+    steps = range(g.shape[0]) if reverse else range(g.shape[0] - 1, -1, -1)
+    carry: Tensor | None = None
+    dgx: list[Tensor] = []
+    dw: Tensor | None = None
+    db: Tensor | None = None
+    for t in steps:
+        gt = g[t] if carry is None else g[t] + carry
+        if cell is lstm_cell_backward:
+            d, carry, dwt, dbt = lstm_cell_backward(gt, prev[t], w_hh, states[t], saved[t], bias)
+        else:
+            d, carry, dwt, dbt = gru_cell_backward(gt, prev[t], w_hh, saved[t], bias)
+        dgx.append(d)
+        dw = dwt if dw is None else dw + dwt
+        if dbt is not None:
+            db = dbt if db is None else db + dbt
+    assert carry is not None and dw is not None
+    if not reverse:
+        dgx.reverse()
+    return stack(dgx, 0), carry, dw, db
+
+
+def lstm_layer_backward(g: Tensor, hc: Tensor, w_hh: Tensor, hcs: Tensor, gates: Tensor,
+                        bias: bool, reverse: bool) -> CellGrads:
+    """Gradients ``(dgates_x, dhc, dw_hh, db_hh)`` of `ember.ops.composite.lstm_layer` given
+    ``g``, the gradient of every step's state ``hcs`` from outside the layer, the first state
+    ``hc`` and the ``gates`` the forward returned: `lstm_cell_backward` from the last step
+    back, each step's ``dhc`` carried into the step before."""
+    if (g._dtype is hc._dtype and gates._dtype is hc._dtype and hcs._dtype is hc._dtype
+            and hc._device.implements(cops.lstm_layer_backward)):
+        dgx, dhc, dw, db = apply(cops.lstm_layer_backward, g, hc, w_hh, hcs, gates,
+                                 bias=bias, reverse=reverse)
+        return dgx, dhc, dw, db if bias else None
+    return _layer_backward(lstm_cell_backward, g, hc, w_hh, hcs, gates, bias, reverse)
+
+
+def gru_layer_backward(g: Tensor, h: Tensor, w_hh: Tensor, hs: Tensor, work: Tensor,
+                       bias: bool, reverse: bool) -> CellGrads:
+    """Gradients ``(dgates_x, dh, dw_hh, db_hh)`` of `ember.ops.composite.gru_layer`, as
+    `lstm_layer_backward` through `gru_cell_backward`."""
+    if (g._dtype is h._dtype and work._dtype is h._dtype and hs._dtype is h._dtype
+            and h._device.implements(cops.gru_layer_backward)):
+        dgx, dh, dw, db = apply(cops.gru_layer_backward, g, h, w_hh, hs, work, bias=bias,
+                                reverse=reverse)
+        return dgx, dh, dw, db if bias else None
+    return _layer_backward(gru_cell_backward, g, h, w_hh, hs, work, bias, reverse)

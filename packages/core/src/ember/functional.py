@@ -19,9 +19,11 @@ from ._backward import (
     cross_entropy_backward,
     gelu_backward,
     gru_cell_backward,
+    gru_layer_backward,
     layer_norm_backward,
     log_softmax_backward,
     lstm_cell_backward,
+    lstm_layer_backward,
     rms_norm_backward,
     scaled_dot_product_attention_backward,
     softmax_backward,
@@ -37,11 +39,11 @@ if TYPE_CHECKING:
 __all__ = [
     "adaptive_avg_pool2d", "avg_pool2d", "conv1d", "conv2d", "conv_transpose1d",
     "conv_transpose2d", "cross_entropy", "cross_entropy_backward", "dropout", "elu", "embedding",
-    "gelu", "gelu_backward", "gru_cell_backward", "hardtanh", "interpolate", "layer_norm",
-    "layer_norm_backward", "leaky_relu", "linear", "log_softmax", "log_softmax_backward",
-    "logsumexp", "lstm_cell_backward", "max_pool2d", "mish", "mse_loss", "nll_loss", "one_hot",
-    "relu", "rms_norm", "rms_norm_backward", "scaled_dot_product_attention_backward", "silu",
-    "softmax", "softmax_backward", "softplus",
+    "gelu", "gelu_backward", "gru_cell_backward", "gru_layer_backward", "hardtanh", "interpolate",
+    "layer_norm", "layer_norm_backward", "leaky_relu", "linear", "log_softmax",
+    "log_softmax_backward", "logsumexp", "lstm_cell_backward", "lstm_layer_backward", "max_pool2d",
+    "mish", "mse_loss", "nll_loss", "one_hot", "relu", "rms_norm", "rms_norm_backward",
+    "scaled_dot_product_attention_backward", "silu", "softmax", "softmax_backward", "softplus",
 ]
 
 IntPair = int | Sequence[int]

@@ -1,9 +1,10 @@
 """Recurrent layers `LSTM` and `GRU`, with PyTorch's gate order and parameter names
 (``weight_ih_l0``, ``weight_hh_l0``, ``bias_ih_l0``, ``bias_hh_l0``, ``..._reverse``).
 
-The input projection of every time step is one matmul before the loop; each step is then one
-op (`ember.ops.composite.lstm_cell` / ``gru_cell``: hidden matmul, gates and state update)
-where the device implements it, and a handful of primitives otherwise."""
+The input projection of every time step is one matmul before the loop.  The steps are then
+one op for the whole layer (`ember.ops.composite.lstm_layer` / ``gru_layer``, as PyTorch's
+``lstm``) where the device implements it, else one op a step (``lstm_cell`` / ``gru_cell``:
+hidden matmul, gates and state update), else a handful of primitives a step."""
 
 from __future__ import annotations
 
@@ -72,21 +73,29 @@ class _RNNBase(Module):
 
     #: the op running one time step's hidden matmul, gates and state update as one kernel
     _op: Op
+    #: the op running every step of one layer and direction as one kernel
+    _layer_op: Op
 
-    def _fusable(self, proj: Tensor, h: Tensor, w_hh: Tensor, b_hh: Tensor | None) -> bool:
-        """Whether the steps can run as `_op` (one float dtype and device, and the device has
+    def _fusable(self, proj: Tensor, h: Tensor, w_hh: Tensor, b_hh: Tensor | None,
+                 op: Op) -> bool:
+        """Whether the steps can run as ``op`` (one float dtype and device, and the device has
         the kernel); otherwise `_cell` computes them from primitives, as it always did."""
         d = proj._device
         return (proj.dtype.is_floating_point and proj.shape[0] > 0 and self.hidden_size > 0
                 and h._dtype is proj._dtype and w_hh._dtype is proj._dtype
                 and h._device is d and w_hh._device is d
                 and (b_hh is None or (b_hh._dtype is proj._dtype and b_hh._device is d))
-                and d.implements(self._op))
+                and d.implements(op))
 
     def _fused_steps(self, proj: Tensor, h: Tensor, c: Tensor | None, w_hh: Tensor,
                      b_hh: Tensor | None, steps: range) -> tuple[Tensor, Tensor,
                                                                  Tensor | None]:
         """The outputs ``[T, N, H]`` of every step (in time order) and the final states."""
+        raise NotImplementedError
+
+    def _layer(self, proj: Tensor, h: Tensor, c: Tensor | None, w_hh: Tensor,
+               b_hh: Tensor | None, reverse: bool) -> tuple[Tensor, Tensor, Tensor | None]:
+        """As `_fused_steps`, through `_layer_op`."""
         raise NotImplementedError
 
     def _run(self, x: Tensor, h0: Tensor, c0: Tensor | None) -> tuple[Tensor, Tensor,
@@ -104,7 +113,10 @@ class _RNNBase(Module):
                 # the input projection of every step at once
                 proj = F.linear(x, w_ih, b_ih)
                 steps = range(x.shape[0] - 1, -1, -1) if d == 1 else range(x.shape[0])
-                if self._fusable(proj, h, w_hh, b_hh):
+                if self._fusable(proj, h, w_hh, b_hh, self._layer_op):
+                    y, h, c = self._layer(proj, h, c, w_hh, b_hh, d == 1)
+                    outs.append(y)
+                elif self._fusable(proj, h, w_hh, b_hh, self._op):
                     y, h, c = self._fused_steps(proj, h, c, w_hh, b_hh, steps)
                     outs.append(y)
                 else:
@@ -172,6 +184,7 @@ class LSTM(_RNNBase):
 
     _gates = 4
     _op = cops.lstm_cell
+    _layer_op = cops.lstm_layer
 
     def _cell(self, x_proj: Tensor, h: Tensor, c: Tensor | None, w_hh: Tensor,
               b_hh: Tensor | None) -> tuple[Tensor, Tensor | None]:
@@ -197,6 +210,15 @@ class LSTM(_RNNBase):
         hs = self.hidden_size
         return stack(states, 0)[..., :hs], hc[:, :hs], hc[:, hs:]
 
+    def _layer(self, proj: Tensor, h: Tensor, c: Tensor | None, w_hh: Tensor,
+               b_hh: Tensor | None, reverse: bool) -> tuple[Tensor, Tensor, Tensor | None]:
+        assert c is not None
+        bias = () if b_hh is None else (b_hh,)
+        hcs = apply(cops.lstm_layer, proj, cat([h, c], -1), w_hh, *bias,
+                    bias=b_hh is not None, reverse=reverse)[0]
+        hc, hs = hcs[0 if reverse else -1], self.hidden_size
+        return hcs[..., :hs], hc[:, :hs], hc[:, hs:]
+
     def forward(self, x: Tensor, hx: tuple[Tensor, Tensor] | None = None
                 ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
         x, unbatched = self._prepare(x)
@@ -219,6 +241,7 @@ class GRU(_RNNBase):
 
     _gates = 3
     _op = cops.gru_cell
+    _layer_op = cops.gru_layer
 
     def _cell(self, x_proj: Tensor, h: Tensor, c: Tensor | None, w_hh: Tensor,
               b_hh: Tensor | None) -> tuple[Tensor, Tensor | None]:
@@ -240,6 +263,13 @@ class GRU(_RNNBase):
         if steps.step < 0:
             ys.reverse()
         return stack(ys, 0), h, None
+
+    def _layer(self, proj: Tensor, h: Tensor, c: Tensor | None, w_hh: Tensor,
+               b_hh: Tensor | None, reverse: bool) -> tuple[Tensor, Tensor, Tensor | None]:
+        bias = () if b_hh is None else (b_hh,)
+        ys = apply(cops.gru_layer, proj, h, w_hh, *bias, bias=b_hh is not None,
+                   reverse=reverse)[0]
+        return ys, ys[0 if reverse else -1], None
 
     def forward(self, x: Tensor, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:
         x, unbatched = self._prepare(x)

@@ -153,3 +153,23 @@ gru_cell = Op("gru_cell", "composite", -1, ("bias",), result="same*2", outputs=2
 #: ``(dgates_x[N, 3H], dh[N, H], dw_hh[3H, H], db_hh[3H])``; ``db_hh`` is empty without a bias.
 gru_cell_backward = Op("gru_cell_backward", "composite", 4, ("bias",), result="same*4",
                        outputs=4, dtypes="float")
+#: ``lstm_layer(gates_x[T, N, 4H], hc[N, 2H], w_hh[4H, H], [b_hh[4H]], bias=bool,
+#: reverse=bool)`` -> ``(hcs[T, N, 2H], gates[T, N, 4H])``: `lstm_cell` over all T steps of one
+#: layer and direction (``reverse``: from the last step to the first), ``hcs[t]`` the state
+#: after step ``t`` and ``gates[t]`` its activated gates.  One op for the whole sequence, as
+#: PyTorch's ``lstm``: its backward computes ``dw_hh`` as one matmul over every step.
+lstm_layer = Op("lstm_layer", "composite", -1, ("bias", "reverse"), result="same*2", outputs=2,
+                dtypes="float")
+#: ``lstm_layer_backward(g[T, N, 2H], hc, w_hh, hcs, gates, bias=, reverse=)`` ->
+#: ``(dgates_x[T, N, 4H], dhc[N, 2H], dw_hh[4H, H], db_hh[4H])``; ``db_hh`` is empty without a
+#: bias.  ``g[t]`` is the gradient of ``hcs[t]`` from outside the layer.
+lstm_layer_backward = Op("lstm_layer_backward", "composite", 5, ("bias", "reverse"),
+                         result="same*4", outputs=4, dtypes="float")
+#: ``gru_layer(gates_x[T, N, 3H], h[N, H], w_hh[3H, H], [b_hh[3H]], bias=bool, reverse=bool)``
+#: -> ``(hs[T, N, H], work[T, N, 4H])``: `gru_cell` over all T steps (as `lstm_layer`).
+gru_layer = Op("gru_layer", "composite", -1, ("bias", "reverse"), result="same*2", outputs=2,
+               dtypes="float")
+#: ``gru_layer_backward(g[T, N, H], h, w_hh, hs, work, bias=, reverse=)`` ->
+#: ``(dgates_x[T, N, 3H], dh[N, H], dw_hh[3H, H], db_hh[3H])``; ``db_hh`` is empty without a bias.
+gru_layer_backward = Op("gru_layer_backward", "composite", 5, ("bias", "reverse"),
+                        result="same*4", outputs=4, dtypes="float")
