@@ -103,6 +103,10 @@ class Program:
                 shape = {"row": (width,), "full": (spec.batch, width), "scalar": ()}.get(other)
                 p = None if shape is None else self._param(rng.uniform(lo, hi, shape))
                 self.plan.append((kind, op, p, 1.5))
+            elif kind == "layer_norm" and width < 3:
+                # Note: over two elements layer norm is ±1 whatever the input, so gradients
+                # before it are rounding noise that Adam scales up to full steps: not a test
+                self.plan.append(("act", "tanh"))
             elif kind == "layer_norm":
                 w = self._param(rng.uniform(0.5, 1.5, (width,)))
                 b = self._param(rng.uniform(-0.5, 0.5, (width,)))
@@ -247,7 +251,7 @@ def _available(device: str) -> None:
         pytest.skip(f"{device} is not available: {e}")
 
 
-# 300 programs on the CPU (~5 s), 100 on the Triton interpreter (tiny shapes, ~1.5 min)
+# 300 programs on the CPU (~5 s), 60 on the Triton interpreter (tiny shapes, ~1 min)
 @settings(max_examples=300, derandomize=True, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(spec=specs())
@@ -255,7 +259,7 @@ def test_random_program_compiled_matches_eager_cpu(spec: Spec) -> None:
     check_program(spec, "autodiff<cpu>")
 
 
-@settings(max_examples=100, derandomize=True, deadline=None, database=None,
+@settings(max_examples=60, derandomize=True, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(spec=specs(max_width=4, max_layers=4))
 def test_random_program_compiled_matches_eager_triton_interpreter(spec: Spec) -> None:
