@@ -146,9 +146,11 @@ def _has_contents(cell: Any) -> bool:
 
 
 def _options_guard(optimizers: list[Any]) -> Any:
-    """Every option of every group but the learning rate (which replays re-read)."""
-    out = []
+    """Every option of every group but the learning rate (which replays re-read), and each
+    optimizer's version (an eager step or a load replaces its state tensors)."""
+    out: list[Any] = []
     for opt in optimizers:
+        out.append(("version", getattr(opt, "_version", 0)))
         for g in opt.param_groups:
             out.append(tuple(sorted((k, _hashable(v)) for k, v in g.items()
                                     if k not in ("params", "lr", "initial_lr"))))
@@ -227,7 +229,7 @@ class CompiledFunction:
         if old is None:
             return "first call"
         names = ("argument structure", "argument shapes/dtypes/devices/values", "grad mode",
-                 "module train/eval mode", "optimizer options",
+                 "module train/eval mode", "optimizer options or eager optimizer steps",
                  "parameters or optimizer state replaced outside the function")
         changed = [n for n, a, b in zip(names, old, key, strict=True) if a != b]
         if not changed:

@@ -60,6 +60,8 @@ class Optimizer:
         self.defaults = dict(defaults)
         self.param_groups: list[dict[str, Any]] = []
         self.state: dict[int, dict[str, Any]] = {}
+        #: bumped when the state gets new tensors outside a compiled step (`ember.compile`)
+        self._version = 0
         for g in groups:
             self.add_param_group(g)
 
@@ -96,9 +98,10 @@ class Optimizer:
         >>> w.tolist()
         [0.5, 1.5]
         """
-        # an eager step gives the state dict new tensors: compiled steps that read the old
-        # ones trace again (inside a trace or capture this does nothing)
-        _capture.invalidate()
+        if not _capture._ACTIVE:
+            # an eager step gives the state dict new tensors: compiled steps that read this
+            # optimizer's old ones trace again (`ember.compile` guards on the version)
+            self._version += 1
         for group in self.param_groups:
             if _trace.TRACE:  # ember.compile: a replay re-reads the rate (schedulers work)
                 group = {**group, "lr": _trace.host_number(group["lr"], _reader(group, "lr"))}
@@ -195,6 +198,7 @@ class Optimizer:
         Tensors move to the device of the gradient-side value of each parameter.
         """
         _capture.invalidate()  # compiled steps read the new state tensors, not the old
+        self._version += 1
         groups = state_dict["param_groups"]
         if len(groups) != len(self.param_groups):
             raise ValueError(f"the state has {len(groups)} parameter group(s), the optimizer "
