@@ -78,15 +78,28 @@ class AutodiffBackend(Decorator):
     def dispatch(self, op: Op, args: Sequence[Tensor], params: dict[str, Any]) -> Any:
         if TRACE:  # ember.compile is recording: these may be parameters it reads
             TRACE[0].note_args(args)
-        cells = [a._data for a in args]
-        values = [c.value for c in cells]
+        # one and two inputs spelled out: a comprehension is a call of its own on Python 3.11
+        n = len(args)
+        if n == 2:
+            c0, c1 = cells = (args[0]._data, args[1]._data)
+            values: tuple[Tensor, ...] = (c0.value, c1.value)
+            grad = c0.requires_grad or c1.requires_grad
+        elif n == 1:
+            c0 = args[0]._data
+            cells, values, grad = (c0,), (c0.value,), c0.requires_grad
+        else:
+            cells = tuple([a._data for a in args])
+            values = tuple([c.value for c in cells])
+            grad = any([c.requires_grad for c in cells])
         out = self._inner(op, values, params)
-        if op.differentiable and STATE.enabled:
-            for c in cells:
-                if c.requires_grad:
-                    return self._record(op, cells, values, params, out)
+        if grad and op.differentiable and STATE.enabled:
+            return self._record(op, cells, values, params, out)
         if op.outputs == 1:
-            return AutodiffTensor._make(Cell(out, None, False), self.device, out._dtype)
+            t = object.__new__(AutodiffTensor)
+            t._data = Cell(out, None, False)
+            t._device = self.device
+            t._dtype = out._dtype
+            return t
         return self._plain(out, op.outputs)
 
     def _plain(self, out: Any, outputs: int) -> Any:
@@ -95,12 +108,20 @@ class AutodiffBackend(Decorator):
             return make(Cell(out, None, False), dev, out._dtype)
         return tuple(make(Cell(o, None, False), dev, o._dtype) for o in out)
 
-    def _record(self, op: Op, cells: list[Cell], values: list[Tensor], params: dict[str, Any],
-                out: Any) -> Any:
-        first = out if op.outputs == 1 else out[0]
-        if first._dtype.kind != "f":  # integer and bool results carry no gradient
+    def _record(self, op: Op, cells: tuple[Cell, ...], values: tuple[Tensor, ...],
+                params: dict[str, Any], out: Any) -> Any:
+        single = op.outputs == 1
+        first = out if single else out[0]
+        dtype = first._dtype
+        if dtype.kind != "f":  # integer and bool results carry no gradient
             return self._plain(out, op.outputs)
-        parents = tuple([(c.node or c) if c.requires_grad else None for c in cells])
+        if len(cells) == 2:
+            c0, c1 = cells
+            parents: tuple[Node | Cell | None, ...] = (
+                (c0.node or c0) if c0.requires_grad else None,
+                (c1.node or c1) if c1.requires_grad else None)
+        else:
+            parents = tuple([(c.node or c) if c.requires_grad else None for c in cells])
         cell = Cell(first, None, True)
         if self.checkpointing and op.group in RECOMPUTED_GROUPS:
             # keep constants only; inputs that require grad come back from their producers
@@ -110,10 +131,13 @@ class AutodiffBackend(Decorator):
             node = Node(op, params, parents, args, first if keep else None, cell,
                         0 if keep else depth)
         else:
-            node = Node(op, params, parents, tuple(values), out, cell, -1)
+            node = Node(op, params, parents, values, out, cell, -1)
         cell.node = node
-        make, dev = AutodiffTensor._make, self.device
-        if op.outputs == 1:
-            return make(cell, dev, first._dtype)
-        rest = tuple(make(Cell(o, None, False), dev, o._dtype) for o in out[1:])
-        return (make(cell, dev, first._dtype), *rest)
+        t = object.__new__(AutodiffTensor)
+        t._data = cell
+        t._device = dev = self.device
+        t._dtype = dtype
+        if single:
+            return t
+        make = AutodiffTensor._make
+        return (t, *(make(Cell(o, None, False), dev, o._dtype) for o in out[1:]))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ._apply import apply, as_tensor_pair, broadcast_shapes
-from ._errors import ShapeError
+from ._errors import DeviceMismatchError, ShapeError
 from .ops import linalg as la
 
 if TYPE_CHECKING:
@@ -23,6 +23,16 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     >>> (ember.ones(2, 3) @ ember.ones(3)).tolist()
     [3.0, 3.0]
     """
+    Tensor = _tensor.Tensor
+    if isinstance(a, Tensor) and isinstance(b, Tensor) and a._dtype is b._dtype:
+        # the common case first: matrices (or equal batches of them) that fit, one dtype
+        sa, sb = a._data.shape, b._data.shape
+        if len(sa) == len(sb) >= 2 and sa[-1] == sb[-2] and sa[:-2] == sb[:-2]:
+            dev = a._device
+            if b._device is not dev:
+                raise DeviceMismatchError(
+                    f"{la.matmul.name}: tensors are on different devices: {dev} and {b._device}")
+            return dev.dispatch(la.matmul, (a, b), {})  # type: ignore[no-any-return]
     a, b = as_tensor_pair(a, b)
     if a.ndim == 0 or b.ndim == 0:
         raise ShapeError(f"matmul: operands must be at least 1-D, got {a.shape} and {b.shape}")
@@ -49,3 +59,6 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
 def outer(a: Tensor, b: Tensor) -> Tensor:
     """Outer product of two 1-D tensors."""
     return a.reshape(-1, 1) * b.reshape(1, -1)
+
+
+from . import _tensor  # noqa: E402  # last: _tensor imports this module
