@@ -17,7 +17,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["adam_update", "gelu_erf", "gelu_erf_grad"]
+__all__ = ["adam_update", "clamp_grad", "gelu_erf", "gelu_erf_grad"]
 
 _SQRT1_2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -45,16 +45,17 @@ def _compiled() -> dict[str, Callable[..., Any]]:
 
     @jit  # type: ignore[misc]  # numba's decorator is untyped
     def cdf(v: float) -> float:
-        """Phi(v) = (1 + erf(v / sqrt 2)) / 2 through the rational erf, in float64."""
+        """Phi(v) = (1 + erf(v / sqrt 2)) / 2 through the rational erf, in float64; selects,
+        no branches, so that loops over it vectorise (nan stays nan, Phi(+-inf) = 1 / 0)."""
         z = v * s12
-        if z > zmax:  # erf is 1 in float32 beyond
-            return 1.0
-        if z < -zmax:
-            return 0.0
-        t = z * z
+        zc = zmax if z > zmax else z
+        zc = -zmax if zc < -zmax else zc
+        t = zc * zc
         p = ((((p5 * t + p4) * t + p3) * t + p2) * t + p1) * t + p0
         q = ((((q5 * t + q4) * t + q3) * t + q2) * t + q1) * t + 1.0
-        return 0.5 + 0.5 * z * p / q
+        c = 0.5 + 0.5 * zc * p / q
+        c = 1.0 if z > zmax else c  # erf is +-1 in float32 beyond
+        return 0.0 if z < -zmax else c
 
     @jit  # type: ignore[misc]
     def gelu(x: Any, out: Any) -> None:
@@ -70,24 +71,29 @@ def _compiled() -> dict[str, Callable[..., Any]]:
             out[i] = np.float64(g[i]) * (cdf(v) + v * inv * np.float64(e[i]))
 
     @jit  # type: ignore[misc]
-    def adam(p: Any, g: Any, m: Any, v: Any, lr: float, b1: float, b2: float, eps: float,
-             wd: float, decoupled: bool, sign: float, step_size: float, bc2: float) -> None:
+    def adam(p: Any, g: Any, m: Any, v: Any, po: Any, mo: Any, vo: Any, decay: float,
+             coupled: float, sign: float, b1: float, b2: float, eps: float, step_size: float,
+             bc2: float) -> None:
+        # branch-free so that the loop vectorises: decay = 1 - lr * wd (AdamW) or 1,
+        # coupled = wd (Adam) or 0
         for i in range(p.size):
-            gi = sign * np.float64(g[i])
-            pi = np.float64(p[i])
-            if wd != 0.0:
-                if decoupled:
-                    pi = pi * (1.0 - lr * wd)
-                else:
-                    gi = gi + wd * pi
+            pi = np.float64(p[i]) * decay
+            gi = sign * np.float64(g[i]) + coupled * np.float64(p[i])
             mi = np.float64(m[i])
             mi = mi + (gi - mi) * (1.0 - b1)
             vi = np.float64(v[i]) * b2 + (1.0 - b2) * gi * gi
-            m[i] = mi
-            v[i] = vi
-            p[i] = pi - step_size * mi / (math.sqrt(vi) / bc2 + eps)
+            mo[i] = mi
+            vo[i] = vi
+            po[i] = pi - step_size * mi / (math.sqrt(vi) / bc2 + eps)
 
-    return {"gelu": gelu, "gelu_grad": gelu_grad, "adam": adam}
+    @jit  # type: ignore[misc]
+    def clamp_grad(g: Any, x: Any, lo: float, hi: float, out: Any) -> None:
+        # g where lo <= x <= hi, else 0 (nan in x: outside); a select, so nan in g stays out
+        for i in range(x.size):
+            xi = x[i]
+            out[i] = g[i] if (xi >= lo) & (xi <= hi) else 0.0
+
+    return {"gelu": gelu, "gelu_grad": gelu_grad, "adam": adam, "clamp_grad": clamp_grad}
 
 
 def gelu_erf(x: Any) -> Any:
@@ -113,10 +119,30 @@ def gelu_erf_grad(g: Any, x: Any) -> Any:
     return out.reshape(x.shape)
 
 
-def adam_update(p: Any, g: Any, m: Any, v: Any, **params: Any) -> None:
-    """One Adam/AdamW update of contiguous float32 arrays, in place (``p``, ``m``, ``v``)."""
-    _compiled()["adam"](p.reshape(-1), g.reshape(-1), m.reshape(-1), v.reshape(-1),
-                        float(params["lr"]), float(params["beta1"]), float(params["beta2"]),
-                        float(params["eps"]), float(params["weight_decay"]),
-                        bool(params["decoupled"]), -1.0 if params["maximize"] else 1.0,
-                        float(params["step_size"]), float(params["bias_correction2_sqrt"]))
+def adam_update(p: Any, g: Any, m: Any, v: Any, lr: float, beta1: float, beta2: float,
+                eps: float, weight_decay: float, decoupled: bool, maximize: bool,
+                step_size: float, bias_correction2_sqrt: float) -> tuple[Any, Any, Any]:
+    """One Adam/AdamW update of float32 or float64 arrays in one pass (float64 inside):
+    new ``(p, exp_avg, exp_avg_sq)`` arrays; the inputs are left as they are."""
+    import numpy as np
+
+    flat = [np.ascontiguousarray(a).reshape(-1) for a in (p, g, m, v)]
+    outs = [np.empty(p.shape, p.dtype) for _ in range(3)]
+    wd = float(weight_decay)
+    decay = 1.0 - float(lr) * wd if decoupled else 1.0
+    _compiled()["adam"](*flat, *(o.reshape(-1) for o in outs), decay,
+                        0.0 if decoupled else wd, -1.0 if maximize else 1.0, float(beta1),
+                        float(beta2), float(eps), float(step_size),
+                        float(bias_correction2_sqrt))
+    return outs[0], outs[1], outs[2]
+
+
+def clamp_grad(g: Any, x: Any, lo: float, hi: float) -> Any:
+    """``g`` where ``lo <= x <= hi`` and 0 elsewhere, for float32/float64 ``g`` and ``x`` of
+    one shape and dtype, in one pass (the gradient of ``clamp`` and ``relu``)."""
+    import numpy as np
+
+    out = np.empty(x.shape, g.dtype)
+    _compiled()["clamp_grad"](np.ascontiguousarray(g).reshape(-1),
+                              np.ascontiguousarray(x).reshape(-1), lo, hi, out.reshape(-1))
+    return out

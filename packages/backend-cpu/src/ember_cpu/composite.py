@@ -19,7 +19,8 @@ from ember._errors import DTypeError, ShapeError
 from ember.ops import composite as cops
 
 from . import optim
-from ._common import F32, LOW, quiet, wide
+from ._common import F32, F64, LOW, quiet, wide
+from ._jit import clamp_grad
 from .nn import _windows, _zero_pad
 
 __all__ = ["KERNELS"]
@@ -458,6 +459,10 @@ def clamp_backward(g: np.ndarray, x: np.ndarray, min: Any = None, max: Any = Non
     _same_shape("clamp_backward", g, x, "g and x")
     if min is None and max is None:
         return g
+    if g.dtype == x.dtype and g.dtype in (F32, F64):  # one compiled pass
+        lo = -np.inf if min is None else float(np.asarray(min).astype(x.dtype))
+        hi = np.inf if max is None else float(np.asarray(max).astype(x.dtype))
+        return clamp_grad(g, x, lo, hi)
     inside = None
     if min is not None:
         inside = np.greater_equal(x, np.asarray(min).astype(x.dtype))
