@@ -17,7 +17,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["adam_update", "clamp_grad", "gelu_erf", "gelu_erf_grad"]
+__all__ = ["adam_update", "clamp_grad", "gelu_erf", "gelu_erf_grad", "scatter_add_rows"]
 
 _SQRT1_2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -93,7 +93,15 @@ def _compiled() -> dict[str, Callable[..., Any]]:
             xi = x[i]
             out[i] = g[i] if (xi >= lo) & (xi <= hi) else 0.0
 
-    return {"gelu": gelu, "gelu_grad": gelu_grad, "adam": adam, "clamp_grad": clamp_grad}
+    @jit  # type: ignore[misc]
+    def scatter_rows(out: Any, index: Any, src: Any) -> None:
+        # out[index[i, j], j] += src[i, j]; the caller checked every index is in range
+        for i in range(index.shape[0]):
+            for j in range(index.shape[1]):
+                out[index[i, j], j] += src[i, j]
+
+    return {"gelu": gelu, "gelu_grad": gelu_grad, "adam": adam, "clamp_grad": clamp_grad,
+            "scatter_rows": scatter_rows}
 
 
 def gelu_erf(x: Any) -> Any:
@@ -146,3 +154,26 @@ def clamp_grad(g: Any, x: Any, lo: float, hi: float) -> Any:
     _compiled()["clamp_grad"](np.ascontiguousarray(g).reshape(-1),
                               np.ascontiguousarray(x).reshape(-1), lo, hi, out.reshape(-1))
     return out
+
+
+def scatter_add_rows(out: Any, index: Any, src: Any, dim: int) -> bool:
+    """``out`` (a fresh float32/float64 array, updated in place) plus ``src`` scattered along
+    ``dim`` by ``index``, when ``index`` and ``src`` span ``out``'s other axes whole (the
+    gradient of ``gather`` and ``embedding``) and every index is in range; ``False`` (nothing
+    done) otherwise, for the caller's general path (and its error)."""
+    import numpy as np
+
+    others = [a for a in range(out.ndim) if a != dim]
+    if (index.shape != src.shape or index.ndim != out.ndim or index.size == 0
+            or any(index.shape[a] != out.shape[a] for a in others)):
+        return False
+    if int(index.min()) < 0 or int(index.max()) >= out.shape[dim]:
+        return False
+    rows = index.shape[dim]
+    moved = np.moveaxis(out, dim, 0)
+    target = moved.reshape(out.shape[dim], -1)
+    if not np.shares_memory(target, out):  # the axis move needs a copy: not in place
+        return False
+    _compiled()["scatter_rows"](target, np.ascontiguousarray(np.moveaxis(index, dim, 0)).reshape(
+        rows, -1), np.ascontiguousarray(np.moveaxis(src, dim, 0)).reshape(rows, -1))
+    return True

@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 from ember.ops import movement as mv
 
-from ._common import F32, LOW
+from ._common import F32, F64, LOW
+from ._jit import scatter_add_rows
 
 __all__ = ["KERNELS", "sort"]
 
@@ -25,8 +26,8 @@ def _slice(x: np.ndarray, starts: tuple[int, ...] = (), stops: tuple[int, ...] =
            steps: tuple[int, ...] = ()) -> np.ndarray:
     # slice.indices gives stop -1 for "through index 0" with a negative step; as a Python
     # slice -1 would mean the last element, so it becomes None
-    return x[tuple(builtins.slice(a, None if (b < 0 and c < 0) else b, c)
-                   for a, b, c in zip(starts, stops, steps, strict=True))]
+    return x[tuple([builtins.slice(a, None if (b < 0 and c < 0) else b, c)
+                    for a, b, c in zip(starts, stops, steps, strict=True)])]
 
 
 def _pad(x: np.ndarray, pad: tuple[tuple[int, int], ...] = (), value: Any = 0) -> np.ndarray:
@@ -69,6 +70,9 @@ def _scatter_add(x: np.ndarray, index: np.ndarray, src: np.ndarray, dim: int = 0
     if x.ndim == 0:
         return out + src if index.size else out
     src = _fit(src, index, dim)
+    if out.dtype in (F32, F64) and src.dtype == out.dtype and dim == 0 and scatter_add_rows(
+            out, index, src, dim):  # one compiled pass (embedding's and gather's gradient)
+        return out
     if out.dtype in LOW:  # add in float32 so that duplicates do not round at every step
         acc = out.astype(F32)
         np.add.at(acc, _coords(index, dim), src.astype(F32))
