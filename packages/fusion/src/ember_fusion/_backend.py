@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from types import MethodType
 from typing import TYPE_CHECKING, Any
 
 from ember import Tensor
-from ember._backend import Decorator
+from ember._backend import Backend, Decorator
 from ember._trace import TRACE, HostFloat, HostInt
 
 from ._compiler import FusedKernel, ReferenceCompiler
-from ._graph import SHAPE_RULES, VIEW_RULES, Node, computed, numel
+from ._graph import SHAPE_RULES, VIEW_RULES, Handle, Node, computed, numel
 from ._stream import FusionStats, Stream
 
 if TYPE_CHECKING:
@@ -65,6 +66,16 @@ class FusionBackend(Decorator):
         self.compiler = compiler
         self._inner_dispatch = inner.dispatch
         self._make = self.tensor_type._make
+        self._inner_make = inner.tensor_type._make
+        # A computed fusion tensor's payload is the inner device's own payload (a pending one's
+        # is a `Handle`), so an op run eagerly is the inner kernel called on the very payloads
+        # with results made as this device's tensors: `Backend.dispatch` on this backend with
+        # the inner table, no wrapping of inputs or results.  An inner backend with a dispatch
+        # of its own gets its inputs wrapped as its tensors instead.
+        self._kernel: Callable[[Op, Sequence[Tensor], dict[str, Any]], Any] = self._on_inner
+        if type(inner.backend).dispatch is Backend.dispatch:
+            self.kernels = self.inner_kernels
+            self._kernel = MethodType(Backend.dispatch, self)
         #: ops whose inputs are all computed and whose tensors have at most this many
         #: elements run eagerly (the compiler's measured break-even; 0: always record)
         self.eager_below: int = int(getattr(compiler, "eager_below", 0))
@@ -112,17 +123,18 @@ class FusionBackend(Decorator):
         if limit:
             # every input computed: a view, an op Fusion does not record, or an op on small
             # tensors costs less run now than recorded and flushed (a group that fits one
-            # block runs the inner device's kernels op by op, so fusing it gains nothing)
-            vals = []
+            # block runs the inner device's kernels op by op, so fusing it gains nothing).
+            # A computed payload is the inner device's own (its numpy array on cpu): such an
+            # op is the inner kernel called on the very payloads, as plain cpu would.
             big = 0
             product = 1
             for a in args:
-                node = a._data.node
-                v = node.value
-                if v is None:
-                    break
-                vals.append(v)
-                n = node.numel
+                d = a._data
+                if type(d) is Handle:
+                    if d.node.value is None:
+                        break  # pending: record the op (or sync, if it cannot be)
+                    return self._computed_handles(op, args, params)
+                n = d.size
                 product *= n
                 if n > big:
                     big = n
@@ -133,10 +145,11 @@ class FusionBackend(Decorator):
                 if rule is None or (big <= limit and (product <= limit or numel(
                         rule([a._data.shape for a in args], params)) <= limit)):
                     self.stats.eager_ops += 1
-                    out = self._inner_dispatch(op, vals, params)
-                    if type(out) is tuple:
-                        return tuple(self.wrap(o) for o in out)
-                    return self._make(computed(out), self.device, out._dtype)
+                    return self._kernel(op, args, params)
+        return self._lazy(op, args, params)
+
+    def _lazy(self, op: Op, args: Sequence[Tensor], params: dict[str, Any]) -> Any:
+        """Record ``op`` in this thread's stream, or run it now where it cannot be fused."""
         rule = SHAPE_RULES.get(op)
         if rule is not None:
             dtype: DType = op.result_rule(args, params)  # type: ignore[assignment]  # 1 output
@@ -151,41 +164,74 @@ class FusionBackend(Decorator):
             if rule is None:
                 return self._eager(op, args, params)
             dtype = args[0]._dtype
-        nodes = [a._data.node for a in args]
+        nodes = [self._node(a) for a in args]
         shape = rule([n.shape for n in nodes], params)
         try:
             stream: Stream = self._local.stream
         except AttributeError:
             stream = self.stream()
         handle = stream.record(op, params, nodes, shape, dtype)
-        return self.tensor_type._make(handle, self.device, dtype)
+        return self._make(handle, self.device, dtype)
+
+    def _node(self, tensor: Tensor) -> Node:
+        """The graph node of ``tensor``: its handle's, or a computed one for an inner payload."""
+        d = tensor._data
+        if type(d) is Handle:
+            node: Node = d.node
+            return node
+        return computed(self._inner_make(d, self.inner, tensor._dtype)).node
+
+    def _computed_handles(self, op: Op, args: Sequence[Tensor], params: dict[str, Any]) -> Any:
+        """Some inputs were computed by a flush (their payloads are still handles): decide
+        again on their inner payloads, as for eagerly computed inputs."""
+        plain = []
+        for a in args:
+            d = a._data
+            if type(d) is Handle:
+                value = d.node.value
+                if value is None:
+                    return self._lazy(op, args, params)  # another input is still pending
+                a = self._make(value._data, self.device, a._dtype)
+            plain.append(a)
+        return self.dispatch(op, plain, params)
+
+    def _on_inner(self, op: Op, args: Sequence[Tensor], params: dict[str, Any]) -> Any:
+        """Run ``op`` on computed inputs through the inner device's own dispatch."""
+        make, inner = self._inner_make, self.inner
+        return self._wrap_out(self._inner_dispatch(
+            op, [make(a._data, inner, a._dtype) for a in args], params))
 
     def _eager(self, op: Op, args: Sequence[Tensor], params: dict[str, Any]) -> Any:
         """An op the compiler cannot fuse: a sync point for its inputs, run on the inner
         device, its results wrapped as materialised fusion tensors."""
-        return self._run(op, [self.unwrap(a) for a in args], params)
-
-    def _run(self, op: Op, inner: list[Tensor], params: dict[str, Any]) -> Any:
-        """Run ``op`` on computed inner tensors now; wrap its result(s)."""
         self.stats.eager_ops += 1
-        out = self._inner_dispatch(op, inner, params)
+        return self._wrap_out(self._inner_dispatch(
+            op, [self.unwrap(a) for a in args], params))
+
+    def _wrap_out(self, out: Any) -> Any:
         if type(out) is tuple:
             return tuple(self.wrap(o) for o in out)
-        return self._make(computed(out), self.device, out._dtype)
+        return self._make(out._data, self.device, out._dtype)
 
     # -- host transfer -------------------------------------------------------------------------
 
     def wrap(self, inner: Tensor) -> Tensor:
-        return self._make(computed(inner), self.device, inner._dtype)
+        return self._make(inner._data, self.device, inner._dtype)
 
     def peek(self, tensor: Tensor) -> Tensor | None:
         """The inner tensor behind ``tensor`` if it is computed already, else ``None``."""
-        value: Tensor | None = tensor._data.node.value
-        return value
+        d = tensor._data
+        if type(d) is Handle:
+            value: Tensor | None = d.node.value
+            return value
+        return self._inner_make(d, self.inner, tensor._dtype)
 
     def unwrap(self, tensor: Tensor) -> Tensor:
         """The inner tensor behind ``tensor``: a sync point that runs its pending stream."""
-        node: Node = tensor._data.node
+        d = tensor._data
+        if type(d) is not Handle:
+            return self._inner_make(d, self.inner, tensor._dtype)
+        node: Node = d.node
         value = node.value
         if value is None:
             stream = node.stream

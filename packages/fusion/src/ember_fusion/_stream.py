@@ -99,9 +99,12 @@ class Stream:
                 if x.stream is self:
                     refs.append(x.index)
                     continue
-                k = self.ext_index.get(id(x))
+                # keyed by payload: an eagerly computed tensor gets a new node at each use
+                v = x.value
+                xid = id(x) if v is None else id(v._data)
+                k = self.ext_index.get(xid)
                 if k is None:
-                    k = self.ext_index[id(x)] = len(self.externals)
+                    k = self.ext_index[xid] = len(self.externals)
                     self.externals.append(x)
                     self.ext_sig.append((x.shape, x._dtype))
                     self.ext_bytes += math.prod(x.shape) * x._dtype.itemsize
