@@ -26,10 +26,11 @@ def default_float() -> dt.DType:
 def apply(op: Op, *args: Tensor, **params: Any) -> Any:
     """Run a primitive on tensors that already share a device (and dtype, where needed)."""
     dev = args[0]._device
-    for a in args[1:]:
-        if a._device is not dev:
-            raise DeviceMismatchError(
-                f"{op.name}: tensors are on different devices: {dev} and {a._device}")
+    if len(args) > 1:
+        for a in args[1:]:
+            if a._device is not dev:
+                raise DeviceMismatchError(
+                    f"{op.name}: tensors are on different devices: {dev} and {a._device}")
     return dev.dispatch(op, args, params)
 
 
@@ -68,6 +69,8 @@ def normalize_dim(dim: int, ndim: int, *, name: str = "dim") -> int:
 def normalize_dims(dim: int | Sequence[int] | None, ndim: int) -> tuple[int, ...]:
     if dim is None:
         return tuple(range(ndim))
+    if type(dim) is int:  # one axis: nothing can repeat
+        return (normalize_dim(dim, ndim),)
     if isinstance(dim, int):
         dim = (dim,)
     out = sorted({normalize_dim(d, ndim) for d in dim})

@@ -53,6 +53,11 @@ class Backend:
     #: returns the result payloads), e.g. as one CUDA graph launch; or ``None`` to keep the
     #: generated Python.  ``None`` (the default): every backend's kernels are replayed as calls.
     capture_program: Callable[[Any], Callable[[list[Any]], Any] | None] | None = None
+    #: optional: lets `ember.compile` write a kernel's result into an input that dies there.
+    #: An object with ``can_overwrite(kernel, inputs, position, output) -> bool`` (the traced
+    #: payloads: may ``kernel(*inputs, out=inputs[position])`` compute ``output`` in place?)
+    #: and ``shares(a, b) -> bool`` (may two payloads share memory?).  ``None``: never.
+    inplace: Any = None
 
     def __init__(self) -> None:
         if not hasattr(self, "kernels"):
@@ -102,12 +107,13 @@ class Backend:
             payloads = [a._data for a in args]
             out = kernel(*payloads, **params)
             tracer.record(kernel, payloads, params, out, op.outputs != 1)
-        elif params:
-            out = kernel(*[a._data for a in args], **params)
+        # one and two inputs spelled out: a comprehension is a call of its own on Python 3.11
         elif n == 2:
-            out = kernel(args[0]._data, args[1]._data)
+            out = kernel(args[0]._data, args[1]._data, **params)
+        elif n == 1:
+            out = kernel(args[0]._data, **params)
         else:
-            out = kernel(*[a._data for a in args])
+            out = kernel(*[a._data for a in args], **params)
         device = self.device
         if op.outputs == 1:
             t = object.__new__(device.tensor_type)

@@ -63,7 +63,49 @@ def _normalize_key(x: Tensor, key: Any) -> list[Any]:
     return out
 
 
+def _basic(x: Tensor, items: tuple[Any, ...]) -> Tensor | None:
+    """``x[items]`` for plain ints and slices only (the common case), as the general path
+    computes it (one ``slice``, one ``reshape``); None for any other key."""
+    shape = x._data.shape
+    k = len(items)
+    if k > len(shape):
+        return None
+    starts, stops, steps, out_shape = [], [], [], []
+    whole = True
+    for dim in range(k):
+        item, n = items[dim], shape[dim]
+        kind = type(item)
+        if kind is int:
+            i = item + n if item < 0 else item
+            if not 0 <= i < n:
+                return None  # the general path raises, after checking the rest of the key
+            starts.append(i)
+            stops.append(i + 1)
+            steps.append(1)
+            whole = False
+        elif kind is slice:
+            start, stop, step = item.indices(n)
+            starts.append(start)
+            stops.append(stop)
+            steps.append(step)
+            size = len(range(start, stop, step))
+            out_shape.append(size)
+            whole = whole and start == 0 and step == 1 and size == n
+        else:
+            return None
+    rest = list(shape[k:])
+    y = x if whole else apply(mv.slice, x, starts=(*starts, *[0] * len(rest)),
+                              stops=(*stops, *rest), steps=(*steps, *[1] * len(rest)))
+    target = (*out_shape, *rest)
+    if target != tuple(y._data.shape):
+        y = apply(mv.reshape, y, shape=target)
+    return y
+
+
 def getitem(x: Tensor, key: Any) -> Tensor:
+    y = _basic(x, key if type(key) is tuple else (key,))
+    if y is not None:
+        return y
     from ._tensor import Tensor
 
     items = _normalize_key(x, key)

@@ -27,8 +27,8 @@ Shape = Sequence[int]
 
 def _shape_arg(shape: tuple[int | Sequence[int], ...]) -> tuple[int, ...]:
     if len(shape) == 1 and not isinstance(shape[0], int):
-        return tuple(int(s) for s in shape[0])
-    return tuple(int(s) for s in shape)  # type: ignore[arg-type]  # all ints here
+        return tuple(map(int, shape[0]))
+    return tuple(map(int, shape))  # type: ignore[arg-type]  # all ints here
 
 
 def reshape(x: Tensor, *shape: int | Sequence[int]) -> Tensor:
@@ -40,17 +40,21 @@ def reshape(x: Tensor, *shape: int | Sequence[int]) -> Tensor:
     >>> ember.arange(6).reshape(2, -1).shape
     (2, 3)
     """
-    new = list(_shape_arg(shape))
-    numel = math.prod(x.shape)
-    if new.count(-1) > 1:
-        raise ShapeError(f"reshape: only one axis may be -1, got {tuple(new)}")
-    if -1 in new:
+    target = _shape_arg(shape)
+    old = tuple(x._data.shape)
+    if target == old:
+        return x
+    numel = math.prod(old)
+    if -1 in target:
+        new = list(target)
+        if new.count(-1) > 1:
+            raise ShapeError(f"reshape: only one axis may be -1, got {target}")
         rest = math.prod(n for n in new if n != -1)
         if rest == 0 or numel % rest:
-            raise ShapeError(f"reshape: cannot reshape {x.shape} into {tuple(new)}")
+            raise ShapeError(f"reshape: cannot reshape {old} into {target}")
         new[new.index(-1)] = numel // rest
-    target = tuple(new)
-    if math.prod(target) != numel or any(n < 0 for n in target):
+        target = tuple(new)
+    if math.prod(target) != numel or min(target, default=0) < 0:
         raise ShapeError(f"reshape: cannot reshape {x.shape} ({numel} elements) into {target}")
     if target == x.shape:
         return x
@@ -90,12 +94,14 @@ def unsqueeze(x: Tensor, dim: int) -> Tensor:
 
 def permute(x: Tensor, *dims: int | Sequence[int]) -> Tensor:
     """Reorder the axes."""
-    order = tuple(normalize_dim(d, x.ndim) for d in _shape_arg(dims))
-    if sorted(order) != list(range(x.ndim)):
-        raise ShapeError(f"permute: {tuple(_shape_arg(dims))} is not a permutation of "
-                         f"{x.ndim} axes (shape {x.shape})")
-    if order == tuple(range(x.ndim)):
+    ndim = len(x._data.shape)
+    order = tuple([d if 0 <= d < ndim else normalize_dim(d, ndim) for d in _shape_arg(dims)])
+    same = tuple(range(ndim))
+    if order == same:
         return x
+    if tuple(sorted(order)) != same:
+        raise ShapeError(f"permute: {tuple(_shape_arg(dims))} is not a permutation of "
+                         f"{ndim} axes (shape {x.shape})")
     return apply(mv.permute, x, dims=order)  # type: ignore[no-any-return]
 
 
@@ -166,7 +172,19 @@ def flip(x: Tensor, dims: int | Sequence[int]) -> Tensor:
 
 def narrow(x: Tensor, dim: int, start: int, length: int) -> Tensor:
     """``length`` elements of axis ``dim`` from ``start``."""
-    d = normalize_dim(dim, x.ndim)
+    shape = x._data.shape
+    ndim = len(shape)
+    d = normalize_dim(dim, ndim)
+    if ndim and type(start) is int and type(length) is int:
+        # what x[..., start:start + length] does (one slice, or x itself), without the key
+        n = shape[d]
+        lo, hi, _ = slice(start, start + length).indices(n)
+        if lo == 0 and hi == n:
+            return x
+        starts, stops = [0] * ndim, list(shape)
+        starts[d], stops[d] = lo, hi
+        return apply(mv.slice, x, starts=tuple(starts),  # type: ignore[no-any-return]
+                     stops=tuple(stops), steps=(1,) * ndim)
     return x[(slice(None),) * d + (slice(start, start + length),)]
 
 

@@ -216,17 +216,20 @@ def _finfo_eps(dtype: dt.DType) -> float:
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``x @ weight.T + bias`` with PyTorch's ``[out, in]`` weight layout."""
-    if x.ndim > 2 and weight.ndim == 2 and x.shape[-1] == weight.shape[1]:
+    xs, ws = x._data.shape, weight._data.shape  # payload shapes: no property calls per check
+    if len(xs) > 2 and len(ws) == 2 and xs[-1] == ws[1]:
         # one [rows, in] @ [in, out] product (and one for each gradient) instead of a batch
         # of small ones against a broadcast weight, as PyTorch does
-        lead = x.shape[:-1]
-        return linear(x.reshape(-1, x.shape[-1]), weight, bias).reshape(*lead, weight.shape[0])
-    if (bias is not None and x.ndim == 2 and weight.ndim == 2 and bias.ndim == 1
-            and x.dtype is weight.dtype and bias.dtype is x.dtype and x.dtype.is_floating_point
-            and x.shape[1] == weight.shape[1] and bias.shape[0] == weight.shape[0]
-            and x._device is weight._device and bias._device is x._device
-            and x._device.implements(cops.linear)):
-        return apply(cops.linear, x, weight, bias)  # type: ignore[no-any-return]
+        lead = tuple(xs[:-1])
+        return linear(x.reshape(-1, xs[-1]), weight, bias).reshape(*lead, ws[0])
+    if bias is not None and len(xs) == 2 and len(ws) == 2:
+        bs, dtype, dev = bias._data.shape, x._dtype, x._device
+        if (len(bs) == 1 and weight._dtype is dtype and bias._dtype is dtype
+                and dtype.kind == "f" and xs[1] == ws[1] and bs[0] == ws[0]
+                and weight._device is dev and bias._device is dev
+                and dev.implements(cops.linear)):
+            return dev.dispatch(cops.linear, (x, weight, bias),  # type: ignore[no-any-return]
+                                {})
     out = x @ weight.transpose(-1, -2)
     return out + bias if bias is not None else out
 

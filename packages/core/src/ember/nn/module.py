@@ -146,7 +146,10 @@ class Module:
     def __getattr__(self, name: str) -> Any:
         # only called when normal lookup fails: parameters, buffers and submodules live here
         d = self.__dict__
-        for table in ("_parameters", "_buffers", "_modules"):
+        params = d.get("_parameters")  # the common case (a layer reading its weights) first
+        if params is not None and name in params:
+            return params[name]
+        for table in ("_buffers", "_modules"):
             entries = d.get(table)
             if entries is not None and name in entries:
                 return entries[name]
