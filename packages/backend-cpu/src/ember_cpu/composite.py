@@ -18,10 +18,9 @@ import numpy as np
 from ember._errors import DTypeError, ShapeError
 from ember.ops import composite as cops
 
-from . import optim
+from . import _conv_jit, optim
 from ._common import F32, F64, LOW, quiet, wide
 from ._jit import clamp_grad
-from .nn import _windows, _zero_pad
 
 __all__ = ["KERNELS"]
 
@@ -490,6 +489,14 @@ def max_pool2d_backward(g: np.ndarray, indices: np.ndarray, x: np.ndarray,
     planes, hw = n * c, h * w
     if g.size == 0 or hw == 0:
         return np.zeros(x.shape, x.dtype)
+    gw = wide(g)
+    if gw.dtype == np.float32 or gw.dtype == np.float64:
+        dx = np.zeros((planes, hw), gw.dtype)
+        if not _conv_jit.max_pool2d_backward(
+                np.ascontiguousarray(gw).reshape(planes, -1),
+                np.ascontiguousarray(indices, np.int64).reshape(planes, -1), dx):
+            raise IndexError(f"{op}: indices out of range [0, {hw}) for x {x.shape}")
+        return _out(dx, x.dtype).reshape(x.shape)
     flat = indices.reshape(planes, -1).astype(np.int64)
     if flat.min() < 0 or flat.max() >= hw:
         raise IndexError(f"{op}: indices out of range [0, {hw}) for x {x.shape}")
@@ -515,15 +522,20 @@ def conv2d_weight_grad(g: np.ndarray, x: np.ndarray, w: np.ndarray, stride: Any 
     kdim = cg * kh * kw
     if g.size == 0 or kdim == 0:
         return np.zeros(w.shape, w.dtype)
-    xp = _zero_pad(wide(x), padding, padding)
-    win = _windows(xp, (kh, kw), stride, dilation)[:, :, :oh, :ow]  # [N, C, OH, OW, kh, kw]
-    if win.shape[2:4] != (oh, ow):
+    xw, gw = wide(x), wide(g)
+    full = [(x.shape[2 + a] + 2 * padding[a] - dilation[a] * ((kh, kw)[a] - 1) - 1)
+            // stride[a] + 1 for a in (0, 1)]
+    if oh > full[0] or ow > full[1]:
         raise ShapeError(f"{op}: g {g.shape} is larger than conv2d's output of x {x.shape}")
-    # cols[G, cg*kh*kw, N*OH*OW] and g as [G, O/G, N*OH*OW]: dw = g @ cols.T per group
-    cols = win.reshape(n, groups, cg, oh, ow, kh, kw).transpose(1, 2, 5, 6, 0, 3, 4)
+    # cols[G, cg*kh*kw, N*OH*OW] (im2col in one compiled pass, batch and output positions on
+    # the contracted axis) and g as [G, O/G, N*OH*OW]: dw = g @ cols.T per group, one GEMM
+    cols = np.empty((groups * kdim, n, oh, ow), xw.dtype)
+    _conv_jit.im2col(np.ascontiguousarray(xw), cols,
+                     (int(kh), int(kw), int(stride[0]), int(stride[1]), int(padding[0]),
+                      int(padding[1]), int(dilation[0]), int(dilation[1])), batch_major=False)
     cols = cols.reshape(groups, kdim, n * oh * ow)
-    gg = wide(g).reshape(n, groups, o // groups, oh * ow).transpose(1, 2, 0, 3)
-    gg = gg.reshape(groups, o // groups, n * oh * ow)
+    gg = gw.reshape(n, groups, o // groups, oh * ow).transpose(1, 2, 0, 3)
+    gg = np.ascontiguousarray(gg).reshape(groups, o // groups, n * oh * ow)
     dw = np.matmul(gg, cols.transpose(0, 2, 1))
     return _out(dw, w.dtype).reshape(w.shape)
 

@@ -1,8 +1,10 @@
 """Neural-network kernels in PyTorch layouts (NCL / NCHW, OIHW weights).
 
-Convolutions gather every receptive field with ``sliding_window_view`` (a view), copy them once
-into an im2col matrix and hand that to BLAS; transposed convolutions are convolutions of the
-zero-dilated input with the flipped kernel.
+Convolutions copy every receptive field once into an im2col matrix (a compiled loop in
+`_conv_jit` for float32/float64, ``sliding_window_view`` otherwise) and hand that to BLAS;
+transposed convolutions (conv2d's input gradient) are one GEMM per group followed by col2im,
+or, outside float32/float64, convolutions of the zero-dilated input with the flipped kernel.
+Max-pooling takes each window's maximum and position in one compiled pass.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import numpy as np
 from ember.ops import nn
 from numpy.lib.stride_tricks import sliding_window_view
 
+from . import _conv_jit
 from ._common import F32, F64, LOW
 
 __all__ = ["KERNELS", "conv2d", "conv_transpose2d"]
@@ -36,19 +39,51 @@ def _zero_pad(x: np.ndarray, before: Pair, after: Pair, value: Any = 0) -> np.nd
     return out
 
 
+def _out_size(n: int, k: int, s: int, p: int, d: int) -> int:
+    return (n + 2 * p - d * (k - 1) - 1) // s + 1
+
+
+def _geometry(kh: int, kw: int, stride: Pair, padding: Pair, dilation: Pair
+              ) -> _conv_jit.Geometry:
+    return (int(kh), int(kw), int(stride[0]), int(stride[1]), int(padding[0]), int(padding[1]),
+            int(dilation[0]), int(dilation[1]))
+
+
+def _compiled(*arrays: np.ndarray) -> bool:
+    """Whether the numba loops take these arrays: float32 or float64, all of one dtype."""
+    dt = arrays[0].dtype
+    return (dt == F32 or dt == F64) and all(a.dtype == dt for a in arrays[1:])
+
+
 def conv2d(x: np.ndarray, w: np.ndarray, stride: Pair = (1, 1), padding: Pair = (0, 0),
            dilation: Pair = (1, 1), groups: int = 1) -> np.ndarray:
     """2-D cross-correlation of ``x[N, C, H, W]`` with ``w[O, C/groups, kh, kw]``."""
     dt = x.dtype
     if dt in LOW:
         return conv2d(x.astype(F32), w.astype(F32), stride, padding, dilation, groups).astype(dt)
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    oh = _out_size(h, kh, stride[0], padding[0], dilation[0])
+    ow = _out_size(wd, kw, stride[1], padding[1], dilation[1])
+    if not _compiled(x, w) or min(n, c, oh, ow, o) <= 0:
+        return _conv2d_numpy(x, w, stride, padding, dilation, groups)
+    # im2col as [N, C*kh*kw, OH*OW] (one compiled pass, padding read as zeros): W @ cols
+    # lands straight in NCHW order
+    cols = np.empty((n, c * kh * kw, oh, ow), dt)
+    _conv_jit.im2col(np.ascontiguousarray(x), cols, _geometry(kh, kw, stride, padding, dilation))
+    wg = np.ascontiguousarray(w).reshape(groups, o // groups, cg * kh * kw)
+    out = np.matmul(wg, cols.reshape(n, groups, cg * kh * kw, oh * ow))
+    return out.reshape(n, o, oh, ow)
+
+
+def _conv2d_numpy(x: np.ndarray, w: np.ndarray, stride: Pair, padding: Pair, dilation: Pair,
+                  groups: int) -> np.ndarray:
+    """conv2d through a ``sliding_window_view`` (other dtypes, empty shapes)."""
     n = x.shape[0]
     o, cg, kh, kw = w.shape
     xp = _zero_pad(x, padding, padding)
     win = _windows(xp, (kh, kw), stride, dilation)  # [N, C, OH, OW, kh, kw]
     oh, ow = win.shape[2], win.shape[3]
-    # im2col as [N, C*kh*kw, OH*OW]: the copy moves whole output rows, and W @ cols lands
-    # straight in NCHW order
     cols = win.transpose(0, 1, 4, 5, 2, 3).reshape(n, groups, cg * kh * kw, oh * ow)
     wg = w.reshape(groups, o // groups, cg * kh * kw)
     return np.matmul(wg, cols).reshape(n, o, oh, ow)
@@ -62,6 +97,26 @@ def conv_transpose2d(x: np.ndarray, w: np.ndarray, stride: Pair = (1, 1),
     if dt in LOW:
         return conv_transpose2d(x.astype(F32), w.astype(F32), stride, padding, output_padding,
                                 dilation, groups).astype(dt)
+    n, c, h, wd = x.shape
+    _, og, kh, kw = w.shape
+    oh = (h - 1) * stride[0] - 2 * padding[0] + dilation[0] * (kh - 1) + output_padding[0] + 1
+    ow = (wd - 1) * stride[1] - 2 * padding[1] + dilation[1] * (kw - 1) + output_padding[1] + 1
+    if not _compiled(x, w) or min(n, c, h, wd, og, oh, ow) <= 0:
+        return _conv_transpose2d_numpy(x, w, stride, padding, output_padding, dilation, groups)
+    # one GEMM per group gives every input pixel's contribution to its receptive field,
+    # cols[N, O*kh*kw, H, W]; col2im adds them up at their output positions
+    cg = c // groups
+    wt = np.ascontiguousarray(w).reshape(groups, cg, og * kh * kw).transpose(0, 2, 1)
+    cols = np.matmul(wt, np.ascontiguousarray(x).reshape(n, groups, cg, h * wd))
+    out = np.zeros((n, groups * og, oh, ow), dt)
+    _conv_jit.col2im(cols.reshape(n, groups * og * kh * kw, h, wd), out,
+                     _geometry(kh, kw, stride, padding, dilation))
+    return out
+
+
+def _conv_transpose2d_numpy(x: np.ndarray, w: np.ndarray, stride: Pair, padding: Pair,
+                            output_padding: Pair, dilation: Pair, groups: int) -> np.ndarray:
+    """conv_transpose2d as conv2d of the zero-dilated input with the flipped kernel."""
     n, c, h, wd = x.shape
     _, og, kh, kw = w.shape
     sh, sw = stride
@@ -83,7 +138,7 @@ def conv_transpose2d(x: np.ndarray, w: np.ndarray, stride: Pair = (1, 1),
         up = up[:, :, ch0:up.shape[2] - ch1, cw0:up.shape[3] - cw1]
     cg = c // groups
     wt = w.reshape(groups, cg, og, kh, kw).transpose(0, 2, 1, 3, 4).reshape(groups * og, cg, kh, kw)
-    return conv2d(up, wt[:, :, ::-1, ::-1], (1, 1), (0, 0), dilation, groups)
+    return _conv2d_numpy(up, wt[:, :, ::-1, ::-1], (1, 1), (0, 0), dilation, groups)
 
 
 def _conv1d(x: np.ndarray, w: np.ndarray, stride: tuple[int] = (1,), padding: tuple[int] = (0,),
@@ -131,6 +186,12 @@ def _max_pool2d(x: np.ndarray, kernel_size: Pair = (1, 1), stride: Pair = (1, 1)
     oh = _pool_size(h, kh, sh, ph, dh, ceil_mode)
     ow = _pool_size(w, kw, sw, pw, dw, ceil_mode)
     # pad so that every (possibly ceil-mode) window lies inside the array
+    if (xs.dtype == F32 or xs.dtype == F64) and min(n, c, oh, ow) > 0:
+        values = np.empty((n, c, oh, ow), xs.dtype)
+        indices = np.empty((n, c, oh, ow), np.int64)
+        _conv_jit.max_pool2d(np.ascontiguousarray(xs), values, indices,
+                             _geometry(kh, kw, (sh, sw), (ph, pw), (dh, dw)))
+        return values.astype(dt, copy=False), indices
     eh = max((oh - 1) * sh + dh * (kh - 1) + 1 - (h + 2 * ph), 0)
     ew = max((ow - 1) * sw + dw * (kw - 1) + 1 - (w + 2 * pw), 0)
     xp = _zero_pad(xs, (ph, pw), (ph + eh, pw + ew), _lowest(xs.dtype))

@@ -1,0 +1,162 @@
+"""The data-movement loops of convolution and max-pooling, compiled with numba (first use).
+
+numpy builds an im2col matrix from a 6-D ``sliding_window_view`` with one strided copy whose
+innermost run is one output row (8 elements for an 8x8 image): most of a small convolution's
+time went there, not into the GEMM.  Here each loop writes its output in order, reads the
+padding as zeros instead of padding a copy of the input, and the transposed direction (col2im)
+adds each column back with no scatter.  Max-pooling takes each window's maximum and its
+position in one pass (no padded copy, no ``argmax`` over a window view, no index arithmetic
+afterwards), and its backward adds each gradient at its index.
+
+float32 and float64 only (callers widen float16/bfloat16 first and keep numpy for the rest);
+compiled once per process and cached on disk beside this file (``cache=True``), fast-math
+without "no nans / no infs" (nan must win max-pooling windows as in PyTorch).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["col2im", "im2col", "max_pool2d", "max_pool2d_backward"]
+
+Geometry = tuple[int, int, int, int, int, int, int, int]  # kh, kw, sh, sw, ph, pw, dh, dw
+
+
+@functools.cache
+def _loops() -> dict[str, Callable[..., Any]]:
+    import numba
+    import numpy as np
+
+    fast = {"nsz", "arcp", "contract", "afn", "reassoc"}
+    jit = numba.njit(cache=True, fastmath=fast, error_model="numpy", nogil=True)
+
+    @jit  # type: ignore[misc]  # numba's decorator is untyped
+    def im2col(x: Any, cols: Any, batch_major: bool, kh: int, kw: int, sh: int, sw: int,
+               ph: int, pw: int, dh: int, dw: int) -> None:
+        # cols[n, (c*kh + i)*kw + j] (or cols[(c*kh + i)*kw + j, n]) [oy, ox]
+        #   = x[n, c, oy*sh - ph + i*dh, ox*sw - pw + j*dw]
+        n_, c_, h, w = x.shape
+        oh, ow = cols.shape[2], cols.shape[3]
+        kk = c_ * kh * kw
+        flat = cols.reshape(cols.size)
+        zero = cols.dtype.type(0)
+        for n in range(n_):
+            for c in range(c_):
+                for i in range(kh):
+                    for j in range(kw):
+                        k = (c * kh + i) * kw + j
+                        base = ((n * kk + k) if batch_major else (k * n_ + n)) * oh * ow
+                        c0 = j * dw - pw
+                        # the output columns whose input column lies inside x
+                        lo = min(-(c0 // sw) if c0 < 0 else 0, ow)
+                        hi = min(max((w - 1 - c0) // sw + 1, lo), ow)
+                        for oy in range(oh):
+                            r = oy * sh - ph + i * dh
+                            at = base + oy * ow
+                            if r < 0 or r >= h:
+                                for ox in range(ow):
+                                    flat[at + ox] = zero
+                                continue
+                            for ox in range(lo):
+                                flat[at + ox] = zero
+                            for ox in range(lo, hi):
+                                flat[at + ox] = x[n, c, r, ox * sw + c0]
+                            for ox in range(hi, ow):
+                                flat[at + ox] = zero
+
+    @jit  # type: ignore[misc]
+    def col2im(cols: Any, out: Any, kh: int, kw: int, sh: int, sw: int, ph: int, pw: int,
+               dh: int, dw: int) -> None:
+        # out[n, c, y*sh - ph + i*dh, x*sw - pw + j*dw] += cols[n, (c*kh + i)*kw + j, y, x]
+        n_, c_, h, w = out.shape
+        ih, iw = cols.shape[2], cols.shape[3]
+        for n in range(n_):
+            for c in range(c_):
+                for i in range(kh):
+                    for j in range(kw):
+                        k = (c * kh + i) * kw + j
+                        c0 = j * dw - pw
+                        for y in range(ih):
+                            r = y * sh - ph + i * dh
+                            if r < 0 or r >= h:
+                                continue
+                            for x in range(iw):
+                                col = x * sw + c0
+                                if col >= 0 and col < w:
+                                    out[n, c, r, col] += cols[n, k, y, x]
+
+    @jit  # type: ignore[misc]
+    def max_pool(x: Any, values: Any, indices: Any, kh: int, kw: int, sh: int, sw: int,
+                 ph: int, pw: int, dh: int, dw: int) -> None:
+        # the first maximum of each window's positions inside x, or its first nan; a window
+        # with none inside gets -inf at its first position (PyTorch's rule for padding)
+        n_, c_, h, w = x.shape
+        oh, ow = values.shape[2], values.shape[3]
+        for n in range(n_):
+            for c in range(c_):
+                for oy in range(oh):
+                    h0 = oy * sh - ph
+                    for ox in range(ow):
+                        w0 = ox * sw - pw
+                        best = x.dtype.type(-np.inf)
+                        at = -1
+                        for i in range(kh):
+                            r = h0 + i * dh
+                            if r < 0 or r >= h:
+                                continue
+                            for j in range(kw):
+                                col = w0 + j * dw
+                                if col < 0 or col >= w:
+                                    continue
+                                v = x[n, c, r, col]
+                                if at < 0 or v > best or (v != v and best == best):
+                                    best = v
+                                    at = r * w + col
+                        if at < 0:
+                            fr = h0 + ((max(-h0, 0) + dh - 1) // dh) * dh
+                            fc = w0 + ((max(-w0, 0) + dw - 1) // dw) * dw
+                            at = fr * w + fc
+                        values[n, c, oy, ox] = best
+                        indices[n, c, oy, ox] = at
+
+    @jit  # type: ignore[misc]
+    def max_pool_backward(g: Any, indices: Any, out: Any) -> bool:
+        # out[plane, indices[plane, k]] += g[plane, k]; False on an index outside the plane
+        planes, hw = out.shape
+        for p in range(planes):
+            for k in range(g.shape[1]):
+                at = indices[p, k]
+                if at < 0 or at >= hw:
+                    return False
+                out[p, at] += g[p, k]
+        return True
+
+    return {"im2col": im2col, "col2im": col2im, "max_pool": max_pool,
+            "max_pool_backward": max_pool_backward}
+
+
+def im2col(x: Any, cols: Any, geometry: Geometry, batch_major: bool = True) -> None:
+    """Fill ``cols`` (C-contiguous ``[N, C*kh*kw, OH, OW]``, or ``[C*kh*kw, N, OH, OW]`` when
+    not ``batch_major``) with the receptive fields of ``x[N, C, H, W]`` (C-contiguous);
+    positions in the padding read as 0."""
+    _loops()["im2col"](x, cols, batch_major, *geometry)
+
+
+def col2im(cols: Any, out: Any, geometry: Geometry) -> None:
+    """Add ``cols[N, C*kh*kw, IH, IW]`` into ``out[N, C, H, W]`` at the positions im2col
+    reads them from (the transpose of `im2col`); the padding's share is dropped."""
+    _loops()["col2im"](cols, out, *geometry)
+
+
+def max_pool2d(x: Any, values: Any, indices: Any, geometry: Geometry) -> None:
+    """Each window's maximum into ``values[N, C, OH, OW]`` and its flat ``H*W`` position into
+    ``indices`` (int64)."""
+    _loops()["max_pool"](x, values, indices, *geometry)
+
+
+def max_pool2d_backward(g: Any, indices: Any, out: Any) -> bool:
+    """``out[P, H*W] += g[P, K]`` at ``indices[P, K]``; False (and ``out`` partly filled)
+    when an index is outside ``[0, H*W)``."""
+    return bool(_loops()["max_pool_backward"](g, indices, out))
