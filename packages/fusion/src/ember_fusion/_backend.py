@@ -12,7 +12,8 @@ from ember._backend import Backend, Decorator
 from ember._trace import TRACE, HostFloat, HostInt
 
 from ._compiler import FusedKernel, ReferenceCompiler
-from ._graph import SHAPE_RULES, VIEW_RULES, Handle, Node, computed, numel
+from ._graph import SHAPE_RULES, VIEW_RULES, Handle, Node, Shape, computed, numel
+from ._partition import KernelStep
 from ._stream import FusionStats, Stream
 
 if TYPE_CHECKING:
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from ember.ops import Op
 
     from ._partition import Plan
+
 
 __all__ = ["FusionBackend"]
 
@@ -79,6 +81,11 @@ class FusionBackend(Decorator):
         #: ops whose inputs are all computed and whose tensors have at most this many
         #: elements run eagerly (the compiler's measured break-even; 0: always record)
         self.eager_below: int = int(getattr(compiler, "eager_below", 0))
+        #: a flush ran groups of at most this many ops as the inner kernels, unfused
+        self.plain_nodes: int = int(getattr(compiler, "plain_nodes", 0))
+        #: (op, input shapes) of ops on computed inputs that a flush ran as such a group: they
+        #: run eagerly from then on (recording them only added a flush)
+        self.solo: set[tuple[Op, tuple[Shape, ...]]] = set()
         self.plans: dict[Any, Plan] = {}
         self.kernel_cache: dict[Any, FusedKernel] = {}
         self.stats = FusionStats()
@@ -102,6 +109,21 @@ class FusionBackend(Decorator):
         if len(self.kernel_cache) > CACHE_LIMIT:
             self.kernel_cache.clear()
 
+    def learn(self, plan: Plan) -> None:
+        """After a plan miss: remember the ops on computed inputs whose groups ran unfused."""
+        if not self.plain_nodes:
+            return
+        if len(self.solo) > CACHE_LIMIT:
+            self.solo.clear()
+        for step in plan.steps:
+            if type(step) is not KernelStep or len(step.group.nodes) > self.plain_nodes:
+                continue
+            head = step.group.nodes[0]
+            inputs = step.group.inputs
+            # group input k is step.ins[k]: a stream slot, or an external (computed) value
+            if all(a < 0 and step.ins[-1 - a] < 0 for a in head.args):
+                self.solo.add((head.op, tuple(inputs[-1 - a][0] for a in head.args)))
+
     def synchronize(self) -> None:
         self.stream().flush()
         self.inner.synchronize()
@@ -121,12 +143,13 @@ class FusionBackend(Decorator):
                 return self._eager(op, args, params)  # replays re-read it: not baked in
         limit = self.eager_below
         if limit:
-            # every input computed: a view, an op Fusion does not record, or an op on small
-            # tensors costs less run now than recorded and flushed (a group that fits one
-            # block runs the inner device's kernels op by op, so fusing it gains nothing).
-            # A computed payload is the inner device's own (its numpy array on cpu): such an
-            # op is the inner kernel called on the very payloads, as plain cpu would.
-            big = 0
+            # every input computed: a view, an op Fusion does not record, or an op whose
+            # result is small costs less run now than recorded and flushed (a group that fits
+            # one block runs the inner device's kernels op by op, so fusing it gains nothing;
+            # a reduction or matmul of big inputs to a small result runs whole, fused or not,
+            # and so would the small ops after it).  A computed payload is the inner device's
+            # own (its numpy array on cpu): the op is the inner kernel called on the very
+            # payloads, as on plain cpu.
             product = 1
             for a in args:
                 d = a._data
@@ -134,16 +157,16 @@ class FusionBackend(Decorator):
                     if d.node.value is None:
                         break  # pending: record the op (or sync, if it cannot be)
                     return self._computed_handles(op, args, params)
-                n = d.size
-                product *= n
-                if n > big:
-                    big = n
+                product *= d.size
             else:
                 rule = SHAPE_RULES.get(op)
                 # a result has at most the product of its inputs' elements (one input: no
                 # more than it has; a tensor and a scalar: the tensor's)
-                if rule is None or (big <= limit and (product <= limit or numel(
-                        rule([a._data.shape for a in args], params)) <= limit)):
+                if rule is None or product <= limit:
+                    self.stats.eager_ops += 1
+                    return self._kernel(op, args, params)
+                shapes = tuple([a._data.shape for a in args])
+                if numel(rule(shapes, params)) <= limit or (op, shapes) in self.solo:
                     self.stats.eager_ops += 1
                     return self._kernel(op, args, params)
         return self._lazy(op, args, params)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -33,10 +34,11 @@ __all__ = ["FusionStats", "Stream"]
 LOG = logging.getLogger("ember_fusion")
 #: a stream this long is flushed at once, bounding what dead pending ops keep alive
 MAX_PENDING = 16384
-#: a stream whose external inputs (computed tensors it reads) reach this many bytes is flushed
-#: at once: pending ops keep their inputs alive, and a long chain over many big inputs (the
-#: gradient sum of an unrolled RNN's slices) would otherwise hold hundreds of MiB that eager
-#: code frees and reuses as it goes (fresh memory is slow to touch: docs/fusion.md)
+#: a stream whose external inputs (computed tensors it reads) that nothing but its pending ops
+#: holds any more reach this many bytes is flushed at once: a long chain over many big inputs
+#: (the gradient sum of an unrolled RNN's slices) would otherwise hold hundreds of MiB that
+#: eager code frees and reuses as it goes (fresh memory is slow to touch: docs/fusion.md).
+#: Inputs a Python object still holds (a chain's big input) cost nothing to keep.
 MAX_EXTERNAL_BYTES = 8 << 20
 
 
@@ -86,6 +88,7 @@ class Stream:
         self.ext_sig: list[tuple[Shape, DType]] = []
         self.ext_index: dict[int, int] = {}
         self.ext_bytes = 0
+        self.ext_check = MAX_EXTERNAL_BYTES  # ext_bytes at which to count dropped externals
 
     def record(self, op: Op, params: dict[str, Any], inputs: Sequence[Node], shape: Shape,
                dtype: DType) -> Handle:
@@ -116,9 +119,29 @@ class Stream:
             self.refs.append(rt)
             self.sig.append((op, tuple(params.items()), dtype, shape, rt))
             handle = Handle(node)  # before any flush: a node without a handle is dead
-            if len(self.nodes) >= MAX_PENDING or self.ext_bytes >= MAX_EXTERNAL_BYTES:
+            if len(self.nodes) >= MAX_PENDING:
                 self.flush()
+            elif self.ext_bytes >= self.ext_check:
+                if self._dropped_bytes() >= MAX_EXTERNAL_BYTES:
+                    self.flush()
+                else:
+                    self.ext_check = self.ext_bytes + MAX_EXTERNAL_BYTES
         return handle
+
+    def _dropped_bytes(self) -> int:
+        """Bytes of the external inputs that only this stream's pending ops still hold."""
+        total = 0
+        for x in self.externals:
+            h = x.handle
+            if h is not None:  # computed by a flush: its handle is its tensors' payload
+                dropped = h() is None
+            else:
+                # an eager result: its tensors hold the inner payload itself; here the node's
+                # inner tensor and getrefcount's argument do
+                dropped = sys.getrefcount(x.value._data) <= 2  # type: ignore[union-attr]  # externals have values
+            if dropped:
+                total += math.prod(x.shape) * x._dtype.itemsize
+        return total
 
     def flush(self) -> None:
         """Compute every pending node that is still held; drop the others unwritten."""
@@ -143,6 +166,7 @@ class Stream:
                 plan = analyse(nodes, refs, ext_sig, held, backend.compiler,
                                backend.inner, backend.kernel_cache, stats.counters)
                 backend.plans[key] = plan
+                backend.learn(plan)
                 stats.plan_misses += 1
                 hit = "miss"
             else:

@@ -124,6 +124,9 @@ class CpuFusionCompiler:
         #: it): a group that fits one block runs the cpu kernels op by op anyway, and fusing
         #: measured slower than eager numpy up to 2 blocks (docs/fusion.md)
         self.eager_below = EAGER_BLOCKS * chunk if eager is None else eager
+        #: groups of at most this many ops run as the plain cpu kernels (Fusion reads it: an
+        #: op a flush ran so, from computed inputs, runs eagerly from then on)
+        self.plain_nodes = PLAIN_NODES if self.eager_below else 0
 
     def configure(self, kernels: dict[Op, Callable[..., Any]] | None = None,
                   chunk: int | None = None, threads: int | None = None,
