@@ -5,14 +5,14 @@ framework's per-op Python and dispatch cost.  Both sides run in one process, int
 ember run, then a torch run, repeated), at one thread each and at the default thread count.
 
 Run: ``.venv/bin/python benchmarks/host_ops.py [--threads 1|default|both] [--number N]``
-(PyTorch is a peer only; without it the torch column is empty).  Prints medians in µs and
-ember / torch ratios (lower is better).
+(PyTorch is a peer only; without it the torch column is empty).  Prints the best of the
+interleaved runs in µs (other work on shared cores only ever adds time) and ember / torch
+ratios (lower is better).
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -85,7 +85,7 @@ def per_call(fn: Callable[[], Any], number: int) -> float:
 
 
 def measure(rows: list[Case], number: int, repeat: int) -> list[tuple[str, float, float | None]]:
-    """Median per-call time of each side, runs interleaved ember / torch."""
+    """Best per-call time of each side, runs interleaved ember / torch."""
     out = []
     for name, fe, ft in rows:
         n = max(1, number // 10) if name.startswith(("backward", "Linear")) else number
@@ -97,7 +97,7 @@ def measure(rows: list[Case], number: int, repeat: int) -> list[tuple[str, float
             te.append(per_call(fe, n))
             if ft is not None:
                 tt.append(per_call(ft, n))
-        out.append((name, statistics.median(te), statistics.median(tt) if tt else None))
+        out.append((name, min(te), min(tt) if tt else None))
     return out
 
 

@@ -80,6 +80,7 @@ class AutodiffBackend(Decorator):
             TRACE[0].note_args(args)
         # one and two inputs spelled out: a comprehension is a call of its own on Python 3.11
         n = len(args)
+        cells: tuple[Cell, ...]
         if n == 2:
             c0, c1 = cells = (args[0]._data, args[1]._data)
             values: tuple[Tensor, ...] = (c0.value, c1.value)

@@ -23,8 +23,8 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     >>> (ember.ones(2, 3) @ ember.ones(3)).tolist()
     [3.0, 3.0]
     """
-    Tensor = _tensor.Tensor
-    if isinstance(a, Tensor) and isinstance(b, Tensor) and a._dtype is b._dtype:
+    tensor = _tensor.Tensor
+    if isinstance(a, tensor) and isinstance(b, tensor) and a._dtype is b._dtype:
         # the common case first: matrices (or equal batches of them) that fit, one dtype
         sa, sb = a._data.shape, b._data.shape
         if len(sa) == len(sb) >= 2 and sa[-1] == sb[-2] and sa[:-2] == sb[:-2]:
