@@ -21,6 +21,7 @@ from . import (
     recurrent,
     reduction,
 )
+from ._inplace import CpuInplace
 
 __all__ = ["KERNELS", "CpuBackend"]
 
@@ -56,6 +57,9 @@ class CpuBackend(Backend):
 
     name = "cpu"
     dtypes = frozenset(_dtype.ALL_DTYPES)
+
+    #: `ember.compile` writes a dying input's ufunc result in place (see ``_inplace``)
+    inplace = CpuInplace()
 
     def __init__(self) -> None:
         self.kernels = dict(KERNELS)

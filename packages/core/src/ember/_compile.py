@@ -289,21 +289,23 @@ class CompiledFunction:
             slots.append((self._slot(tr, payload, arg_payloads), spec))
         wslots = [(self._slot(tr, p, arg_payloads), t, put) for p, t, put in writes]
         leaves = [None if isinstance(x, Tensor) else x for x in out_flat]
-        program = Program(tr, arg_payloads, slots, wslots, out_tree, leaves, _unflatten)
+        base = next((t._device.base for t in [*flat, *out_flat] if isinstance(t, Tensor)), None)
+        inplace = getattr(base.backend, "inplace", None) if base is not None else None
+        program = Program(tr, arg_payloads, slots, wslots, out_tree, leaves, _unflatten,
+                          inplace)
         if len(self._cache) >= self.cache_size:
             self._cache.popitem(last=False)
             self.stats.evictions += 1
             LOG.info("%s: trace cache full (%d), dropped the oldest", self.__name__,
                      self.cache_size)
-        base = next((t._device.base for t in [*flat, *out_flat] if isinstance(t, Tensor)), None)
         capture = getattr(base.backend, "capture_program", None) if base is not None else None
         if capture is not None:  # the backend replays the program its own way (CUDA graphs)
             runner = capture(program)
             if runner is not None:
                 program.runner = runner
         self._cache[key] = program
-        LOG.info("%s: recorded %d kernel call(s), %d constant(s)", self.__name__,
-                 program.kernels, program.constants)
+        LOG.info("%s: recorded %d kernel call(s), %d constant(s), %d in place", self.__name__,
+                 program.kernels, program.constants, program.inplace)
         return result
 
     @staticmethod

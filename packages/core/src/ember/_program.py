@@ -24,7 +24,7 @@ class Program:
     def __init__(self, tr: _trace.Tracer, arg_payloads: dict[int, int],
                  outputs: list[tuple[int, Any]], writes: list[tuple[int, Tensor, Any]],
                  out_tree: Any, out_leaves: list[Any],
-                 unflatten: Callable[[Any, list[Any]], Any]) -> None:
+                 unflatten: Callable[[Any, list[Any]], Any], inplace: Any = None) -> None:
         self.kernels = len(tr.calls)
         self.out_tree = out_tree
         self.out_leaves = out_leaves
@@ -60,6 +60,8 @@ class Program:
         end = len(tr.calls)
         for s in final:
             last[s] = end
+        reuse = _plan_inplace(tr, last, set(final), inplace) if inplace is not None else {}
+        self.inplace = len(reuse)
         lines = ["def program(E):"]
         for s in sorted(tr.external):
             if s in last and names[s].startswith("E["):
@@ -76,6 +78,8 @@ class Program:
                 for k, g in c.dyn.items():
                     ns[f"G{i}_{k}"] = g
                     args.append(f"{k}=G{i}_{k}()")
+            if i in reuse:  # the result overwrites an input that dies here
+                args.append(f"out={names[reuse[i]]}")
             for s in c.outs:
                 names[s] = f"v{s}"
             targets = [f"v{s}" if s in last else "_" for s in c.outs]
@@ -170,3 +174,40 @@ def putter(t: Tensor) -> Callable[[Tensor, Any], None]:
                 c.note_replace(target)
         target._data = new._data
     return put
+
+
+def _plan_inplace(tr: _trace.Tracer, last: dict[int, int], final: set[int],
+                  inplace: Any) -> dict[int, int]:
+    """Calls whose result may be written into one of their inputs: ``{call: input slot}``.
+
+    An input qualifies when this call is its last use, an earlier call of the trace produced
+    it (never an argument, a parameter or a constant), it is not a result of the program, and
+    no value still alive after the call shares its memory; the backend (``inplace``) says
+    whether the kernel can write into it (``can_overwrite(fn, inputs, position, output)``)
+    and whether two payloads may share memory (``shares(a, b)``).
+    """
+    values = tr.values
+    produced: set[int] = set()
+    live: set[int] = {s for s in tr.external if s in last}
+    reuse: dict[int, int] = {}
+    for i, c in enumerate(tr.calls):
+        if len(c.outs) == 1 and not c.tuple_out and not c.params and not c.dyn:
+            ins = [values[s] for s in c.ins]
+            for pos, s in enumerate(c.ins):
+                if (last.get(s) != i or s in final or s not in produced
+                        or c.ins.count(s) != 1
+                        or not inplace.can_overwrite(c.fn, ins, pos, values[c.outs[0]])):
+                    continue
+                others = [v for v in live if v != s and last.get(v, -1) > i]
+                if any(inplace.shares(values[s], values[v]) for v in others):
+                    continue
+                reuse[i] = s
+                break
+        for s in c.ins:
+            if last.get(s) == i:
+                live.discard(s)
+        for s in c.outs:
+            produced.add(s)
+            if s in last:
+                live.add(s)
+    return reuse
