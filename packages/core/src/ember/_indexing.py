@@ -103,6 +103,17 @@ def _basic(x: Tensor, items: tuple[Any, ...]) -> Tensor | None:
 
 
 def getitem(x: Tensor, key: Any) -> Tensor:
+    if type(key) is int:  # x[i], as in a loop over a sequence's steps
+        shape = x._data.shape
+        if shape:
+            n = shape[0]
+            i = key + n if key < 0 else key
+            if 0 <= i < n:
+                rest = tuple(shape[1:])
+                k = len(rest)
+                y = apply(mv.slice, x, starts=(i, *[0] * k), stops=(i + 1, *rest),
+                          steps=(1,) * (k + 1))
+                return apply(mv.reshape, y, shape=rest)  # type: ignore[no-any-return]
     y = _basic(x, key if type(key) is tuple else (key,))
     if y is not None:
         return y
