@@ -192,3 +192,66 @@ def test_small_ops_on_computed_inputs_run_eagerly() -> None:
     assert w.item() == 129 * 3.0 and y.sum().item() == 256.0
     off = ember.device("fusion<cpu,eager=0>")
     assert off.backend.peek(ember.ones(4, device=off) * 2) is None
+
+
+def test_eager_results_are_the_inner_kernels_own_arrays() -> None:
+    """An op run eagerly hands out the cpu kernel's array itself: no wrapper, no copy, the
+    same layout as on plain cpu."""
+    d = ember.device("fusion<cpu,threads=1>")
+    a = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+    x = ember.tensor(a, device=d)
+    y = (x * 2).permute(1, 0) + 1
+    plain = (ember.tensor(a) * 2).permute(1, 0) + 1
+    assert type(y._data) is np.ndarray
+    assert y._data.flags.c_contiguous == plain._data.flags.c_contiguous
+    assert d.backend.unwrap(y)._data is y._data  # unwrapping copies nothing
+    np.testing.assert_array_equal(y.numpy(), plain.numpy())
+
+
+def test_a_reduction_of_a_big_computed_input_to_a_small_result_runs_eagerly() -> None:
+    d = ember.device("fusion<cpu,chunk=64,threads=1>")
+    d.synchronize()
+    x = ember.ones((100, 10), device=d)  # 1000 elements > eager (128)
+    s = x.sum(0)
+    assert d.backend.peek(s) is not None
+    assert s.tolist() == [100.0] * 10
+
+
+def test_an_op_a_flush_ran_alone_runs_eagerly_next_time() -> None:
+    d = ember.device("fusion<cpu,chunk=64,threads=1>")
+    d.synchronize()
+    a = ember.ones((20, 30), device=d)
+    b = ember.ones((30, 20), device=d)
+
+    def step() -> ember.Tensor:
+        c = a @ b  # a 400-element result: recorded, then synced by a non-fusible op
+        return c.sort(dim=1)[0]
+
+    first = step()
+    assert d.backend.peek(a @ b) is not None  # learnt: it ran as a group of its own
+    assert step().tolist() == first.tolist()
+    chain = ((a @ b) * 2 + 1).exp()  # a longer group on computed inputs is not affected
+    assert d.backend.peek(chain) is None
+
+
+def test_a_chain_on_a_big_held_input_is_one_kernel() -> None:
+    """Pending ops keep a big input alive that its tensor holds anyway: no early flush."""
+    d = ember.device("fusion<cpu,threads=1>")
+    x = ember.ones(2**22, device=d)  # 16 MiB
+    d.synchronize()
+    ember_fusion.reset_stats(d)
+    y = (((x * 1.5 + 0.25).relu() * 0.5 - 1).sigmoid() * x).sum()
+    assert y.item() > 0
+    assert ember_fusion.stats(d).flushes == 1
+
+
+def test_dropped_big_inputs_of_pending_ops_flush_the_stream() -> None:
+    """Computed tensors that only pending ops still hold are bounded (MAX_EXTERNAL_BYTES)."""
+    d = ember.device("fusion<cpu,threads=1>")
+    acc = ember.zeros(2**20, device=d) * 1  # pending
+    d.synchronize()
+    ember_fusion.reset_stats(d)
+    for i in range(12):
+        acc = acc + ember.full((2**20,), float(i), device=d)  # 4 MiB each, dropped at once
+    assert ember_fusion.stats(d).flushes >= 4
+    assert acc.numpy()[0] == sum(range(12))

@@ -159,10 +159,9 @@ class FusionBackend(Decorator):
                     return self._computed_handles(op, args, params)
                 product *= d.size
             else:
-                rule = SHAPE_RULES.get(op)
                 # a result has at most the product of its inputs' elements (one input: no
                 # more than it has; a tensor and a scalar: the tensor's)
-                if rule is None or product <= limit:
+                if product <= limit or (rule := SHAPE_RULES.get(op)) is None:
                     self.stats.eager_ops += 1
                     return self._kernel(op, args, params)
                 shapes = tuple([a._data.shape for a in args])
