@@ -61,8 +61,13 @@ def _loops() -> dict[str, Callable[..., Any]]:
                                 continue
                             for ox in range(lo):
                                 flat[at + ox] = zero
-                            for ox in range(lo, hi):
-                                flat[at + ox] = x[n, c, r, ox * sw + c0]
+                            if sw == 1:  # contiguous on both sides: vectorises
+                                src = x[n, c, r]
+                                for ox in range(lo, hi):
+                                    flat[at + ox] = src[ox + c0]
+                            else:
+                                for ox in range(lo, hi):
+                                    flat[at + ox] = x[n, c, r, ox * sw + c0]
                             for ox in range(hi, ow):
                                 flat[at + ox] = zero
 

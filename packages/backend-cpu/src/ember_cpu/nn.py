@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 from ember.ops import nn
-from numpy.lib.stride_tricks import sliding_window_view
+from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
 from . import _conv_jit
 from ._common import F32, F64, LOW
@@ -67,6 +67,14 @@ def conv2d(x: np.ndarray, w: np.ndarray, stride: Pair = (1, 1), padding: Pair = 
     ow = _out_size(wd, kw, stride[1], padding[1], dilation[1])
     if not _compiled(x, w) or min(n, c, oh, ow, o) <= 0:
         return _conv2d_numpy(x, w, stride, padding, dilation, groups)
+    if tuple(stride) == (1, 1):
+        # one GEMM per group over the shifted planes, then the valid outputs in NCHW order
+        cols, hp, wp = shifted_cols(x, (kh, kw), padding, dilation)
+        wg = np.ascontiguousarray(w).reshape(groups, o // groups, cg * kh * kw)
+        # per image ([O/G, K] @ [K, Hp*Wp]: OpenBLAS runs these faster than one wide GEMM)
+        per_image = cols.reshape(groups, cg * kh * kw, n, hp * wp).transpose(2, 0, 1, 3)
+        full = np.matmul(wg, per_image).reshape(n, o, hp, wp)
+        return np.ascontiguousarray(full[:, :, :oh, :ow])
     # im2col as [N, C*kh*kw, OH*OW] (one compiled pass, padding read as zeros): W @ cols
     # lands straight in NCHW order
     cols = np.empty((n, c * kh * kw, oh, ow), dt)
@@ -74,6 +82,26 @@ def conv2d(x: np.ndarray, w: np.ndarray, stride: Pair = (1, 1), padding: Pair = 
     wg = np.ascontiguousarray(w).reshape(groups, o // groups, cg * kh * kw)
     out = np.matmul(wg, cols.reshape(n, groups, cg * kh * kw, oh * ow))
     return out.reshape(n, o, oh, ow)
+
+
+def shifted_cols(x: np.ndarray, k: Pair, padding: Pair, dilation: Pair
+                 ) -> tuple[np.ndarray, int, int]:
+    """The im2col matrix of a stride-1 convolution as ``[C*kh*kw, N*Hp*Wp]`` (and ``Hp, Wp``):
+    row ``(c, i, j)`` is channel ``c``'s zero-padded planes laid end to end over the batch,
+    shifted left by the kernel offset ``(i*dh, j*dw)``, so column ``n*Hp*Wp + y*Wp + x`` holds
+    the receptive field of output ``(n, y, x)`` (columns with ``y >= OH`` or ``x >= OW`` are
+    spare).  Each row is one contiguous copy, where a per-output-row im2col moves ``OW``
+    elements at a time; the spare columns cost ``Hp*Wp / (OH*OW)`` more GEMM work."""
+    n, c, h, w = x.shape
+    (kh, kw), (ph, pw), (dh, dw) = k, padding, dilation
+    hp, wp = h + 2 * ph, w + 2 * pw
+    size = n * hp * wp
+    buf = np.zeros((c, size + (kh - 1) * dh * wp + (kw - 1) * dw), x.dtype)
+    buf[:, :size].reshape(c, n, hp, wp)[:, :, ph:ph + h, pw:pw + w] = x.transpose(1, 0, 2, 3)
+    item = buf.itemsize
+    rows = as_strided(buf, (c, kh, kw, size), (buf.strides[0], dh * wp * item, dw * item, item),
+                      writeable=False)
+    return np.ascontiguousarray(rows).reshape(c * kh * kw, size), hp, wp
 
 
 def _conv2d_numpy(x: np.ndarray, w: np.ndarray, stride: Pair, padding: Pair, dilation: Pair,
