@@ -108,12 +108,17 @@ class Backend:
             out = kernel(*payloads, **params)
             tracer.record(kernel, payloads, params, out, op.outputs != 1)
         # one and two inputs spelled out: a comprehension is a call of its own on Python 3.11
+        elif params:
+            if n == 1:
+                out = kernel(args[0]._data, **params)
+            else:
+                out = kernel(*[a._data for a in args], **params)
         elif n == 2:
-            out = kernel(args[0]._data, args[1]._data, **params)
+            out = kernel(args[0]._data, args[1]._data)
         elif n == 1:
-            out = kernel(args[0]._data, **params)
+            out = kernel(args[0]._data)
         else:
-            out = kernel(*[a._data for a in args], **params)
+            out = kernel(*[a._data for a in args])
         device = self.device
         if op.outputs == 1:
             t = object.__new__(device.tensor_type)
