@@ -83,9 +83,10 @@ class FusionBackend(Decorator):
         self.eager_below: int = int(getattr(compiler, "eager_below", 0))
         #: a flush ran groups of at most this many ops as the inner kernels, unfused
         self.plain_nodes: int = int(getattr(compiler, "plain_nodes", 0))
-        #: (op, input shapes) of ops on computed inputs that a flush ran as such a group: they
-        #: run eagerly from then on (recording them only added a flush)
-        self.solo: set[tuple[Op, tuple[Shape, ...]]] = set()
+        #: (op, input shapes, params) of ops on computed inputs bigger than the eager threshold
+        #: -> run them eagerly: their result is small, or a flush ran them as a group of their
+        #: own (`learn`: recording them only added a flush)
+        self.decided: dict[tuple[Op, tuple[Shape, ...], Any], bool] = {}
         self.plans: dict[Any, Plan] = {}
         self.kernel_cache: dict[Any, FusedKernel] = {}
         self.stats = FusionStats()
@@ -113,8 +114,6 @@ class FusionBackend(Decorator):
         """After a plan miss: remember the ops on computed inputs whose groups ran unfused."""
         if not self.plain_nodes:
             return
-        if len(self.solo) > CACHE_LIMIT:
-            self.solo.clear()
         for step in plan.steps:
             if type(step) is not KernelStep or len(step.group.nodes) > self.plain_nodes:
                 continue
@@ -122,7 +121,12 @@ class FusionBackend(Decorator):
             inputs = step.group.inputs
             # group input k is step.ins[k]: a stream slot, or an external (computed) value
             if all(a < 0 and step.ins[-1 - a] < 0 for a in head.args):
-                self.solo.add((head.op, tuple(inputs[-1 - a][0] for a in head.args)))
+                key = (head.op, tuple(inputs[-1 - a][0] for a in head.args),
+                       tuple(head.params.items()))
+                try:
+                    self.decided[key] = True
+                except TypeError:  # a param value that is not hashable: not remembered
+                    pass
 
     def synchronize(self) -> None:
         self.stream().flush()
@@ -164,11 +168,26 @@ class FusionBackend(Decorator):
                 if product <= limit or (rule := SHAPE_RULES.get(op)) is None:
                     self.stats.eager_ops += 1
                     return self._kernel(op, args, params)
-                shapes = tuple([a._data.shape for a in args])
-                if numel(rule(shapes, params)) <= limit or (op, shapes) in self.solo:
+                if self._decide(op, rule, args, params):
                     self.stats.eager_ops += 1
                     return self._kernel(op, args, params)
         return self._lazy(op, args, params)
+
+    def _decide(self, op: Op, rule: Any, args: Sequence[Tensor], params: dict[str, Any]) -> bool:
+        """Whether an op on computed inputs above the eager threshold runs eagerly anyway:
+        its result is small, or `learn` saw it run alone.  Decided once per op, shapes and
+        params."""
+        shapes = tuple([a._data.shape for a in args])
+        key = (op, shapes, tuple(params.items()))
+        try:
+            now = self.decided.get(key)
+        except TypeError:  # a param value that is not hashable
+            return bool(numel(rule(shapes, params)) <= self.eager_below)
+        if now is None:
+            if len(self.decided) > CACHE_LIMIT:
+                self.decided.clear()
+            now = self.decided[key] = numel(rule(shapes, params)) <= self.eager_below
+        return now
 
     def _lazy(self, op: Op, args: Sequence[Tensor], params: dict[str, Any]) -> Any:
         """Record ``op`` in this thread's stream, or run it now where it cannot be fused."""
