@@ -12,7 +12,7 @@ from ember._backend import Backend, Decorator
 from ember._trace import TRACE, HostFloat, HostInt
 
 from ._compiler import FusedKernel, ReferenceCompiler
-from ._graph import SHAPE_RULES, VIEW_RULES, Handle, Node, Shape, computed, numel
+from ._graph import SHAPE_RULES, VIEW_RULES, Handle, Node, Shape, _broadcast, computed, numel
 from ._partition import KernelStep
 from ._stream import FusionStats, Stream
 
@@ -86,7 +86,7 @@ class FusionBackend(Decorator):
         #: (op, input shapes, params) of ops on computed inputs bigger than the eager threshold
         #: -> run them eagerly: their result is small, or a flush ran them as a group of their
         #: own (`learn`: recording them only added a flush)
-        self.decided: dict[tuple[Op, tuple[Shape, ...], Any], bool] = {}
+        self.decided: dict[tuple[Any, ...], bool] = {}
         self.plans: dict[Any, Plan] = {}
         self.kernel_cache: dict[Any, FusedKernel] = {}
         self.stats = FusionStats()
@@ -121,8 +121,8 @@ class FusionBackend(Decorator):
             inputs = step.group.inputs
             # group input k is step.ins[k]: a stream slot, or an external (computed) value
             if all(a < 0 and step.ins[-1 - a] < 0 for a in head.args):
-                key = (head.op, tuple(inputs[-1 - a][0] for a in head.args),
-                       tuple(head.params.items()))
+                key = _decision_key(head.op, [inputs[-1 - a][0] for a in head.args],
+                                    head.params)
                 try:
                     self.decided[key] = True
                 except TypeError:  # a param value that is not hashable: not remembered
@@ -177,16 +177,20 @@ class FusionBackend(Decorator):
         """Whether an op on computed inputs above the eager threshold runs eagerly anyway:
         its result is small, or `learn` saw it run alone.  Decided once per op, shapes and
         params."""
-        shapes = tuple([a._data.shape for a in args])
-        key = (op, shapes, tuple(params.items()))
+        if rule is _broadcast and len(args) == 2:
+            a, b = args[0]._data, args[1]._data
+            if a.shape == b.shape:  # an elementwise op of one shape (the common case)
+                return bool(a.size <= self.eager_below)
+        key = _decision_key(op, [a._data.shape for a in args], params)
         try:
             now = self.decided.get(key)
         except TypeError:  # a param value that is not hashable
-            return bool(numel(rule(shapes, params)) <= self.eager_below)
+            return bool(numel(rule([a._data.shape for a in args], params)) <= self.eager_below)
         if now is None:
             if len(self.decided) > CACHE_LIMIT:
                 self.decided.clear()
-            now = self.decided[key] = numel(rule(shapes, params)) <= self.eager_below
+            now = numel(rule([a._data.shape for a in args], params)) <= self.eager_below
+            self.decided[key] = now
         return now
 
     def _lazy(self, op: Op, args: Sequence[Tensor], params: dict[str, Any]) -> Any:
@@ -286,6 +290,11 @@ class FusionBackend(Decorator):
                 raise RuntimeError(f"ember_fusion: {node!r} was dropped unmaterialised although "
                                    "a tensor still refers to it (a bug: please report it)")
         return value
+
+
+def _decision_key(op: Op, shapes: list[Shape], params: dict[str, Any]) -> tuple[Any, ...]:
+    """``FusionBackend.decided``'s key: the op, its inputs' shapes, its params (flat)."""
+    return (op, *shapes, *params.items())
 
 
 def _compiler_for(inner: Device) -> Any:
