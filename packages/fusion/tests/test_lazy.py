@@ -255,3 +255,16 @@ def test_dropped_big_inputs_of_pending_ops_flush_the_stream() -> None:
         acc = acc + ember.full((2**20,), float(i), device=d)  # 4 MiB each, dropped at once
     assert ember_fusion.stats(d).flushes >= 4
     assert acc.numpy()[0] == sum(range(12))
+
+
+def test_ops_on_values_a_flush_computed_decide_as_on_eager_values() -> None:
+    d = ember.device("fusion<cpu,chunk=64,threads=1>")
+    d.synchronize()
+    z = ember.ones(200, device=d) * 3  # recorded: its payload is a handle
+    assert z.tolist()[0] == 3.0  # flushed: computed, still a handle
+    small = z[:10] + 1  # a view and a small op on it: eager, on z's array
+    assert d.backend.peek(small) is not None
+    assert type(small._data) is np.ndarray
+    big = z * 2 + z  # big: recorded, z read as one external input
+    assert d.backend.peek(big) is None
+    assert big.tolist() == [9.0] * 200 and small.tolist() == [4.0] * 10
