@@ -138,11 +138,14 @@ def test_column_sums_over_many_programs_combine_partials(fdev: ember.Device) -> 
 
 
 def test_layer_norm_of_long_rows_is_one_kernel(fdev: ember.Device) -> None:
+    # written out in primitives (F.layer_norm itself is handed to the Triton backend's own
+    # layer_norm kernel, which Fusion does not count): the fused group is one kernel
     a = _rng().standard_normal((2, 30_000))
     x = ember.tensor(a, device=fdev)
     fdev.synchronize()
     before = _launches(fdev)
-    got = ember.nn.functional.layer_norm(x, 30_000).numpy()
+    centred = x - x.mean(dim=-1, keepdim=True)
+    got = (centred * ((centred * centred).mean(dim=-1, keepdim=True) + 1e-5).rsqrt()).numpy()
     assert _launches(fdev) - before == 1
     mu = a.mean(1, keepdims=True)
     var = ((a - mu) ** 2).mean(1, keepdims=True)
