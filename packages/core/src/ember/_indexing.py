@@ -111,12 +111,12 @@ def getitem(x: Tensor, key: Any) -> Tensor:
             if 0 <= i < n:
                 rest = tuple(shape[1:])
                 k = len(rest)
-                y = apply(mv.slice, x, starts=(i, *[0] * k), stops=(i + 1, *rest),
-                          steps=(1,) * (k + 1))
+                y: Tensor = apply(mv.slice, x, starts=(i, *[0] * k), stops=(i + 1, *rest),
+                                  steps=(1,) * (k + 1))
                 return apply(mv.reshape, y, shape=rest)  # type: ignore[no-any-return]
-    y = _basic(x, key if type(key) is tuple else (key,))
-    if y is not None:
-        return y
+    basic = _basic(x, key if type(key) is tuple else (key,))
+    if basic is not None:
+        return basic
     from ._tensor import Tensor
 
     items = _normalize_key(x, key)
