@@ -30,6 +30,22 @@ def mlp_step(ember: Any, device: str = "autodiff<cuda:0>",
     return step
 
 
+def torch_mlp_step(torch: Any) -> Callable[[], Any]:
+    """PyTorch's side of `mlp_step`: the same MLP, Adam and a fixed batch, on ``cuda``."""
+    tm = torch.nn.Sequential(torch.nn.Linear(784, 1024), torch.nn.ReLU(),
+                             torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
+                             torch.nn.Linear(1024, 10)).cuda()
+    topt = torch.optim.Adam(tm.parameters(), lr=1e-3)
+    txb = torch.randn((512, 784), device="cuda")
+    tyb = torch.randint(0, 10, (512,), device="cuda")
+
+    def tstep() -> None:
+        topt.zero_grad()
+        torch.nn.functional.cross_entropy(tm(txb), tyb).backward()
+        topt.step()
+    return tstep
+
+
 def guide_step(ember: Any, device: str = "autodiff<cuda:0>", batch: int = 32) -> Callable[[], Any]:
     """A closure running one training step of the guide CNN (8x8 inputs, no dropout, AdamW)
     on one fixed random batch held on the host."""

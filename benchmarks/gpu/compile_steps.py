@@ -44,7 +44,7 @@ def _block(lib: Any, nn: Any, F: Any, d: int = 512, heads: int = 8) -> Any:
 def child(quick: bool) -> dict[str, Any]:
     import numpy as np
     import torch
-    from _mlp import mlp_step
+    from _mlp import mlp_step, torch_mlp_step
     from _rounds import interleaved, summary
 
     import ember
@@ -102,17 +102,7 @@ def child(quick: bool) -> dict[str, Any]:
 
     # -- MLP step -----------------------------------------------------------------------------
     step = mlp_step(ember)
-    tm = torch.nn.Sequential(torch.nn.Linear(784, 1024), torch.nn.ReLU(),
-                             torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
-                             torch.nn.Linear(1024, 10)).cuda()
-    topt = torch.optim.Adam(tm.parameters(), lr=1e-3)
-    txb = torch.randn((512, 784), device="cuda")
-    tyb = torch.randint(0, 10, (512,), device="cuda")
-
-    def tstep() -> None:
-        topt.zero_grad()
-        torch.nn.functional.cross_entropy(tm(txb), tyb).backward()
-        topt.step()
+    tstep = torch_mlp_step(torch)
 
     cstep = ember.compile(mlp_step(ember))
     fns: dict[str, Any] = {"torch": tstep, "ember": step, "compiled": cstep}

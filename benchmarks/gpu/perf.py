@@ -145,21 +145,11 @@ def child(quick: bool) -> dict[str, object]:
                    "torch_layer_norm_share": round(copy / tln, 3)}
 
     # -- MLP training step ----------------------------------------------------------------
-    from _mlp import mlp_step
+    from _mlp import mlp_step, torch_mlp_step
 
     step = mlp_step(ember)
 
-    tm = torch.nn.Sequential(torch.nn.Linear(784, 1024), torch.nn.ReLU(),
-                             torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
-                             torch.nn.Linear(1024, 10)).cuda()
-    topt = torch.optim.Adam(tm.parameters(), lr=1e-3)
-    txb = torch.randn((512, 784), device="cuda")
-    tyb = torch.randint(0, 10, (512,), device="cuda")
-
-    def tstep() -> None:
-        topt.zero_grad()
-        torch.nn.functional.cross_entropy(tm(txb), tyb).backward()
-        topt.step()
+    tstep = torch_mlp_step(torch)
 
     fns: dict[str, Any] = {"ember": step, "torch": tstep}
     syncs: dict[str, Any] = {"ember": sync, "torch": tsync}
