@@ -4,7 +4,7 @@ plain and persistent, with B row-major or K-major, and with the operands swapped
 so the N-major operand is wgmma's A, which may come from registers), with 2-CTA clusters and
 with a warp-specialised K loop; cuBLAS through CuPy is the yardstick
 (``CUPY_TF32=1 python benchmarks/gpu/tf32_tma.py``).  Results: ``docs/performance.md``,
-session 17."""
+the 2026-12-03 17:01 UTC run."""
 
 from __future__ import annotations
 

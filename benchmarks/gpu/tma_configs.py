@@ -11,9 +11,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 #: ``(BM, BN, BK, GROUP_M, num_warps, num_stages, FLATTEN)``, as ``linalg._TMA_CONFIGS``.
-#: Measured on the H200 (session 17): flattening gains 1-4% where shared memory allows it (not
-#: with 128x256 float32 tiles); storing the epilogue in two halves, which lets those flatten,
-#: gained nothing (389-392 TFLOP/s either way) and was dropped.
+#: Measured on the H200 (2026-12-03 17:01 UTC): flattening gains 1-4% where shared memory
+#: allows it (not with 128x256 float32 tiles); storing the epilogue in two halves, which
+#: lets those flatten, gained nothing (389-392 TFLOP/s either way) and was dropped.
 CONFIGS = {
     "tf32": [(128, 256, 32, 8, 8, 3, 0), (128, 256, 32, 16, 8, 3, 0), (128, 256, 32, 8, 8, 4, 0),
              (128, 128, 32, 8, 4, 5, 1), (256, 128, 32, 8, 8, 3, 0)],
