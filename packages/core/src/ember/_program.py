@@ -12,7 +12,7 @@ import builtins
 from collections.abc import Callable
 from typing import Any
 
-from . import _capture, _trace
+from . import _trace
 from ._tensor import Tensor
 
 __all__ = ["Program", "base_payload", "maker", "putter"]
@@ -131,49 +131,29 @@ class Program:
 
 
 def base_payload(t: Tensor) -> Any:
-    dev = t._device
-    while dev.inner is not None:
-        t = dev.backend.unwrap(t)  # type: ignore[attr-defined]  # a Decorator
-        dev = t._device
-    return t._data
+    """The payload behind ``t`` on the innermost device of its stack."""
+    from .nn._values import lower
+
+    return lower(t)._data
 
 
 def maker(t: Tensor) -> Callable[[Any], Tensor]:
     """Builds a tensor like ``t`` (its device and dtype, no gradient history) from a base
     payload."""
-    chain = []
-    dev = t._device
-    while dev.inner is not None:
-        chain.append(dev.backend)
-        dev = dev.inner
-    chain.reverse()
-    base, dtype = dev, t._dtype
-    make = base.tensor_type._make
+    from .nn._values import lift
 
-    def build(payload: Any) -> Tensor:
-        x = make(payload, base, dtype)
-        for be in chain:
-            x = be.wrap(x)  # type: ignore[attr-defined]  # a Decorator
-        return x
-    return build
+    device, base, dtype = t._device, t._device.base, t._dtype
+    make = base.tensor_type._make
+    return lambda payload: lift(make(payload, base, dtype), device)
 
 
 def putter(t: Tensor) -> Callable[[Tensor, Any], None]:
-    """Gives ``t`` a new base payload in place, as `rebind` would."""
-    from .nn._values import can_require_grad
+    """Gives ``t`` a new base payload in place (`ember.nn._values.rebind`)."""
+    from .nn._values import rebind
 
-    build = maker(t)
-    leaf = t._device.inner is not None and can_require_grad(t) and t.requires_grad
-
-    def put(target: Tensor, payload: Any) -> None:
-        new = build(payload)
-        if leaf:
-            new = new.detach().requires_grad_(True)
-        if _capture._ACTIVE:
-            for c in _capture._ACTIVE:
-                c.note_replace(target)
-        target._data = new._data
-    return put
+    base, dtype = t._device.base, t._dtype
+    make = base.tensor_type._make
+    return lambda target, payload: rebind(target, make(payload, base, dtype))
 
 
 def _plan_inplace(tr: _trace.Tracer, last: dict[int, int], final: set[int],
