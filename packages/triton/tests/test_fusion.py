@@ -137,6 +137,23 @@ def test_column_sums_over_many_programs_combine_partials(fdev: ember.Device) -> 
     np.testing.assert_array_equal(got_mx, (2 * a).max(axis=0))
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_many_partials_are_reduced_by_the_split_column_kernel(
+        dtype: type, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hundreds of programs' partials (a bias gradient's column sum on a GPU) are summed by the
+    eager reduction, split down the columns, before the combine kernel finishes the mean."""
+    d = ember.device("fusion<triton-interpret,limit=4>")
+    d.synchronize()
+    monkeypatch.setattr(d.backend.inner.backend, "split_reductions", True)
+    monkeypatch.setattr(d.backend.inner.backend, "reduce_chunk", 64)
+    a = _rng().standard_normal((300, 3)).astype(dtype)
+    x = ember.tensor(a, device=d)
+    s, mean, mx = (x * 2).sum(dim=0), (x * 3).mean(dim=0), (x + 1).amax(dim=0)
+    np.testing.assert_allclose(s.numpy(), (2 * a).sum(axis=0), rtol=1e-5)
+    np.testing.assert_allclose(mean.numpy(), (3 * a).mean(axis=0), rtol=1e-5)
+    np.testing.assert_array_equal(mx.numpy(), (a + 1).max(axis=0))
+
+
 def test_layer_norm_of_long_rows_is_one_kernel(fdev: ember.Device) -> None:
     # written out in primitives (F.layer_norm itself is handed to the Triton backend's own
     # layer_norm kernel, which Fusion does not count): the fused group is one kernel

@@ -45,10 +45,20 @@ def test_long_rows_reduce_in_two_passes(dev: ember.Device) -> None:
     try:
         got = be.to_numpy(be.kernels[ops.sum](x, dims=(1,)), None)
         top = be.to_numpy(be.kernels[ops.max](x, dims=(1,)), None)
+        mean = be.to_numpy(be.kernels[ops.mean](x, dims=(0, 1)), None)
+        half = be.from_numpy(a.astype(np.float16), ember.float16)
+        hmean = be.to_numpy(be.kernels[ops.mean](half, dims=(1,), keepdim=True), None)
+        # a column sum of a [tokens, features] matrix: few programs, each split down the rows
+        cols = be.to_numpy(be.kernels[ops.sum](x.transpose((1, 0)), dims=(0,)), None)
     finally:
         be.split_reductions, be.reduce_chunk = old
     np.testing.assert_allclose(got, a.sum(axis=1), rtol=1e-12)
     np.testing.assert_array_equal(top, a.max(axis=1))
+    np.testing.assert_allclose(mean, a.mean(), rtol=1e-12)
+    assert hmean.dtype == np.float16 and hmean.shape == (3, 1)
+    np.testing.assert_allclose(hmean[:, 0], a.astype(np.float16).astype(np.float64).mean(1),
+                               rtol=2e-3)
+    np.testing.assert_allclose(cols, a.sum(axis=1), rtol=1e-12)
 
 
 @pytest.mark.parametrize("split", [False, True])

@@ -34,6 +34,7 @@ from ._array import DeviceArray
 from ._codegen import collapse
 from ._fusion_block import BlockGen, node_expression
 from ._fusion_source import REDUCE, Functions, acc_dtype, combine_source, conv_load, conv_store
+from .reduction import SECOND, reduce_matrix
 
 if TYPE_CHECKING:
     from ember import DType
@@ -240,6 +241,7 @@ class _BlockKernel:
         elems = gen.bm * (gen.bk if gen.loop else gen.inner)
         self.warps = 4 if elems <= 2048 else 8
         self.parts: list[tuple[int, tuple[int, int], np.dtype[Any], Any, int]] = []
+        self.ops: dict[int, str] = {}
         if gen.programs > 1:
             for j in gen.cross:
                 n = g.nodes[j]
@@ -252,6 +254,7 @@ class _BlockKernel:
                 acc = acc_dtype(op, numpy_dtype(g.nodes[a].dtype if a >= 0
                                                 else g.inputs[-1 - a][1]))
                 comb = c.jit(combine_source(op, acc, numpy_dtype(n.dtype), count), "combine")
+                self.ops[gen.outputs[j]] = op
                 self.parts.append((gen.outputs[j], (gen.programs, q), acc, comb, q))
 
     def __call__(self, inputs: Sequence[Any]) -> list[Any]:
@@ -262,7 +265,12 @@ class _BlockKernel:
         strides = [st for x in inputs for st in x.strides]
         c.launch(self.kernel, self.grid, *outs, *parts, *inputs, *self.scalars, *strides,
                  PRECISION=be.matmul_precision, warps=self.warps, **self.meta)
-        for (m, (p, q), _, comb, _), part in zip(self.parts, parts, strict=True):
+        for (m, (p, q), acc, comb, _), part in zip(self.parts, parts, strict=True):
+            if p > 64 and be.split_reductions:
+                # many partials: a column reduction the eager kernel splits over the GPU,
+                # then the combine kernel finishes (mean's division, the output's dtype)
+                part = reduce_matrix(be, part, q, p, SECOND[self.ops[m]], acc, sm=1, walk=q)
+                p = 1
             bq = be.block_size(q)
             c.launch(comb, (-(-q // bq),), outs[m], part, p, q, BQ=bq)
         return outs

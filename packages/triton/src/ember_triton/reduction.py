@@ -18,7 +18,7 @@ from ._codegen import TL, collapse, contiguous, exact_compare
 if TYPE_CHECKING:
     from .backend import TritonBackend
 
-__all__ = ["KERNELS", "rows_of", "scan"]
+__all__ = ["KERNELS", "SECOND", "reduce_matrix", "rows_of", "scan"]
 
 _OPS = {"sum": 0, "prod": 1, "max": 2, "min": 3, "any": 4, "all": 5}
 _LOW = ("float16", "bfloat16")
@@ -97,7 +97,7 @@ def _merged_stride(x: DeviceArray, axes: tuple[int, ...], levels: int = 1) -> An
     return strides[0] if shape else 1
 
 
-def _reduce_rows(be: TritonBackend, rows: DeviceArray, m: int, k: int, op: str,
+def reduce_matrix(be: TritonBackend, rows: DeviceArray, m: int, k: int, op: str,
                  out_dtype: np.dtype[Any], sm: int | None = None,
                  walk: RowWalk = 1, plan: list[Any] | None = None) -> DeviceArray:
     """``[m]`` = the reduction of each row of ``rows`` (``m x k``, rows ``sm`` apart, walked
@@ -110,23 +110,25 @@ def _reduce_rows(be: TritonBackend, rows: DeviceArray, m: int, k: int, op: str,
     kern = be.module("reduction").reduce_rows
     flt = kind_of(rows.dtype) == "f" and op in ("max", "min")
     sm = k if sm is None else sm
-    chunk = be.reduce_chunk
-    if be.split_reductions and m < 256 and k > 4 * chunk:
+    if (sk2 if two else sk) == 1 or be.memory.interpret:
+        bm, bk = _blocks(be, m, k)
+    else:  # columns: neighbouring rows are what is contiguous, so blocks run down them
+        bm = min(64, be.block_size(m))
+        bk = max(1, 2048 // bm)
+    parts = _parts(be, m, k, bm)
+    if parts > 1:
+        # too few programs for the GPU (few long rows, or a column sum of a [tokens, features]
+        # matrix): split every row into ``parts`` pieces, then reduce the ``[m, parts]`` partials
+        chunk = -(-k // parts)
+        bk = min(bk, be.block_size(chunk))
+        chunk = -(-chunk // bk) * bk
         parts = -(-k // chunk)
         partial = be.empty((m, parts), acc)
-        be.launch(kern, (m, parts), partial, rows, ident, m, k, sm, sk, k2, sk2, chunk,
-                  OP=_OPS[op], FLOAT=flt, TWO_LEVEL=two, BLOCK_M=1,
-                  BLOCK_K=min(1024, be.block_size(chunk)))
-        second = "sum" if op == "sum" else ("max" if op == "any" else
-                                            ("min" if op == "all" else op))
-        return _reduce_rows(be, partial, m, parts, second, out_dtype)
+        be.launch(kern, (-(-m // bm), parts), partial, rows, ident, m, k, sm, sk, k2, sk2,
+                  chunk, OP=_OPS[op], FLOAT=flt, TWO_LEVEL=two, BLOCK_M=bm, BLOCK_K=bk)
+        return reduce_matrix(be, partial, m, parts, SECOND[op], out_dtype)
     out = be.empty((m,), out_dtype)
     if m:
-        if (sk2 if two else sk) == 1 or be.memory.interpret:
-            bm, bk = _blocks(be, m, k)
-        else:  # columns: neighbouring rows are what is contiguous, so blocks run down them
-            bm = min(64, be.block_size(m))
-            bk = max(1, 2048 // bm)
         scalars = (m, k, sm, sk, k2, sk2, max(k, 1))
         key = ("reduce_rows", op, rows.dtype, out_dtype, ident.dtype, scalars, two, bm, bk)
         grid = (-(-m // bm), 1)
@@ -136,6 +138,26 @@ def _reduce_rows(be: TritonBackend, rows: DeviceArray, m: int, k: int, op: str,
         if plan is not None and entry is not None:
             plan.append((entry, grid, ident, scalars))
     return out
+
+
+#: how the partial results of a split reduction combine
+SECOND = {"sum": "sum", "mean": "sum", "prod": "prod", "max": "max", "min": "min", "any": "max",
+           "all": "min"}
+
+
+def _parts(be: TritonBackend, m: int, k: int, bm: int) -> int:
+    """Into how many pieces to split each of ``m`` rows of ``k`` (``bm`` rows a program) so
+    that the GPU gets about four programs per multiprocessor, each reducing at least
+    ``reduce_chunk / 4`` elements (1 = no split).  Not on the interpreter unless a test turns
+    ``split_reductions`` on: its programs run one after another."""
+    if not be.split_reductions or not m:
+        return 1
+    programs = -(-m // bm)
+    want = 4 * be.processors
+    if programs * 2 > want:
+        return 1
+    piece = max(16, be.reduce_chunk // 4 // bm)  # elements of a row per program, at least
+    return max(1, min(-(-want // programs), k // piece))
 
 
 def _blocks(be: TritonBackend, m: int, k: int) -> tuple[int, int]:
@@ -165,7 +187,7 @@ def _reduction(op: str) -> Any:
         mat, m, k, sm, sk, kept = _matrix(be, x, dims)
         out_dtype = np.dtype(np.bool_) if op in ("any", "all") else x.dtype
         plan: list[Any] = []
-        out = _reduce_rows(be, mat, m, k, op, out_dtype, sm, sk, plan)
+        out = reduce_matrix(be, mat, m, k, op, out_dtype, sm, sk, plan)
         shape = _out_shape(x, dims, keepdim, kept)
         if plan and mat is x:
             if len(be.reduce_plans) >= 4096:
@@ -187,6 +209,16 @@ def _moments(var: bool) -> Any:
     def kernel(be: TritonBackend, x: DeviceArray, dims: tuple[int, ...] = (),
                keepdim: bool = False, correction: float = 1) -> DeviceArray:
         dims = tuple(dims)
+        if not var:
+            mat, m, k, sm, sk, kept = _matrix(be, x, dims)
+            if k and _parts(be, m, k, 1) > 1:  # few long rows (the mean of a loss)
+                from .elementwise import Expression, run
+
+                total = reduce_matrix(be, mat, m, k, "sum", _acc_dtype("sum", x.dtype), sm, sk)
+                out = run(be, Expression("r = x0 * s0", x.dtype,
+                                         scalars=((1.0 / k, total.dtype),)), [total])
+                shape = _out_shape(x, dims, keepdim, kept)
+                return out.view(shape, _contig(shape), out.offset)
         rows, m, k, kept = rows_of(be, x, dims)
         out = be.empty((m,), x.dtype)
         if m:
