@@ -124,6 +124,31 @@ def test_multihead_attention_masks_match_pytorch(kind: str) -> None:
                    rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("kind", ["none", "bool", "causal"])
+def test_multihead_attention_without_weights_takes_the_fused_op_and_matches_pytorch(
+        kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``need_weights=False`` runs `scaled_dot_product_attention` (the fused kernel where the
+    device has one): same outputs and gradients as PyTorch, with masks and key padding."""
+    from ember.nn import attention
+
+    calls = []
+    real = attention.scaled_dot_product_attention
+    monkeypatch.setattr(attention, "scaled_dot_product_attention",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    e, t = _mha_pair(True)
+    x = randn(2, 5, 8)
+    pad = np.array([[False] * 5, [False, False, False, True, True]])
+    mask = _bool_mask(5, 5) if kind == "bool" else np.triu(np.ones((5, 5), dtype=bool), 1)
+    compare_module(e, t, [x, mask, pad],
+                   call=lambda m, x, a, p: m(x, x, x, attn_mask=None if kind != "bool" else a,
+                                             key_padding_mask=p, need_weights=False,
+                                             is_causal=kind == "causal"),
+                   tcall=lambda m, x, a, p: m(x, x, x, attn_mask=None if kind == "none" else a,
+                                              key_padding_mask=p, need_weights=False),
+                   rtol=1e-4, atol=1e-5)
+    assert calls
+
+
 def test_multihead_attention_causal_equals_pytorch_with_a_causal_mask() -> None:
     e, t = _mha_pair(True)
     causal = np.triu(np.ones((5, 5), dtype=bool), 1)

@@ -190,15 +190,21 @@ class MultiheadAttention(Module):
         if key_padding_mask is not None:
             pad = _additive(key_padding_mask, q.dtype).reshape(n, 1, 1, s)
             mask = pad if mask is None else mask + pad
-        out, weights = attention_weights(q, k, v, mask, self.dropout if self.training else 0.0,
-                                         is_causal, generator=self.generator)
+        dropout = self.dropout if self.training else 0.0
+        weights: Tensor | None = None
+        if need_weights:
+            out, weights = attention_weights(q, k, v, mask, dropout, is_causal,
+                                             generator=self.generator)
+        else:  # the fused kernel where the device has one (PyTorch's fast path does the same)
+            out = scaled_dot_product_attention(q, k, v, mask, dropout, is_causal,
+                                               generator=self.generator)
         out = out.permute(2, 0, 1, 3).reshape(length, n, e)
         out = self.out_proj(out)
         if unbatched:
             out = out.squeeze(1)
         elif self.batch_first:
             out = out.transpose(0, 1)
-        if not need_weights:
+        if weights is None:
             return out, None
         if average_attn_weights:
             weights = weights.mean(dim=1)
