@@ -151,12 +151,12 @@ RULES[elementwise.atan2] = lambda g, out, y, x: (g * x / (x * x + y * y),
                                                  -(g * y / (x * x + y * y)))
 
 
-@rule(elementwise.pow)
-def _pow(g: Tensor, out: Tensor, x: Tensor, y: Tensor) -> Grads:
-    # Note: as PyTorch, d/dx is 0 where y == 0 and d/dy is 0 where x == 0 and y >= 0
-    gx = _mask(y != 0, g * y * x ** (y - 1.0))
-    gy = _mask(ember.logical_not(ember.logical_and(x == 0, y >= 0)), g * out * x.log())
-    return gx, gy
+# Note: as PyTorch, d/dx is 0 where y == 0 and d/dy is 0 where x == 0 and y >= 0.  One
+# function per input: ``x ** 2`` with a constant exponent computes no ``log(x)``.
+RULES[elementwise.pow] = (
+    lambda g, out, x, y: _mask(y != 0, g * y * x ** (y - 1.0)),
+    lambda g, out, x, y: _mask(ember.logical_not(ember.logical_and(x == 0, y >= 0)),
+                               g * out * x.log()))
 
 
 def _minmax(g: Tensor, x: Tensor, y: Tensor, first: Tensor) -> Grads:
