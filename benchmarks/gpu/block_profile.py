@@ -41,6 +41,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--host", action="store_true",
+                    help="also profile the host (cProfile) of each ember stack's steps")
     args = ap.parse_args()
 
     import numpy as np
@@ -101,7 +103,24 @@ def main() -> int:
         print(f"{'kernel':<72}{'µs/step':>9}{'n':>5}")
         for n, t, c in rows[:args.top]:
             print(f"{n:<72}{t:>9.1f}{c:>5}")
+        if args.host and name != "torch":
+            _host_profile(fn, syncs[name], args.steps, args.top)
     return 0
+
+
+def _host_profile(fn: Any, sync: Any, steps: int, top: int) -> None:
+    """The host functions that cost the most over ``steps`` steps (cProfile, own time)."""
+    import cProfile
+    import pstats
+
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(steps):
+        fn()
+    sync()
+    prof.disable()
+    print(f"-- host, own time over {steps} steps:")
+    pstats.Stats(prof).sort_stats("tottime").print_stats(top)
 
 
 if __name__ == "__main__":

@@ -88,6 +88,26 @@ def test_to_dtype_casts_floating_parameters_and_buffers() -> None:
     assert bn.num_batches_tracked.dtype is ember.int64
 
 
+@pytest.mark.parametrize("target", [AD, ember.float64])
+def test_to_keeps_tied_weights_one_tensor(target: object) -> None:
+    """``lm_head.weight = wte.weight`` survives ``.to(device)`` and ``.to(dtype)``: one
+    parameter (listed once), whose gradient sums both uses."""
+    wte, head = nn.Embedding(5, 3), nn.Linear(3, 5, bias=False)
+    head.weight = wte.weight
+    model = nn.Sequential(wte, head).to(target)  # type: ignore[arg-type]
+    assert model[0].weight is model[1].weight
+    assert len(list(model.parameters())) == 1
+    if target == AD:
+        idx = ember.tensor(np.array([1, 3]), device=AD)
+        w = model[0].weight
+        grads = model(idx).sum().backward()
+        # d/dW of sum(W[idx] @ W.T): the embedding's rows get W's column sums, every row of
+        # the head gets the sum of the looked-up rows
+        e = np.outer(np.ones(5), w.numpy()[[1, 3]].sum(axis=0))
+        e[[1, 3]] += w.numpy().sum(axis=0)
+        np.testing.assert_allclose(grads[w].numpy(), e, rtol=1e-5, atol=1e-6)
+
+
 def test_train_and_eval_set_the_mode_of_every_submodule() -> None:
     model = nn.Sequential(nn.Dropout(), nn.Sequential(nn.Dropout()))
     model.eval()

@@ -326,13 +326,20 @@ class Module:
                 out = out.to(dtype=dt)
             return out
 
+        # a tensor shared by several modules (tied embeddings) stays one tensor; the old
+        # tensors are kept in ``done`` so that no id is reused while it runs
+        done: dict[int, tuple[Tensor, Tensor]] = {}
         for m in self.modules():
-            for name, p in m._parameters.items():
-                if p is not None:
-                    m._parameters[name] = as_leaf(move(p.detach()), m._trainable.get(name, True))
-            for name, b in m._buffers.items():
-                if b is not None:
-                    m._buffers[name] = move(b)
+            for table, param in ((m._parameters, True), (m._buffers, False)):
+                for name, t in table.items():
+                    if t is None:
+                        continue
+                    seen = done.get(id(t))
+                    if seen is None:
+                        new = (as_leaf(move(t.detach()), m._trainable.get(name, True))
+                               if param else move(t))
+                        seen = done[id(t)] = (t, new)
+                    table[name] = seen[1]
         return self
 
     def cpu(self) -> Module:
