@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from . import functional as functional, ops as ops
+from . import amp as amp, functional as functional, ops as ops
 from ._compile import CompiledFunction as CompiledFunction, compile as compile
 from ._creation import (
     arange as arange,
@@ -196,6 +196,11 @@ from ._reduction import (
     var as var,
 )
 from ._tensor import Tensor as Tensor
+from .amp import (
+    autocast as autocast,
+    get_autocast_dtype as get_autocast_dtype,
+    is_autocast_enabled as is_autocast_enabled,
+)
 from .functional import (
     dropout as dropout,
     gelu as gelu,

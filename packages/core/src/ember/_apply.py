@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _dtype as dt
 from ._errors import DeviceMismatchError, DTypeError, ShapeError
+from .amp._state import AUTOCAST, autocast_inputs
 
 if TYPE_CHECKING:
     from ._device import Device
@@ -25,6 +26,8 @@ def default_float() -> dt.DType:
 
 def apply(op: Op, *args: Tensor, **params: Any) -> Any:
     """Run a primitive on tensors that already share a device (and dtype, where needed)."""
+    if AUTOCAST:  # an `ember.autocast` region is open: the op's policy may cast its inputs
+        args = autocast_inputs(op, args)
     dev = args[0]._device
     if len(args) > 1:
         for a in args[1:]:

@@ -1,13 +1,14 @@
 """`ember.compile`: trace a function once, replay its kernels with no per-op Python.
 
 The first call with a given *signature* (the guards: argument shapes, dtypes and devices,
-non-tensor arguments by value, grad mode, the train/eval mode of the modules and the options of
-the optimizers the function refers to) runs the function eagerly while a `Tracer` records
-every kernel the device stack runs.  The recording becomes a `Program`: straight-line Python
-that calls those kernels on the payloads of the new arguments and of the tensors the function
-read (parameters, optimizer state), then gives the tensors the function updated in place
-(`ember.nn._values.rebind`, optimizer state) their new payloads and returns fresh tensors in
-the shape of the traced result.  Later calls with the same signature run the program.
+non-tensor arguments by value, grad mode, the `ember.autocast` regions open in the thread, the
+train/eval mode of the modules and the options of the optimizers the function refers to) runs
+the function eagerly while a `Tracer` records every kernel the device stack runs.  The
+recording becomes a `Program`: straight-line Python that calls those kernels on the payloads
+of the new arguments and of the tensors the function read (parameters, optimizer state), then
+gives the tensors the function updated in place (`ember.nn._values.rebind`, optimizer state)
+their new payloads and returns fresh tensors in the shape of the traced result.  Later calls
+with the same signature run the program.
 
 What the trace cannot see is baked in: Python numbers computed from values that are not
 arguments, tensors the function reads that are not arguments, parameters, buffers or
@@ -31,6 +32,7 @@ from . import _capture, _trace
 from ._grad_mode import STATE
 from ._program import Program, base_payload, maker, putter
 from ._tensor import Tensor
+from .amp._state import guard_key as _autocast_key
 
 __all__ = ["CompileStats", "CompiledFunction", "compile"]
 
@@ -210,8 +212,8 @@ class CompiledFunction:
             self._refs = _referenced(self.fn, tuple(flat))
         modules, optimizers = self._refs
         return (repr(tree), tuple(_leaf_guard(x) for x in flat), STATE.enabled,
-                tuple(m.training for m in modules), _options_guard(optimizers),
-                _capture.GENERATION[0])
+                _autocast_key(), tuple(m.training for m in modules),
+                _options_guard(optimizers), _capture.GENERATION[0])
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         flat: list[Any] = []
@@ -229,7 +231,8 @@ class CompiledFunction:
         if old is None:
             return "first call"
         names = ("argument structure", "argument shapes/dtypes/devices/values", "grad mode",
-                 "module train/eval mode", "optimizer options or eager optimizer steps",
+                 "autocast regions", "module train/eval mode",
+                 "optimizer options or eager optimizer steps",
                  "parameters or optimizer state replaced outside the function")
         changed = [n for n, a, b in zip(names, old, key, strict=True) if a != b]
         if not changed:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from . import _dtype as dt
 from ._apply import Scalar, apply, as_tensor_pair, cast, check_broadcast, scalar_tensor, to_float
 from ._errors import DTypeError
+from .amp._state import AUTOCAST, autocast_inputs
 from .ops import elementwise as ew
 from .ops._op import Op
 
@@ -236,6 +237,8 @@ def remainder(a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
 
 def pow(a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
     """Elementwise ``pow`` with broadcasting and type promotion."""
+    if AUTOCAST:  # `ember.autocast`: float32 (ember.amp._policy); the short path skips apply
+        a, b = autocast_inputs(ew.pow, as_tensor_pair(a, b))
     return _binary(ew.pow, a, b, "number")
 
 

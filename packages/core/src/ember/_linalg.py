@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from ._apply import apply, as_tensor_pair, broadcast_shapes
 from ._errors import DeviceMismatchError, ShapeError
+from .amp._state import AUTOCAST, autocast_inputs
 from .ops import linalg as la
 
 if TYPE_CHECKING:
@@ -24,6 +25,8 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     [3.0, 3.0]
     """
     tensor = _tensor.Tensor
+    if AUTOCAST and isinstance(a, tensor) and isinstance(b, tensor):  # `ember.autocast`
+        a, b = autocast_inputs(la.matmul, (a, b))
     if isinstance(a, tensor) and isinstance(b, tensor) and a._dtype is b._dtype:
         # the common case first: matrices (or equal batches of them) that fit, one dtype
         sa, sb = a._data.shape, b._data.shape

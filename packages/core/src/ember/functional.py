@@ -29,6 +29,7 @@ from ._backward import (
     softmax_backward,
 )
 from ._errors import ShapeError
+from .amp._state import AUTOCAST, autocast_inputs
 from .ops import composite as cops, nn as nnops
 from .ops._op import Op
 
@@ -84,6 +85,8 @@ def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     """``log(1 + exp(beta x)) / beta``, linear above ``threshold`` as PyTorch."""
     from ._elementwise import where
 
+    if AUTOCAST:  # `ember.autocast`: float32 (ember.amp._policy)
+        (x,) = autocast_inputs("softplus", (x,))
     bx = x * beta
     soft = (bx.clamp(max=threshold).exp().log1p()) / beta
     return where(bx > threshold, x, soft)
@@ -125,6 +128,8 @@ def logsumexp(x: Tensor, dim: int | Sequence[int], keepdim: bool = False) -> Ten
     from ._elementwise import where
 
     x = to_float(x)
+    if AUTOCAST:
+        (x,) = autocast_inputs("logsumexp", (x,))
     m = x.amax(dim=dim, keepdim=True).detach()
     m = where(m.isinf(), 0.0, m)
     out = (x - m).exp().sum(dim=dim, keepdim=True).log() + m
@@ -141,6 +146,8 @@ def softmax(x: Tensor, dim: int = -1) -> Tensor:
     0.5
     """
     x = to_float(x)
+    if AUTOCAST:  # the decomposition below must see the cast input too
+        (x,) = autocast_inputs(cops.softmax, (x,))
     if x.ndim and x._device.implements(cops.softmax):
         return apply(cops.softmax, x, dim=normalize_dim(dim, x.ndim))  # type: ignore[no-any-return]
     e = (x - x.amax(dim=dim, keepdim=True).detach()).exp()
@@ -150,6 +157,8 @@ def softmax(x: Tensor, dim: int = -1) -> Tensor:
 def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
     """``log(softmax(x))`` computed stably."""
     x = to_float(x)
+    if AUTOCAST:
+        (x,) = autocast_inputs(cops.log_softmax, (x,))
     if x.ndim and x._device.implements(cops.log_softmax):
         return apply(cops.log_softmax, x,  # type: ignore[no-any-return]
                      dim=normalize_dim(dim, x.ndim))
@@ -167,6 +176,8 @@ def layer_norm(x: Tensor, normalized_shape: int | Sequence[int], weight: Tensor 
     if tuple(x.shape[x.ndim - len(shape):]) != shape:
         raise ShapeError(f"layer_norm: normalized_shape {shape} does not match the last axes "
                          f"of input {x.shape}")
+    if AUTOCAST:
+        x, weight, bias = autocast_inputs(cops.layer_norm, (x, weight, bias))
     if (shape and x.dtype.is_floating_point and _fits(weight, x, shape) and _fits(bias, x, shape)
             and x._device.implements(cops.layer_norm)):
         args = [t for t in (x, weight, bias) if t is not None]
@@ -189,6 +200,8 @@ def rms_norm(x: Tensor, normalized_shape: int | Sequence[int], weight: Tensor | 
              eps: float | None = None) -> Tensor:
     """Scale by the root mean square over the last axes."""
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if AUTOCAST:
+        x, weight = autocast_inputs(cops.rms_norm, (x, weight))
     dims = tuple(range(x.ndim - len(shape), x.ndim))
     eps = eps if eps is not None else float(_finfo_eps(x.dtype))
     if (shape and x.dtype.is_floating_point and tuple(x.shape[x.ndim - len(shape):]) == shape
@@ -216,6 +229,8 @@ def _finfo_eps(dtype: dt.DType) -> float:
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``x @ weight.T + bias`` with PyTorch's ``[out, in]`` weight layout."""
+    if AUTOCAST:  # `ember.autocast`: the autocast dtype, bias included (ember.amp._policy)
+        x, weight, bias = autocast_inputs(cops.linear, (x, weight, bias))
     xs, ws = x._data.shape, weight._data.shape  # payload shapes: no property calls per check
     if len(xs) > 2 and len(ws) == 2 and xs[-1] == ws[1]:
         # one [rows, in] @ [in, out] product (and one for each gradient) instead of a batch
@@ -240,6 +255,8 @@ def _conv(op: Op, n: int, x: Tensor, weight: Tensor, bias: Tensor | None,
     if x.ndim != n + 2 or weight.ndim != n + 2:
         raise ShapeError(f"{op.name}: expected input and weight of {n + 2} axes, got "
                          f"{x.shape} and {weight.shape}")
+    if AUTOCAST:  # the bias too, so that the output stays in the autocast dtype
+        x, weight, bias = autocast_inputs(op, (x, weight, bias))
     transposed = output_padding is not None
     cin = weight.shape[0] if transposed else weight.shape[1] * groups
     if x.shape[1] != cin or (weight.shape[0] % groups if not transposed else cin % groups):
@@ -367,6 +384,8 @@ def _reduce_loss(loss: Tensor, reduction: str) -> Tensor:
 def nll_loss(log_probs: Tensor, target: Tensor, weight: Tensor | None = None,
              ignore_index: int = -100, reduction: str = "mean") -> Tensor:
     """Negative log likelihood of integer ``target`` classes under ``log_probs[N, C, ...]``."""
+    if AUTOCAST:
+        log_probs, target, weight = autocast_inputs("nll_loss", (log_probs, target, weight))
     cdim = 1 if log_probs.ndim > 1 else 0
     if log_probs.ndim > 1 and (target.shape != log_probs.shape[:1] + log_probs.shape[2:]):
         raise ShapeError(f"nll_loss: target {target.shape} does not match input "
@@ -396,6 +415,8 @@ def cross_entropy(logits: Tensor, target: Tensor, weight: Tensor | None = None,
     >>> round(loss.item(), 4)
     1.3863
     """
+    if AUTOCAST:
+        logits, target, weight = autocast_inputs(cops.cross_entropy, (logits, target, weight))
     cdim = 1 if logits.ndim > 1 else 0
     if (weight is None and not target.dtype.is_floating_point and logits.ndim
             and logits.dtype.is_floating_point and reduction in ("mean", "sum", "none")
@@ -440,6 +461,8 @@ def _fused_cross_entropy(logits: Tensor, target: Tensor, ignore_index: int, redu
 
 def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
     """Mean squared error."""
+    if AUTOCAST:
+        input, target = autocast_inputs("mse_loss", (input, target))
     d = input - target
     return _reduce_loss(d * d, reduction)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .._elementwise import where
 from .._tensor import Tensor
+from ..amp._state import AUTOCAST, autocast_inputs
 from ..functional import _reduce_loss
 
 __all__ = [
@@ -14,12 +15,16 @@ __all__ = [
 
 def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
     """Mean absolute error."""
+    if AUTOCAST:  # `ember.autocast`: every loss runs in float32 (ember.amp._policy)
+        input, target = autocast_inputs("l1_loss", (input, target))
     return _reduce_loss((input - target).abs(), reduction)
 
 
 def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean",
                delta: float = 1.0) -> Tensor:
     """Quadratic below ``delta``, linear (slope ``delta``) above."""
+    if AUTOCAST:
+        input, target = autocast_inputs("huber_loss", (input, target))
     d = (input - target).abs()
     return _reduce_loss(where(d < delta, d * d * 0.5, (d - 0.5 * delta) * delta), reduction)
 
@@ -27,6 +32,8 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean",
 def smooth_l1_loss(input: Tensor, target: Tensor, reduction: str = "mean",
                    beta: float = 1.0) -> Tensor:
     """``0.5 d² / beta`` below ``beta``, ``d - beta / 2`` above (``beta=0`` is L1)."""
+    if AUTOCAST:
+        input, target = autocast_inputs("smooth_l1_loss", (input, target))
     d = (input - target).abs()
     if beta == 0.0:
         return _reduce_loss(d, reduction)
@@ -44,6 +51,8 @@ def binary_cross_entropy(input: Tensor, target: Tensor,
     >>> round(F.binary_cross_entropy(ember.tensor([0.5]), ember.tensor([1.])).item(), 4)
     0.6931
     """
+    if AUTOCAST:
+        input, target, weight = autocast_inputs("binary_cross_entropy", (input, target, weight))
     log_p = input.log().clamp(min=-100.0)
     log_q = (1.0 - input).log().clamp(min=-100.0)
     loss = -(target * log_p + (1.0 - target) * log_q)
@@ -56,6 +65,9 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,
                                      weight: Tensor | None = None, reduction: str = "mean",
                                      pos_weight: Tensor | None = None) -> Tensor:
     """BCE of ``sigmoid(input)``, computed stably from the logits."""
+    if AUTOCAST:
+        input, target, weight, pos_weight = autocast_inputs(
+            "binary_cross_entropy_with_logits", (input, target, weight, pos_weight))
     # log(1 + exp(-|x|)) + max(-x, 0) is -log(sigmoid(x)) without overflow
     log_sig_neg = (-input.abs()).exp().log1p() + (-input).clamp(min=0)
     if pos_weight is None:
@@ -74,6 +86,8 @@ def kl_div(input: Tensor, target: Tensor, reduction: str = "mean",
     ``reduction="batchmean"`` divides the sum by the batch size (the mathematically correct
     KL divergence); ``"mean"`` averages over every element, as PyTorch.
     """
+    if AUTOCAST:
+        input, target = autocast_inputs("kl_div", (input, target))
     if log_target:
         loss = target.exp() * (target - input)
     else:
@@ -86,6 +100,8 @@ def kl_div(input: Tensor, target: Tensor, reduction: str = "mean",
 
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
     """Cosine of the angle between ``x1`` and ``x2`` along ``dim``."""
+    if AUTOCAST:
+        x1, x2 = autocast_inputs("cosine_similarity", (x1, x2))
     n1 = (x1 * x1).sum(dim).sqrt().clamp(min=eps)
     n2 = (x2 * x2).sum(dim).sqrt().clamp(min=eps)
     return (x1 * x2).sum(dim) / (n1 * n2)
@@ -94,6 +110,8 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
 def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0,
                           reduction: str = "mean") -> Tensor:
     """``1 - cos`` for pairs labelled 1, ``max(0, cos - margin)`` for pairs labelled -1."""
+    if AUTOCAST:
+        input1, input2 = autocast_inputs("cosine_embedding_loss", (input1, input2))
     eps = 1e-12  # PyTorch's EPSILON in its implementation
     dot = (input1 * input2).sum(-1)
     mag = (((input1 * input1).sum(-1) + eps) * ((input2 * input2).sum(-1) + eps)).sqrt()

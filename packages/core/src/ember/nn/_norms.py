@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from .. import _dtype as dt
 from .._tensor import Tensor
+from ..amp._state import AUTOCAST, autocast_inputs, setting
 from ._values import lower, rebind
 
 __all__ = ["batch_norm", "group_norm"]
@@ -31,6 +33,12 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
     """
     if x.ndim < 2:
         raise ValueError(f"batch_norm needs input of at least 2 axes [N, C, ...], got {x.shape}")
+    if AUTOCAST and x._dtype in (dt.float16, dt.bfloat16) and setting(x._device) is not None:
+        # `ember.autocast` leaves batch_norm off its lists, as PyTorch: its kernel takes a half
+        # input with float32 statistics and weights, computes in float32 and returns the
+        # input's dtype; the decomposition does the same
+        return batch_norm(x.to(dtype=dt.float32), running_mean, running_var, weight, bias,
+                          training, momentum, eps).to(dtype=x.dtype)
     shape = _channel_shape(x)
     dims = (0, *range(2, x.ndim))
     if training:
@@ -62,6 +70,8 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
 def group_norm(x: Tensor, num_groups: int, weight: Tensor | None = None,
                bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
     """Normalise over groups of channels (and all spatial positions), then scale per channel."""
+    if AUTOCAST:  # `ember.autocast`: float32 (ember.amp._policy)
+        x, weight, bias = autocast_inputs("group_norm", (x, weight, bias))
     n, c = x.shape[0], x.shape[1]
     if c % num_groups:
         raise ValueError(f"group_norm: {c} channels are not divisible into {num_groups} groups")

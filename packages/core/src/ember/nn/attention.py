@@ -9,6 +9,7 @@ from .. import _creation as cr, functional as F
 from .._apply import apply
 from .._random import Generator
 from .._tensor import Tensor
+from ..amp._state import AUTOCAST, autocast_inputs
 from ..ops import composite as cops
 from . import init
 from .linear import DeviceLike, DTypeLike, Linear
@@ -72,6 +73,9 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
     >>> nn.scaled_dot_product_attention(q, q, q, is_causal=True).shape
     (1, 3, 4)
     """
+    if AUTOCAST:  # `ember.autocast`: the autocast dtype, a float mask too (ember.amp._policy)
+        query, key, value, attn_mask = autocast_inputs(cops.scaled_dot_product_attention,
+                                                       (query, key, value, attn_mask))
     if not dropout_p > 0.0 and _fusable(query, key, value, attn_mask):
         args = (query, key, value) if attn_mask is None else (query, key, value, attn_mask)
         out: Tensor = apply(cops.scaled_dot_product_attention, *args,
