@@ -67,3 +67,47 @@ def test_fresh_array_is_the_two_step_array(monkeypatch: pytest.MonkeyPatch,
     assert mem.fresh_array(0, (0,), dtype, (1,)).storage.nbytes == 1  # never a 0-byte block
     # with two GPUs the memory's device is made current first (once: it stays current)
     assert used == ([1] if devices == 2 else [])
+
+
+class _Pool:
+    """A CuPy memory pool stand-in: the bytes of the blocks its ``alloc`` handed out and that
+    the test has not freed."""
+
+    def __init__(self) -> None:
+        self.used = 0
+
+    def alloc(self, nbytes: int) -> _Block:
+        self.used += nbytes
+        return _Block(nbytes)
+
+    def used_bytes(self) -> int:
+        return self.used
+
+
+def test_peak_bytes_keeps_the_most_in_use_since_reset_peak(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    cupy, pool = _fake_cupy(1, [0], []), _Pool()
+    cupy.cuda.alloc = pool.alloc
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    from ember_triton._cupy import CupyMemory
+
+    mem = CupyMemory(0, pool=pool)
+    kept = mem.empty((100,), np.dtype(np.float32))  # 400 bytes before the window
+    mem.reset_peak()
+    assert mem.peak_bytes() == 400
+    mem.fresh_array(1000, (250,), np.dtype(np.float32), (1,))  # the eager path's allocation
+    mem.allocate(600)
+    pool.used -= 1600  # both freed again
+    mem.allocate(200)
+    assert pool.used == 600 and mem.peak_bytes() == 2000  # the high-water mark stays
+    mem.reset_peak()  # a new window starts at what is in use now
+    assert mem.peak_bytes() == 600
+    mem.empty((50,), np.dtype(np.float32))
+    assert mem.peak_bytes() == 800
+    # track=False: allocations go straight to CuPy again; only the counts then and now remain
+    mem.reset_peak(track=False)
+    assert mem._alloc == pool.alloc  # CuPy's allocator itself, no wrapper
+    mem.allocate(500)
+    pool.used -= 500
+    assert mem.peak_bytes() == 800
+    assert kept.storage.nbytes == 400

@@ -65,6 +65,7 @@ class CupyMemory(Memory):
         self._many = cupy.cuda.runtime.getDeviceCount() > 1
         self._current_stream = cupy.cuda.get_current_stream
         self._alloc = cupy.cuda.alloc  # the current allocator (a recording graph's pool)
+        self._peak = 0  # `peak_bytes`'s high-water mark while `reset_peak` tracks
         self._scratch: dict[int, _Scratch] = {}
         self._scratch_outgrown: list[_Scratch] = []
 
@@ -205,3 +206,28 @@ class CupyMemory(Memory):
         return {"used_bytes": int(self.pool.used_bytes()),
                 "pool_bytes": int(self.pool.total_bytes()),
                 "free_blocks": int(self.pool.n_free_blocks())}
+
+    def reset_peak(self, track: bool = True) -> None:
+        """Start a new high-water mark of the pool's bytes in use (`stats`'s ``used_bytes``),
+        as ``torch.cuda.reset_peak_memory_stats``: from now on every allocation reads the
+        pool's count, until ``reset_peak(track=False)`` takes that read out of the allocation
+        path again.  Allocations into another pool (a CUDA graph's private pool while it
+        records) are not counted."""
+        alloc = self._alloc = self.cupy.cuda.alloc
+        used = self.pool.used_bytes
+        self._peak = int(used())
+        if not track:
+            return
+
+        def tracked(nbytes: int) -> Any:
+            storage = alloc(nbytes)
+            n = used()
+            if n > self._peak:
+                self._peak = n
+            return storage
+        self._alloc = tracked
+
+    def peak_bytes(self) -> int:
+        """The most bytes in use in the pool since the last `reset_peak` (while tracking; with
+        tracking off, the larger of the count at the reset and now)."""
+        return max(self._peak, int(self.pool.used_bytes()))
