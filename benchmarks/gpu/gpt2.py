@@ -1,0 +1,529 @@
+"""GPT-2 small training, ember against PyTorch, side by side in one process.
+
+    python benchmarks/gpu/with_env.py python benchmarks/gpu/gpt2.py [--quick]
+        [--batch 8] [--steps 20] [--layers 12] [--no-torch-compile] [--no-autocast]
+        [--json out.json]
+    python benchmarks/gpu/gpt2.py --device cpu --tiny          # both frameworks on the CPU
+
+The model (``_gpt2.py``): GPT-2 small as nanoGPT writes it (vocabulary 50,304, context 1024,
+12 layers, 12 heads, width 768, tied embeddings, ~124M parameters), the same initial weights
+on both sides (PyTorch's GPT-2 initialisation from a fixed seed, copied into ember through
+numpy), AdamW (lr 6e-4, betas (0.9, 0.95), weight decay 0.1 on the matrices only; PyTorch's
+``fused=True``), random token batches from a fixed numpy seed.  On the GPU the forward and
+the loss run under bf16 autocast on both sides (``--no-autocast``: float32), with TF32
+matmuls on both sides.
+
+Four modes, each built and trained in turn for ``--steps`` steps: PyTorch eager,
+``torch.compile(model)``, ember eager, ``ember.compile`` of the whole step (forward,
+backward, AdamW; a CUDA graph on ``cuda:N``).  Then:
+
+1. the loss check: each mode's losses against PyTorch eager's, step by step, and the loss's
+   drop over the run (random tokens cycled over a few batches: the model memorises them,
+   so a wrong gradient shows as a different drop);
+2. peak memory of each mode, measured while it trains alone: the most bytes its framework's
+   allocator held in use from the third step on (``torch.cuda.max_memory_allocated``; CuPy's
+   pool for ember, plus the private pool of a compiled step's CUDA graph), less what the
+   modes built before it hold;
+3. tokens/s of each, in interleaved rounds (``_rounds.interleaved``).
+
+Exit status 1 when a loss check fails or an ember mode fails to run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _gpt2 import (
+    GPT2_SMALL,
+    TINY,
+    GPTConfig,
+    batches,
+    count_params,
+    gpt2,
+    init_state,
+    param_groups,
+)
+
+LR, BETAS, WEIGHT_DECAY = 6e-4, (0.9, 0.95), 0.1
+#: mode -> (framework, compiled)
+MODES = {"torch eager": ("torch", False), "torch.compile": ("torch", True),
+         "ember eager": ("ember", False), "ember compiled": ("ember", True)}
+#: loss agreement with PyTorch eager: (first step, any step, the drop over the run), relative
+TOLERANCES = {"bf16": (2e-2, 5e-2, 0.1), "tf32": (5e-3, 2e-2, 0.05), "fp32": (1e-4, 1e-4, 1e-3)}
+GIB = float(1 << 30)
+
+
+class Log:
+    """Lines prefixed with the seconds since the start: the output says where time went."""
+
+    def __init__(self, quiet: bool = False) -> None:
+        self.t0 = time.perf_counter()
+        self.quiet = quiet
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def __call__(self, *parts: Any) -> None:
+        if not self.quiet:
+            print(f"[{self.elapsed():6.1f} s]", *parts, flush=True)
+
+
+@dataclass
+class Setup:
+    """What every mode shares: the model, device, precision, weights and batches."""
+
+    cfg: GPTConfig
+    device: str  # ember's hardware device: "cuda:0", "cpu", "triton-interpret"
+    batch: int
+    precision: str  # "bf16" (autocast), "tf32" (float32 with TF32 matmuls) or "fp32"
+    state: dict[str, Any]
+    data: list[tuple[Any, Any]]
+
+    @property
+    def device_type(self) -> str:
+        return self.device.split(":")[0]
+
+    @property
+    def torch_device(self) -> str:
+        """PyTorch's device: the same GPU, or the CPU for ember's CPU-side devices (``cpu``,
+        ``triton-interpret``)."""
+        return self.device if self.device_type == "cuda" else "cpu"
+
+    @property
+    def tokens(self) -> int:
+        return self.batch * self.cfg.block
+
+
+@dataclass
+class Side:
+    """One mode, built: ``step(i)`` trains on batch ``i`` (cycling) and returns the loss as a
+    device tensor (nothing waits for it); ``sync()`` waits for the device."""
+
+    step: Callable[[int], Any]
+    sync: Callable[[], None]
+    model: Any
+    #: bytes a mode holds outside its framework's default allocator (a CUDA graph's pool)
+    extra_bytes: Callable[[], int] = lambda: 0
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Run:
+    """A mode's training run: losses, peak memory, timings, or why it could not run."""
+
+    mode: str
+    losses: list[float] = field(default_factory=list)
+    peak_bytes: int | None = None
+    build_s: float = 0.0
+    first_step_s: float = 0.0
+    error: str | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+    side: Side | None = None
+
+
+# -- the two frameworks ------------------------------------------------------------------------
+
+def _torch_autocast(setup: Setup) -> Any:
+    import torch
+
+    if setup.precision != "bf16":
+        return contextlib.nullcontext()
+    return torch.autocast(setup.torch_device.split(":")[0], dtype=torch.bfloat16)
+
+
+def _ember_autocast(setup: Setup) -> Any:
+    import ember
+
+    if setup.precision != "bf16":
+        return contextlib.nullcontext()
+    return ember.autocast(setup.device_type, dtype=ember.bfloat16)
+
+
+def torch_side(setup: Setup, compiled: bool) -> Side:
+    """PyTorch: ``zero_grad``, forward and loss under autocast, ``backward``, fused AdamW."""
+    import torch
+
+    dev = torch.device(setup.torch_device)
+    model = gpt2(torch, setup.cfg, device=dev)
+    model.load_state_dict({k: torch.from_numpy(v) for k, v in setup.state.items()})
+    assert model.lm_head.weight is model.transformer.wte.weight
+    opt = torch.optim.AdamW(param_groups(model, WEIGHT_DECAY), lr=LR, betas=BETAS,
+                            fused=dev.type == "cuda")
+    fwd = torch.compile(model) if compiled else model
+    data = [(torch.from_numpy(x).to(dev), torch.from_numpy(y).to(dev)) for x, y in setup.data]
+
+    def step(i: int) -> Any:
+        x, y = data[i % len(data)]
+        opt.zero_grad(set_to_none=True)
+        with _torch_autocast(setup):
+            loss = fwd(x, y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    return Side(step, sync, model)
+
+
+def ember_side(setup: Setup, compiled: bool) -> Side:
+    """ember: forward and loss under autocast, ``loss.backward()``, ``opt.step(grads)``; with
+    ``compiled`` the whole step goes through ``ember.compile``."""
+    import ember
+
+    dev = f"autodiff<{setup.device}>"
+    model = gpt2(ember, setup.cfg, device=dev)
+    model.load_state_dict(setup.state)
+    if model.lm_head.weight is not model.transformer.wte.weight:
+        raise AssertionError("ember: lm_head.weight and transformer.wte.weight are no longer "
+                             "one tensor after load_state_dict")
+    opt = ember.optim.AdamW(param_groups(model, WEIGHT_DECAY), lr=LR, betas=BETAS)
+    data = [(ember.tensor(x, device=dev), ember.tensor(y, device=dev)) for x, y in setup.data]
+
+    def train_step(x: Any, y: Any) -> Any:
+        with _ember_autocast(setup):
+            loss = model(x, y)
+        opt.step(loss.backward())
+        return loss
+
+    fn = ember.compile(train_step) if compiled else train_step
+
+    def step(i: int) -> Any:
+        return fn(*data[i % len(data)])
+
+    side = Side(step, ember.device(setup.device).synchronize, model)
+    if compiled:
+        side.extra_bytes = lambda: _graph_pool_bytes(fn)
+        side.info["compiled"] = fn
+    return side
+
+
+def _graph_pool_bytes(fn: Any) -> int:
+    """Bytes the CUDA graphs of a compiled function's programs keep in their private pools
+    (intermediates live there for the graph's lifetime)."""
+    total = 0
+    for program in fn.programs():
+        for kept in getattr(program.runner, "keep", None) or ():
+            total += int(getattr(kept, "total_bytes", lambda: 0)())
+    return total
+
+
+# -- memory counters ---------------------------------------------------------------------------
+
+class TorchMemory:
+    def __init__(self, device: str) -> None:
+        import torch
+
+        self.torch = torch
+        self.dev = torch.device(device) if device.startswith("cuda") else None
+
+    def available(self) -> bool:
+        return self.dev is not None
+
+    def in_use(self) -> int:
+        return int(self.torch.cuda.memory_allocated(self.dev)) if self.dev else 0
+
+    def reset_peak(self) -> None:
+        if self.dev:
+            self.torch.cuda.reset_peak_memory_stats(self.dev)
+
+    def peak(self) -> int:
+        return int(self.torch.cuda.max_memory_allocated(self.dev)) if self.dev else 0
+
+    def stop(self) -> None:
+        pass
+
+
+class EmberMemory:
+    """ember's device memory layer: CuPy's pool (``CupyMemory.peak_bytes``) on the GPU."""
+
+    def __init__(self, device: str) -> None:
+        import ember
+
+        self.memory = getattr(ember.device(device).backend, "memory", None)
+        if not hasattr(self.memory, "peak_bytes"):
+            self.memory = None
+
+    def available(self) -> bool:
+        return self.memory is not None
+
+    def in_use(self) -> int:
+        return int(self.memory.stats()["used_bytes"]) if self.memory else 0
+
+    def reset_peak(self) -> None:
+        if self.memory:
+            self.memory.reset_peak()
+
+    def peak(self) -> int:
+        return int(self.memory.peak_bytes()) if self.memory else 0
+
+    def stop(self) -> None:  # take the counting out of the allocation path before timing
+        if self.memory:
+            self.memory.reset_peak(track=False)
+
+
+# -- the phases --------------------------------------------------------------------------------
+
+def train_mode(setup: Setup, mode: str, steps: int, memory: Any, log: Log) -> Run:
+    """Build ``mode``, train it ``steps`` steps reading each loss back, and measure its peak
+    memory from the third step on (the optimizer's state exists by then; compilers have run)."""
+    run = Run(mode)
+    framework, compiled = MODES[mode]
+    warm = min(2, steps - 1)
+    try:
+        _sync_all(setup)
+        base = memory.in_use()  # what the modes built before hold, left out of the peak
+        t = time.perf_counter()
+        side = (torch_side if framework == "torch" else ember_side)(setup, compiled)
+        run.build_s = time.perf_counter() - t
+        for i in range(steps):
+            if i == warm:
+                side.sync()
+                memory.reset_peak()
+            t = time.perf_counter()
+            run.losses.append(float(side.step(i).item()))
+            if i == 0:
+                run.first_step_s = time.perf_counter() - t
+                log(f"{mode}: built in {run.build_s:.1f} s, first step {run.first_step_s:.1f} s"
+                    f" (loss {run.losses[0]:.4f})")
+        side.sync()
+        if memory.available():
+            run.peak_bytes = memory.peak() + side.extra_bytes() - base
+        memory.stop()
+        run.side = side
+        fn = side.info.get("compiled")
+        if fn is not None:
+            run.info["ember_compile"] = {
+                "stats": str(fn.stats),
+                "runners": sorted({type(p.runner).__name__ for p in fn.programs()})}
+    except Exception as exc:  # a mode that cannot run is reported; the others go on
+        memory.stop()
+        run.error = f"{type(exc).__name__}: {str(exc)[:400]}"
+        log(f"{mode}: FAILED: {run.error}")
+    return run
+
+
+def _sync_all(setup: Setup) -> None:
+    if setup.device_type == "cuda":
+        import torch
+
+        import ember
+
+        torch.cuda.synchronize()
+        ember.device(setup.device).synchronize()
+
+
+def loss_check(runs: dict[str, Run], precision: str) -> dict[str, dict[str, Any]]:
+    """Each mode's losses against PyTorch eager's: the worst relative difference at the first
+    step and at any step, and how the drop over the run compares."""
+    ref = runs["torch eager"].losses
+    tol0, tol_any, tol_drop = TOLERANCES[precision]
+    out: dict[str, dict[str, Any]] = {}
+    for mode, run in runs.items():
+        if mode == "torch eager" or run.error or not run.losses:
+            continue
+        n = min(len(ref), len(run.losses))
+        rel = [abs(a - b) / max(abs(b), 1e-12) for a, b in zip(run.losses, ref, strict=False)]
+        drop_ref, drop = ref[0] - ref[n - 1], run.losses[0] - run.losses[n - 1]
+        drop_rel = abs(drop - drop_ref) / max(abs(drop_ref), 1e-12)
+        ok = rel[0] <= tol0 and max(rel) <= tol_any and drop_rel <= tol_drop
+        out[mode] = {"step0_rel": rel[0], "max_rel": max(rel), "drop": drop,
+                     "drop_ref": drop_ref, "drop_rel": drop_rel, "ok": ok}
+    return out
+
+
+def timing(runs: dict[str, Run], setup: Setup, rounds: int, reps: int) -> dict[str, float]:
+    """Best milliseconds per step of every mode that ran, in interleaved rounds."""
+    from _rounds import interleaved
+
+    fns: dict[str, Callable[[], Any]] = {}
+    syncs: dict[str, Callable[[], Any]] = {}
+    for mode, run in runs.items():
+        if run.side is None:
+            continue
+        side, counter = run.side, iter(range(len(run.losses), 1 << 62))
+        fns[mode] = lambda side=side, counter=counter: side.step(next(counter))
+        syncs[mode] = side.sync
+    times = interleaved(fns, syncs, rounds, reps)
+    return {mode: min(ts) for mode, ts in times.items()}
+
+
+# -- the whole run -----------------------------------------------------------------------------
+
+def prepare(cfg: GPTConfig, device: str, batch: int, precision: str, n_batches: int = 2,
+            seed: int = 0) -> Setup:
+    """Weights, batches and the float32 matmul setting of both frameworks."""
+    if precision != "fp32" and device.startswith("cuda"):
+        import torch
+
+        import ember
+
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+        backend = ember.device(device).backend
+        if hasattr(backend, "matmul_precision"):
+            backend.matmul_precision = "tf32"  # what EMBER_MATMUL_PRECISION=tf32 sets
+    return Setup(cfg, device, batch, precision, init_state(cfg, seed),
+                 batches(cfg, batch, n_batches, seed))
+
+
+def run_all(setup: Setup, steps: int, modes: tuple[str, ...], log: Log
+            ) -> dict[str, Run]:
+    """Train each mode in turn (each alone in its allocator's peak window)."""
+    runs: dict[str, Run] = {}
+    tmem, emem = TorchMemory(setup.torch_device), EmberMemory(setup.device)
+    for mode in modes:
+        memory = tmem if mode.startswith("torch") else emem
+        runs[mode] = train_mode(setup, mode, steps, memory, log)
+    return runs
+
+
+def choose_precision(device: str, autocast: bool | None) -> tuple[str, str]:
+    """``(precision, why)``: bf16 autocast on the GPU unless turned off or missing in ember."""
+    import ember
+
+    want = device.startswith("cuda") if autocast is None else autocast
+    fallback = "tf32" if device.startswith("cuda") else "fp32"
+    if not want:
+        return fallback, "autocast off"
+    if not hasattr(ember, "autocast"):
+        return fallback, "ember.autocast is not available in this checkout: float32 on both sides"
+    return "bf16", "torch.autocast / ember.autocast, bfloat16"
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true", help="fewer steps and timing rounds")
+    p.add_argument("--steps", type=int, default=None, help="training steps per mode (20)")
+    p.add_argument("--batch", type=int, default=None, help="sequences per batch (8; tiny: 4)")
+    p.add_argument("--layers", type=int, default=None, help="transformer blocks (12)")
+    p.add_argument("--device", default="cuda:0", help="cuda:N or cpu")
+    p.add_argument("--tiny", action="store_true",
+                   help="2 layers, width 64, vocabulary 256, sequence 32 (the CPU test's model)")
+    p.add_argument("--no-torch-compile", dest="torch_compile", action="store_false",
+                   default=None, help="leave torch.compile out (on the CPU it is out already)")
+    p.add_argument("--no-ember-compile", dest="ember_compile", action="store_false")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--autocast", dest="autocast", action="store_true", default=None,
+                   help="bf16 autocast (the default on the GPU)")
+    g.add_argument("--no-autocast", dest="autocast", action="store_false",
+                   help="float32 on both sides (TF32 matmuls on the GPU)")
+    p.add_argument("--rounds", type=int, default=None, help="interleaved timing rounds")
+    p.add_argument("--reps", type=int, default=None, help="steps per mode per round")
+    p.add_argument("--json", type=Path, default=None, help="write the results here")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(sys.argv[1:] if argv is None else argv)
+    log = Log()
+    cfg = TINY if args.tiny else GPT2_SMALL
+    if args.layers is not None:
+        cfg = GPTConfig(cfg.vocab, cfg.block, args.layers, cfg.n_head, cfg.n_embd)
+    batch = args.batch or (4 if args.tiny else 8)
+    steps = args.steps or (8 if args.quick else 20)
+    rounds = args.rounds or (2 if args.quick else 4)
+    reps = args.reps or (3 if args.quick else 5)
+    on_gpu = args.device.startswith("cuda")
+    torch_compile = on_gpu if args.torch_compile is None else args.torch_compile
+    modes = tuple(m for m in MODES if (m != "torch.compile" or torch_compile)
+                  and (m != "ember compiled" or args.ember_compile))
+    precision, why = choose_precision(args.device, args.autocast)
+    import torch
+
+    log(f"GPT-2: {cfg.n_layer} layers, {cfg.n_head} heads, width {cfg.n_embd}, vocabulary "
+        f"{cfg.vocab}, context {cfg.block}; batch {batch} ({batch * cfg.block} tokens/step); "
+        f"device {args.device}; torch {torch.__version__}")
+    log(f"precision: {precision} ({why}); TF32 matmuls: "
+        f"{'on in both' if on_gpu and precision != 'fp32' else 'n/a'}")
+    setup = prepare(cfg, args.device, batch, precision)
+    log(f"modes: {', '.join(modes)}; {steps} steps each, then timing {rounds} rounds x {reps}")
+    runs = run_all(setup, steps, modes, log)
+
+    # -- parameters and tied weights ------------------------------------------------------------
+    counts = {m: count_params(r.side.model) for m, r in runs.items() if r.side is not None}
+    log(f"parameters: {sorted(set(counts.values()))} "
+        f"({', '.join(f'{m} {c:,}' for m, c in counts.items())})")
+    tied = {}
+    if runs["ember eager"].side is not None:
+        m = runs["ember eager"].side.model
+        tied["ember eager"] = (m.lm_head.weight is m.transformer.wte.weight and bool(
+            (m.lm_head.weight.numpy() == m.transformer.wte.weight.numpy()).all()))
+
+    # -- 1. losses ------------------------------------------------------------------------------
+    if runs["torch eager"].error:
+        print(f"torch eager, the reference, did not run: {runs['torch eager'].error}")
+        return 1
+    check = loss_check(runs, precision)
+    ran = [m for m in modes if not runs[m].error]
+    print(f"\nlosses ({precision}; relative differences against torch eager)")
+    print("step " + "".join(f"{m:>16}" for m in ran))
+    for i in range(steps):
+        print(f"{i:>4} " + "".join(f"{runs[m].losses[i]:>16.5f}" if i < len(runs[m].losses)
+                                    else f"{'-':>16}" for m in ran))
+    tol0, tol_any, tol_drop = TOLERANCES[precision]
+    for mode, c in check.items():
+        print(f"{mode:<15} step 0: {c['step0_rel']:.2e} (<= {tol0:g})   worst step: "
+              f"{c['max_rel']:.2e} (<= {tol_any:g})   drop {c['drop']:.4f} vs "
+              f"{c['drop_ref']:.4f}: {c['drop_rel']:.2e} (<= {tol_drop:g})   "
+              f"{'PASS' if c['ok'] else 'FAIL'}")
+    for mode in modes:
+        if runs[mode].error:
+            print(f"{mode:<15} did not run: {runs[mode].error}")
+    for mode, r in runs.items():
+        if "ember_compile" in r.info:
+            print(f"{mode:<15} {r.info['ember_compile']}")
+    if tied:
+        print(f"tied embeddings after training (one tensor, equal values): {tied}")
+
+    # -- 2. and 3.: timing and the table ----------------------------------------------------------
+    log("timing ...")
+    best = timing(runs, setup, rounds, reps)
+    log("done")
+    te, tc = best.get("torch eager"), best.get("torch.compile")
+    print(f"\nGPT-2 {cfg.n_layer}L/{cfg.n_embd}, batch {batch} x {cfg.block}, {precision}, "
+          f"{args.device}: best of {rounds} rounds x {reps} steps; time ratios (>1: slower); "
+          "peak: the mode's own allocations at their most, while it trained alone")
+    print(f"{'mode':<16}{'ms/step':>10}{'tokens/s':>12}{'x torch eager':>15}"
+          f"{'x torch.compile':>17}{'peak GiB':>10}")
+    for mode in modes:
+        r = runs[mode]
+        if mode not in best:
+            print(f"{mode:<16}{'did not run':>10}")
+            continue
+        ms = best[mode]
+        peak = f"{r.peak_bytes / GIB:.2f}" if r.peak_bytes is not None else "n/a"
+        print(f"{mode:<16}{ms:>10.2f}{setup.tokens / ms * 1e3:>12,.0f}"
+              f"{ms / te if te else float('nan'):>15.2f}"
+              f"{ms / tc if tc else float('nan'):>17.2f}{peak:>10}")
+
+    failed = [m for m, c in check.items() if not c["ok"]]
+    failed += [m for m in modes if m.startswith("ember") and runs[m].error]
+    if not all(tied.values()):
+        failed.append("tied embeddings")
+    print(f"\nloss check: {'PASS' if not failed else 'FAIL: ' + ', '.join(failed)}; "
+          f"total {log.elapsed():.0f} s")
+    if args.json is not None:
+        args.json.write_text(json.dumps({
+            "config": dataclasses.asdict(cfg),
+            "batch": batch, "device": args.device, "precision": precision,
+            "parameters": counts, "check": check, "tied": tied,
+            "runs": {m: {"losses": r.losses, "peak_bytes": r.peak_bytes, "error": r.error,
+                         "build_s": r.build_s, "first_step_s": r.first_step_s, **r.info}
+                     for m, r in runs.items()},
+            "ms_per_step": best, "tokens_per_step": setup.tokens,
+            "failed": failed}, indent=1, default=str))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
