@@ -17,7 +17,7 @@ from ember import _dtype
 from ember._backend import Backend
 from ember._host import numpy_dtype
 
-from . import _aot, creation, elementwise, linalg, movement, nn, optim, reduction, rows
+from . import _aot, attention, creation, elementwise, linalg, movement, nn, optim, reduction, rows
 from ._array import DeviceArray
 from ._autotune import KernelSelector
 from ._codegen import contiguous, run_binary
@@ -27,7 +27,7 @@ from ._memory import Memory
 
 __all__ = ["TritonBackend"]
 
-_FAMILIES = (creation, elementwise, reduction, movement, linalg, nn, rows, optim)
+_FAMILIES = (creation, elementwise, reduction, movement, linalg, nn, rows, optim, attention)
 
 
 def _fast_launch_allowed() -> bool:
