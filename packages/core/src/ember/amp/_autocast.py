@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 from .. import _dtype as dt
 from .._device import _ATOM, REGISTRY, Device, _ensure_plugins, _split_decorator, device
-from .._errors import DeviceUnavailableError, DTypeError
+from .._errors import DTypeError
 from ._state import AUTOCAST, STATE, Frame
 
 __all__ = ["autocast", "get_autocast_dtype", "is_autocast_enabled"]
@@ -59,7 +59,7 @@ def _check_support(name: str, index: int | None, dtype: dt.DType) -> None:
         return
     try:
         dev = device(name if index is None else f"{name}:{index}")
-    except DeviceUnavailableError:
+    except RuntimeError:  # DeviceUnavailableError, or a backend that cannot start here
         return
     if not dev.supports(dtype):
         have = [d.name for d in (dt.bfloat16, dt.float16) if dev.supports(d)]

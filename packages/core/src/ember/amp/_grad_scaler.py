@@ -212,7 +212,8 @@ class GradScaler:
         if not self._enabled:
             return
         if new_scale is not None:
-            value = new_scale.item() if _is_tensor(new_scale) else float(new_scale)
+            value = float(new_scale.item() if _is_tensor(new_scale)  # type: ignore[union-attr]
+                          else new_scale)
             if not (value > 0 and math.isfinite(value)):
                 raise ValueError(f"GradScaler.update: new_scale must be a positive finite "
                                  f"number, got {value}")

@@ -39,13 +39,13 @@ class Frame(NamedTuple):
     """One open `ember.autocast` region: which hardware devices, which dtype, on or off."""
 
     name: str  # base device name: "cuda", "cpu", "triton-interpret"
-    index: int | None  # None: every device of that name
+    device_index: int | None  # None: every device of that name
     dtype: dt.DType
     enabled: bool
     cache: bool
 
     def matches(self, name: str, index: int | None) -> bool:
-        return self.name == name and (self.index is None or self.index == index)
+        return self.name == name and (self.device_index is None or self.device_index == index)
 
 
 class _State(threading.local):
