@@ -7,16 +7,24 @@ Token and learned position embeddings, pre-LayerNorm blocks of causal self-atten
 ``scaled_dot_product_attention(is_causal=True)``) and a 4x MLP with GELU's tanh form, a final
 LayerNorm and the language-model head tied to the token embedding; the loss is cross-entropy
 over the flattened logits.
+
+Also each framework's training step over that model (`torch_side`, `ember_side`: AdamW with
+nanoGPT's settings, forward and loss under bf16 autocast when asked) and its device-memory
+counter (`TorchMemory`, `EmberMemory`), which ``gpt2.py`` runs, checks and times.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
 import numpy as np
+
+LR, BETAS, WEIGHT_DECAY = 6e-4, (0.9, 0.95), 0.1  # nanoGPT's AdamW
 
 
 @dataclass(frozen=True)
@@ -142,3 +150,181 @@ def batches(cfg: GPTConfig, batch: int, n: int, seed: int = 0
         seq = rng.integers(0, cfg.vocab, (batch, cfg.block + 1), dtype=np.int64)
         out.append((seq[:, :-1].copy(), seq[:, 1:].copy()))
     return out
+
+
+# -- training steps in both frameworks --------------------------------------------------------
+
+@dataclass
+class Setup:
+    """What every mode shares: the model, device, precision, weights and batches."""
+
+    cfg: GPTConfig
+    device: str  # ember's hardware device: "cuda:0", "cpu", "triton-interpret"
+    batch: int
+    precision: str  # "bf16" (autocast), "tf32" (float32 with TF32 matmuls) or "fp32"
+    state: dict[str, Any]
+    data: list[tuple[Any, Any]]
+
+    @property
+    def device_type(self) -> str:
+        return self.device.split(":")[0]
+
+    @property
+    def torch_device(self) -> str:
+        """PyTorch's device: the same GPU, or the CPU for ember's CPU-side devices (``cpu``,
+        ``triton-interpret``)."""
+        return self.device if self.device_type == "cuda" else "cpu"
+
+    @property
+    def tokens(self) -> int:
+        return self.batch * self.cfg.block
+
+
+@dataclass
+class Side:
+    """One mode, built: ``step(i)`` trains on batch ``i`` (cycling) and returns the loss as a
+    device tensor (nothing waits for it); ``sync()`` waits for the device."""
+
+    step: Callable[[int], Any]
+    sync: Callable[[], None]
+    model: Any
+    #: bytes a mode holds outside its framework's default allocator (a CUDA graph's pool)
+    extra_bytes: Callable[[], int] = lambda: 0
+    info: dict[str, Any] = field(default_factory=dict)
+
+def _torch_autocast(setup: Setup) -> Any:
+    import torch
+
+    if setup.precision != "bf16":
+        return contextlib.nullcontext()
+    return torch.autocast(setup.torch_device.split(":")[0], dtype=torch.bfloat16)
+
+
+def _ember_autocast(setup: Setup) -> Any:
+    import ember
+
+    if setup.precision != "bf16":
+        return contextlib.nullcontext()
+    return ember.autocast(setup.device_type, dtype=ember.bfloat16)
+
+
+def torch_side(setup: Setup, compiled: bool) -> Side:
+    """PyTorch: ``zero_grad``, forward and loss under autocast, ``backward``, fused AdamW."""
+    import torch
+
+    dev = torch.device(setup.torch_device)
+    model = gpt2(torch, setup.cfg, device=dev)
+    model.load_state_dict({k: torch.from_numpy(v) for k, v in setup.state.items()})
+    assert model.lm_head.weight is model.transformer.wte.weight
+    opt = torch.optim.AdamW(param_groups(model, WEIGHT_DECAY), lr=LR, betas=BETAS,
+                            fused=dev.type == "cuda")
+    fwd = torch.compile(model) if compiled else model
+    data = [(torch.from_numpy(x).to(dev), torch.from_numpy(y).to(dev)) for x, y in setup.data]
+
+    def step(i: int) -> Any:
+        x, y = data[i % len(data)]
+        opt.zero_grad(set_to_none=True)
+        with _torch_autocast(setup):
+            loss = fwd(x, y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    return Side(step, sync, model)
+
+
+def ember_side(setup: Setup, compiled: bool) -> Side:
+    """ember: forward and loss under autocast, ``loss.backward()``, ``opt.step(grads)``; with
+    ``compiled`` the whole step goes through ``ember.compile``."""
+    import ember
+
+    dev = f"autodiff<{setup.device}>"
+    model = gpt2(ember, setup.cfg, device=dev)
+    model.load_state_dict(setup.state)
+    if model.lm_head.weight is not model.transformer.wte.weight:
+        raise AssertionError("ember: lm_head.weight and transformer.wte.weight are no longer "
+                             "one tensor after load_state_dict")
+    opt = ember.optim.AdamW(param_groups(model, WEIGHT_DECAY), lr=LR, betas=BETAS)
+    data = [(ember.tensor(x, device=dev), ember.tensor(y, device=dev)) for x, y in setup.data]
+
+    def train_step(x: Any, y: Any) -> Any:
+        with _ember_autocast(setup):
+            loss = model(x, y)
+        opt.step(loss.backward())
+        return loss
+
+    fn = ember.compile(train_step) if compiled else train_step
+
+    def step(i: int) -> Any:
+        return fn(*data[i % len(data)])
+
+    side = Side(step, ember.device(setup.device).synchronize, model)
+    if compiled:
+        side.extra_bytes = lambda: _graph_pool_bytes(fn)
+        side.info["compiled"] = fn
+    return side
+
+
+def _graph_pool_bytes(fn: Any) -> int:
+    """Bytes the CUDA graphs of a compiled function's programs keep in their private pools
+    (intermediates live there for the graph's lifetime)."""
+    total = 0
+    for program in fn.programs():
+        for kept in getattr(program.runner, "keep", None) or ():
+            total += int(getattr(kept, "total_bytes", lambda: 0)())
+    return total
+
+
+# -- memory counters ---------------------------------------------------------------------------
+
+class TorchMemory:
+    def __init__(self, device: str) -> None:
+        import torch
+
+        self.torch = torch
+        self.dev = torch.device(device) if device.startswith("cuda") else None
+
+    def available(self) -> bool:
+        return self.dev is not None
+
+    def in_use(self) -> int:
+        return int(self.torch.cuda.memory_allocated(self.dev)) if self.dev else 0
+
+    def reset_peak(self) -> None:
+        if self.dev:
+            self.torch.cuda.reset_peak_memory_stats(self.dev)
+
+    def peak(self) -> int:
+        return int(self.torch.cuda.max_memory_allocated(self.dev)) if self.dev else 0
+
+    def stop(self) -> None:
+        pass
+
+
+class EmberMemory:
+    """ember's device memory layer: CuPy's pool (``CupyMemory.peak_bytes``) on the GPU."""
+
+    def __init__(self, device: str) -> None:
+        import ember
+
+        self.memory = getattr(ember.device(device).backend, "memory", None)
+        if not hasattr(self.memory, "peak_bytes"):
+            self.memory = None
+
+    def available(self) -> bool:
+        return self.memory is not None
+
+    def in_use(self) -> int:
+        return int(self.memory.stats()["used_bytes"]) if self.memory else 0
+
+    def reset_peak(self) -> None:
+        if self.memory:
+            self.memory.reset_peak()
+
+    def peak(self) -> int:
+        return int(self.memory.peak_bytes()) if self.memory else 0
+
+    def stop(self) -> None:  # take the counting out of the allocation path before timing
+        if self.memory:
+            self.memory.reset_peak(track=False)

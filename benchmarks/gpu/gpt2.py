@@ -2,7 +2,7 @@
 
     python benchmarks/gpu/with_env.py python benchmarks/gpu/gpt2.py [--quick]
         [--batch 8] [--steps 20] [--layers 12] [--no-torch-compile] [--no-autocast]
-        [--json out.json]
+        [--budget 270] [--json out.json]
     python benchmarks/gpu/gpt2.py --device cpu --tiny          # both frameworks on the CPU
 
 The model (``_gpt2.py``): GPT-2 small as nanoGPT writes it (vocabulary 50,304, context 1024,
@@ -18,13 +18,16 @@ Four modes, each built and trained in turn for ``--steps`` steps: PyTorch eager,
 backward, AdamW; a CUDA graph on ``cuda:N``).  Then:
 
 1. the loss check: each mode's losses against PyTorch eager's, step by step, and the loss's
-   drop over the run (random tokens cycled over a few batches: the model memorises them,
-   so a wrong gradient shows as a different drop);
+   drop over the run (mean of the first four steps less that of the last four: random
+   tokens cycled over four batches, which the model memorises, so a wrong gradient shows as
+   a different drop);
 2. peak memory of each mode, measured while it trains alone: the most bytes its framework's
-   allocator held in use from the third step on (``torch.cuda.max_memory_allocated``; CuPy's
-   pool for ember, plus the private pool of a compiled step's CUDA graph), less what the
-   modes built before it hold;
-3. tokens/s of each, in interleaved rounds (``_rounds.interleaved``).
+   allocator held in use from the fifth step on (``torch.cuda.max_memory_allocated``; CuPy's
+   pool for ember through ``CupyMemory.peak_bytes``, plus the private pool of a compiled
+   step's CUDA graph), less what the modes built before it hold;
+3. tokens/s of each: the best of interleaved rounds (``_rounds.interleaved``), cut to end
+   within ``--budget`` seconds (270; ``--quick``: 110).  torch.compile trains last and is
+   left out when less than 40% of the budget is left.
 
 Exit status 1 when a loss check fails or an ember mode fails to run.
 """
@@ -32,9 +35,9 @@ Exit status 1 when a loss check fails or an ember mode fails to run.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import json
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -46,21 +49,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _gpt2 import (
     GPT2_SMALL,
     TINY,
+    EmberMemory,
     GPTConfig,
+    Setup,
+    Side,
+    TorchMemory,
     batches,
     count_params,
-    gpt2,
+    ember_side,
     init_state,
-    param_groups,
+    torch_side,
 )
 
-LR, BETAS, WEIGHT_DECAY = 6e-4, (0.9, 0.95), 0.1
 #: mode -> (framework, compiled)
 MODES = {"torch eager": ("torch", False), "torch.compile": ("torch", True),
          "ember eager": ("ember", False), "ember compiled": ("ember", True)}
 #: loss agreement with PyTorch eager: (first step, any step, the drop over the run), relative
 TOLERANCES = {"bf16": (2e-2, 5e-2, 0.1), "tf32": (5e-3, 2e-2, 0.05), "fp32": (1e-4, 1e-4, 1e-3)}
 GIB = float(1 << 30)
+#: steps before the peak-memory window opens
+WARM_STEPS = 4
 
 
 class Log:
@@ -79,45 +87,6 @@ class Log:
 
 
 @dataclass
-class Setup:
-    """What every mode shares: the model, device, precision, weights and batches."""
-
-    cfg: GPTConfig
-    device: str  # ember's hardware device: "cuda:0", "cpu", "triton-interpret"
-    batch: int
-    precision: str  # "bf16" (autocast), "tf32" (float32 with TF32 matmuls) or "fp32"
-    state: dict[str, Any]
-    data: list[tuple[Any, Any]]
-
-    @property
-    def device_type(self) -> str:
-        return self.device.split(":")[0]
-
-    @property
-    def torch_device(self) -> str:
-        """PyTorch's device: the same GPU, or the CPU for ember's CPU-side devices (``cpu``,
-        ``triton-interpret``)."""
-        return self.device if self.device_type == "cuda" else "cpu"
-
-    @property
-    def tokens(self) -> int:
-        return self.batch * self.cfg.block
-
-
-@dataclass
-class Side:
-    """One mode, built: ``step(i)`` trains on batch ``i`` (cycling) and returns the loss as a
-    device tensor (nothing waits for it); ``sync()`` waits for the device."""
-
-    step: Callable[[int], Any]
-    sync: Callable[[], None]
-    model: Any
-    #: bytes a mode holds outside its framework's default allocator (a CUDA graph's pool)
-    extra_bytes: Callable[[], int] = lambda: 0
-    info: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
 class Run:
     """A mode's training run: losses, peak memory, timings, or why it could not run."""
 
@@ -126,159 +95,23 @@ class Run:
     peak_bytes: int | None = None
     build_s: float = 0.0
     first_step_s: float = 0.0
+    #: wall seconds of each training step, the loss read back included
+    step_s: list[float] = field(default_factory=list)
     error: str | None = None
     info: dict[str, Any] = field(default_factory=dict)
     side: Side | None = None
-
-
-# -- the two frameworks ------------------------------------------------------------------------
-
-def _torch_autocast(setup: Setup) -> Any:
-    import torch
-
-    if setup.precision != "bf16":
-        return contextlib.nullcontext()
-    return torch.autocast(setup.torch_device.split(":")[0], dtype=torch.bfloat16)
-
-
-def _ember_autocast(setup: Setup) -> Any:
-    import ember
-
-    if setup.precision != "bf16":
-        return contextlib.nullcontext()
-    return ember.autocast(setup.device_type, dtype=ember.bfloat16)
-
-
-def torch_side(setup: Setup, compiled: bool) -> Side:
-    """PyTorch: ``zero_grad``, forward and loss under autocast, ``backward``, fused AdamW."""
-    import torch
-
-    dev = torch.device(setup.torch_device)
-    model = gpt2(torch, setup.cfg, device=dev)
-    model.load_state_dict({k: torch.from_numpy(v) for k, v in setup.state.items()})
-    assert model.lm_head.weight is model.transformer.wte.weight
-    opt = torch.optim.AdamW(param_groups(model, WEIGHT_DECAY), lr=LR, betas=BETAS,
-                            fused=dev.type == "cuda")
-    fwd = torch.compile(model) if compiled else model
-    data = [(torch.from_numpy(x).to(dev), torch.from_numpy(y).to(dev)) for x, y in setup.data]
-
-    def step(i: int) -> Any:
-        x, y = data[i % len(data)]
-        opt.zero_grad(set_to_none=True)
-        with _torch_autocast(setup):
-            loss = fwd(x, y)
-        loss.backward()
-        opt.step()
-        return loss
-
-    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
-    return Side(step, sync, model)
-
-
-def ember_side(setup: Setup, compiled: bool) -> Side:
-    """ember: forward and loss under autocast, ``loss.backward()``, ``opt.step(grads)``; with
-    ``compiled`` the whole step goes through ``ember.compile``."""
-    import ember
-
-    dev = f"autodiff<{setup.device}>"
-    model = gpt2(ember, setup.cfg, device=dev)
-    model.load_state_dict(setup.state)
-    if model.lm_head.weight is not model.transformer.wte.weight:
-        raise AssertionError("ember: lm_head.weight and transformer.wte.weight are no longer "
-                             "one tensor after load_state_dict")
-    opt = ember.optim.AdamW(param_groups(model, WEIGHT_DECAY), lr=LR, betas=BETAS)
-    data = [(ember.tensor(x, device=dev), ember.tensor(y, device=dev)) for x, y in setup.data]
-
-    def train_step(x: Any, y: Any) -> Any:
-        with _ember_autocast(setup):
-            loss = model(x, y)
-        opt.step(loss.backward())
-        return loss
-
-    fn = ember.compile(train_step) if compiled else train_step
-
-    def step(i: int) -> Any:
-        return fn(*data[i % len(data)])
-
-    side = Side(step, ember.device(setup.device).synchronize, model)
-    if compiled:
-        side.extra_bytes = lambda: _graph_pool_bytes(fn)
-        side.info["compiled"] = fn
-    return side
-
-
-def _graph_pool_bytes(fn: Any) -> int:
-    """Bytes the CUDA graphs of a compiled function's programs keep in their private pools
-    (intermediates live there for the graph's lifetime)."""
-    total = 0
-    for program in fn.programs():
-        for kept in getattr(program.runner, "keep", None) or ():
-            total += int(getattr(kept, "total_bytes", lambda: 0)())
-    return total
-
-
-# -- memory counters ---------------------------------------------------------------------------
-
-class TorchMemory:
-    def __init__(self, device: str) -> None:
-        import torch
-
-        self.torch = torch
-        self.dev = torch.device(device) if device.startswith("cuda") else None
-
-    def available(self) -> bool:
-        return self.dev is not None
-
-    def in_use(self) -> int:
-        return int(self.torch.cuda.memory_allocated(self.dev)) if self.dev else 0
-
-    def reset_peak(self) -> None:
-        if self.dev:
-            self.torch.cuda.reset_peak_memory_stats(self.dev)
-
-    def peak(self) -> int:
-        return int(self.torch.cuda.max_memory_allocated(self.dev)) if self.dev else 0
-
-    def stop(self) -> None:
-        pass
-
-
-class EmberMemory:
-    """ember's device memory layer: CuPy's pool (``CupyMemory.peak_bytes``) on the GPU."""
-
-    def __init__(self, device: str) -> None:
-        import ember
-
-        self.memory = getattr(ember.device(device).backend, "memory", None)
-        if not hasattr(self.memory, "peak_bytes"):
-            self.memory = None
-
-    def available(self) -> bool:
-        return self.memory is not None
-
-    def in_use(self) -> int:
-        return int(self.memory.stats()["used_bytes"]) if self.memory else 0
-
-    def reset_peak(self) -> None:
-        if self.memory:
-            self.memory.reset_peak()
-
-    def peak(self) -> int:
-        return int(self.memory.peak_bytes()) if self.memory else 0
-
-    def stop(self) -> None:  # take the counting out of the allocation path before timing
-        if self.memory:
-            self.memory.reset_peak(track=False)
 
 
 # -- the phases --------------------------------------------------------------------------------
 
 def train_mode(setup: Setup, mode: str, steps: int, memory: Any, log: Log) -> Run:
     """Build ``mode``, train it ``steps`` steps reading each loss back, and measure its peak
-    memory from the third step on (the optimizer's state exists by then; compilers have run)."""
+    memory from the fifth step on (by then the optimizer's state exists, the compilers have
+    run, and ``ember.compile``'s first replay has recorded its CUDA graph: that recording runs
+    the program once outside the graph, which would count its intermediates twice)."""
     run = Run(mode)
     framework, compiled = MODES[mode]
-    warm = min(2, steps - 1)
+    warm = min(WARM_STEPS, steps - 1)
     try:
         _sync_all(setup)
         base = memory.in_use()  # what the modes built before hold, left out of the peak
@@ -291,6 +124,7 @@ def train_mode(setup: Setup, mode: str, steps: int, memory: Any, log: Log) -> Ru
                 memory.reset_peak()
             t = time.perf_counter()
             run.losses.append(float(side.step(i).item()))
+            run.step_s.append(time.perf_counter() - t)
             if i == 0:
                 run.first_step_s = time.perf_counter() - t
                 log(f"{mode}: built in {run.build_s:.1f} s, first step {run.first_step_s:.1f} s"
@@ -322,9 +156,12 @@ def _sync_all(setup: Setup) -> None:
         ember.device(setup.device).synchronize()
 
 
-def loss_check(runs: dict[str, Run], precision: str) -> dict[str, dict[str, Any]]:
+def loss_check(runs: dict[str, Run], precision: str, window: int = 1
+               ) -> dict[str, dict[str, Any]]:
     """Each mode's losses against PyTorch eager's: the worst relative difference at the first
-    step and at any step, and how the drop over the run compares."""
+    step and at any step, and how the drop over the run compares (the mean loss of the first
+    ``window`` steps less that of the last ``window``: with the batches cycled, each window
+    sees every batch once)."""
     ref = runs["torch eager"].losses
     tol0, tol_any, tol_drop = TOLERANCES[precision]
     out: dict[str, dict[str, Any]] = {}
@@ -333,12 +170,17 @@ def loss_check(runs: dict[str, Run], precision: str) -> dict[str, dict[str, Any]
             continue
         n = min(len(ref), len(run.losses))
         rel = [abs(a - b) / max(abs(b), 1e-12) for a, b in zip(run.losses, ref, strict=False)]
-        drop_ref, drop = ref[0] - ref[n - 1], run.losses[0] - run.losses[n - 1]
+        w = window if n >= 2 * window else 1
+        drop_ref, drop = _drop(ref[:n], w), _drop(run.losses[:n], w)
         drop_rel = abs(drop - drop_ref) / max(abs(drop_ref), 1e-12)
         ok = rel[0] <= tol0 and max(rel) <= tol_any and drop_rel <= tol_drop
         out[mode] = {"step0_rel": rel[0], "max_rel": max(rel), "drop": drop,
                      "drop_ref": drop_ref, "drop_rel": drop_rel, "ok": ok}
     return out
+
+
+def _drop(losses: list[float], w: int) -> float:
+    return (sum(losses[:w]) - sum(losses[-w:])) / w
 
 
 def timing(runs: dict[str, Run], setup: Setup, rounds: int, reps: int) -> dict[str, float]:
@@ -357,9 +199,23 @@ def timing(runs: dict[str, Run], setup: Setup, rounds: int, reps: int) -> dict[s
     return {mode: min(ts) for mode, ts in times.items()}
 
 
+def fit_timing(runs: dict[str, Run], rounds: int, reps: int, seconds: float
+               ) -> tuple[int, int]:
+    """``(rounds, reps)`` cut down (reps first, to 2; then rounds, to 1) so that timing, at the
+    step times the training runs saw, takes about ``seconds``."""
+    per_step = [statistics.median(r.step_s[WARM_STEPS:] or r.step_s[-1:])
+                for r in runs.values() if r.side is not None and r.step_s]
+    one = sum(per_step)  # one step of every mode
+    while reps > 2 and one * (rounds * reps + 1) > seconds:
+        reps -= 1
+    while rounds > 1 and one * (rounds * reps + 1) > seconds:
+        rounds -= 1
+    return rounds, reps
+
+
 # -- the whole run -----------------------------------------------------------------------------
 
-def prepare(cfg: GPTConfig, device: str, batch: int, precision: str, n_batches: int = 2,
+def prepare(cfg: GPTConfig, device: str, batch: int, precision: str, n_batches: int = 4,
             seed: int = 0) -> Setup:
     """Weights, batches and the float32 matmul setting of both frameworks."""
     if precision != "fp32" and device.startswith("cuda"):
@@ -376,15 +232,23 @@ def prepare(cfg: GPTConfig, device: str, batch: int, precision: str, n_batches: 
                  batches(cfg, batch, n_batches, seed))
 
 
-def run_all(setup: Setup, steps: int, modes: tuple[str, ...], log: Log
-            ) -> dict[str, Run]:
-    """Train each mode in turn (each alone in its allocator's peak window)."""
+def run_all(setup: Setup, steps: int, modes: tuple[str, ...], log: Log,
+            budget: float = float("inf")) -> dict[str, Run]:
+    """Train each mode in turn (each alone in its allocator's peak window), torch.compile
+    last; it is left out, with the reason, when less than 40% of ``budget`` seconds is left
+    (compiling GPT-2 takes it about a minute)."""
     runs: dict[str, Run] = {}
     tmem, emem = TorchMemory(setup.torch_device), EmberMemory(setup.device)
-    for mode in modes:
+    for mode in sorted(modes, key=lambda m: m == "torch.compile"):
+        left = budget - log.elapsed()
+        if mode == "torch.compile" and left < 0.4 * budget:
+            runs[mode] = Run(mode, error=f"skipped: {left:.0f} s of the {budget:.0f} s budget "
+                             "left (--budget)")
+            log(f"{mode}: {runs[mode].error}")
+            continue
         memory = tmem if mode.startswith("torch") else emem
         runs[mode] = train_mode(setup, mode, steps, memory, log)
-    return runs
+    return {m: runs[m] for m in modes}
 
 
 def choose_precision(device: str, autocast: bool | None) -> tuple[str, str]:
@@ -409,8 +273,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--device", default="cuda:0", help="cuda:N or cpu")
     p.add_argument("--tiny", action="store_true",
                    help="2 layers, width 64, vocabulary 256, sequence 32 (the CPU test's model)")
-    p.add_argument("--no-torch-compile", dest="torch_compile", action="store_false",
-                   default=None, help="leave torch.compile out (on the CPU it is out already)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--torch-compile", dest="torch_compile", action="store_true", default=None,
+                   help="time torch.compile too (the default on the GPU)")
+    g.add_argument("--no-torch-compile", dest="torch_compile", action="store_false",
+                   help="leave torch.compile out (the default on the CPU)")
     p.add_argument("--no-ember-compile", dest="ember_compile", action="store_false")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--autocast", dest="autocast", action="store_true", default=None,
@@ -419,6 +286,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
                    help="float32 on both sides (TF32 matmuls on the GPU)")
     p.add_argument("--rounds", type=int, default=None, help="interleaved timing rounds")
     p.add_argument("--reps", type=int, default=None, help="steps per mode per round")
+    p.add_argument("--budget", type=float, default=None,
+                   help="seconds the whole run should take; timing rounds are cut to fit "
+                   "(270; --quick: 110)")
     p.add_argument("--json", type=Path, default=None, help="write the results here")
     return p.parse_args(argv)
 
@@ -433,6 +303,8 @@ def main(argv: list[str] | None = None) -> int:
     steps = args.steps or (8 if args.quick else 20)
     rounds = args.rounds or (2 if args.quick else 4)
     reps = args.reps or (3 if args.quick else 5)
+    if args.budget is None:
+        args.budget = 110.0 if args.quick else 270.0
     on_gpu = args.device.startswith("cuda")
     torch_compile = on_gpu if args.torch_compile is None else args.torch_compile
     modes = tuple(m for m in MODES if (m != "torch.compile" or torch_compile)
@@ -447,25 +319,30 @@ def main(argv: list[str] | None = None) -> int:
         f"{'on in both' if on_gpu and precision != 'fp32' else 'n/a'}")
     setup = prepare(cfg, args.device, batch, precision)
     log(f"modes: {', '.join(modes)}; {steps} steps each, then timing {rounds} rounds x {reps}")
-    runs = run_all(setup, steps, modes, log)
+    runs = run_all(setup, steps, modes, log, args.budget)
 
     # -- parameters and tied weights ------------------------------------------------------------
     counts = {m: count_params(r.side.model) for m, r in runs.items() if r.side is not None}
-    log(f"parameters: {sorted(set(counts.values()))} "
-        f"({', '.join(f'{m} {c:,}' for m, c in counts.items())})")
-    tied = {}
-    if runs["ember eager"].side is not None:
-        m = runs["ember eager"].side.model
-        tied["ember eager"] = (m.lm_head.weight is m.transformer.wte.weight and bool(
-            (m.lm_head.weight.numpy() == m.transformer.wte.weight.numpy()).all()))
+    distinct = sorted(set(counts.values()))
+    if len(distinct) == 1:
+        log(f"parameters: {distinct[0]:,} ({distinct[0] / 1e6:.1f}M; the tied embedding "
+            "counted once) in every mode")
+    else:
+        log(f"parameters DIFFER between modes: {counts}")
+    # the optimizer updates one tensor; both modules must still read it after training
+    tied = {m: r.side.model.lm_head.weight is r.side.model.transformer.wte.weight
+            for m, r in runs.items() if r.side is not None and MODES[m][0] == "ember"}
 
     # -- 1. losses ------------------------------------------------------------------------------
     if runs["torch eager"].error:
         print(f"torch eager, the reference, did not run: {runs['torch eager'].error}")
         return 1
-    check = loss_check(runs, precision)
+    check = loss_check(runs, precision, len(setup.data))
     ran = [m for m in modes if not runs[m].error]
-    print(f"\nlosses ({precision}; relative differences against torch eager)")
+    print(f"\nlosses ({precision}; {len(setup.data)} batches of random tokens, cycled), each "
+          "mode against torch eager: relative difference at step 0 and at the worst step, "
+          f"and the drop (mean of the first {len(setup.data)} steps less mean of the last "
+          f"{len(setup.data)})")
     print("step " + "".join(f"{m:>16}" for m in ran))
     for i in range(steps):
         print(f"{i:>4} " + "".join(f"{runs[m].losses[i]:>16.5f}" if i < len(runs[m].losses)
@@ -483,10 +360,15 @@ def main(argv: list[str] | None = None) -> int:
         if "ember_compile" in r.info:
             print(f"{mode:<15} {r.info['ember_compile']}")
     if tied:
-        print(f"tied embeddings after training (one tensor, equal values): {tied}")
+        print(f"ember's lm_head.weight is transformer.wte.weight after training: {tied}")
 
     # -- 2. and 3.: timing and the table ----------------------------------------------------------
-    log("timing ...")
+    fitted = fit_timing(runs, rounds, reps, args.budget - log.elapsed() - 5)
+    if fitted != (rounds, reps):
+        log(f"timing cut from {rounds} rounds x {reps} to {fitted[0]} x {fitted[1]} to end "
+            f"within --budget {args.budget:.0f} s")
+        rounds, reps = fitted
+    log(f"timing: {rounds} interleaved rounds x {reps} steps of each mode ...")
     best = timing(runs, setup, rounds, reps)
     log("done")
     te, tc = best.get("torch eager"), best.get("torch.compile")
@@ -510,6 +392,8 @@ def main(argv: list[str] | None = None) -> int:
     failed += [m for m in modes if m.startswith("ember") and runs[m].error]
     if not all(tied.values()):
         failed.append("tied embeddings")
+    if len(distinct) > 1:
+        failed.append("parameter counts")
     print(f"\nloss check: {'PASS' if not failed else 'FAIL: ' + ', '.join(failed)}; "
           f"total {log.elapsed():.0f} s")
     if args.json is not None:
