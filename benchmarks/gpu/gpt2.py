@@ -136,9 +136,13 @@ def train_mode(setup: Setup, mode: str, steps: int, memory: Any, log: Log) -> Ru
         run.side = side
         fn = side.info.get("compiled")
         if fn is not None:
+            # ProgramGraph: replayed as a CUDA graph (recorded ``records`` times); a function
+            # or method: replayed as Python (no graph on this device, or the capture failed)
             run.info["ember_compile"] = {
                 "stats": str(fn.stats),
-                "runners": sorted({type(p.runner).__name__ for p in fn.programs()})}
+                "runners": [(type(p.runner).__name__, getattr(p.runner, "records", None))
+                            for p in fn.programs()],
+                "graph_pool_bytes": side.extra_bytes()}
     except Exception as exc:  # a mode that cannot run is reported; the others go on
         memory.stop()
         run.error = f"{type(exc).__name__}: {str(exc)[:400]}"
