@@ -9,6 +9,11 @@ that merge into more than two, cost a copy.  A mask is read through its broadcas
 (0 on broadcast axes).  Outputs are contiguous.  Half types compute in float32 and their
 logsumexp is float32; float64 computes in float64.
 
+A row that may attend nowhere gives nan (output and logsumexp), as the CPU kernel does.
+# Note: its nan reaches ``dk``/``dv`` only through the key blocks the backward visits; with
+# ``causal`` those past the row's diagonal are skipped and stay finite, where the CPU kernel
+# (which rebuilds every weight) makes all of ``dk``/``dv`` nan.
+
 On a GPU, block sizes, warps and pipeline stages come from a short list per dtype and head
 dimension; problems big enough to matter time the list once per shape bucket
 (`KernelSelector`).  The interpreter takes big blocks (it pays per program instance).
