@@ -17,7 +17,19 @@ from ember import _dtype
 from ember._backend import Backend
 from ember._host import numpy_dtype
 
-from . import _aot, attention, creation, elementwise, linalg, movement, nn, optim, reduction, rows
+from . import (
+    _aot,
+    activation,
+    attention,
+    creation,
+    elementwise,
+    linalg,
+    movement,
+    nn,
+    optim,
+    reduction,
+    rows,
+)
 from ._array import DeviceArray
 from ._autotune import KernelSelector
 from ._codegen import contiguous, run_binary
@@ -27,7 +39,8 @@ from ._memory import Memory
 
 __all__ = ["TritonBackend"]
 
-_FAMILIES = (creation, elementwise, reduction, movement, linalg, nn, rows, optim, attention)
+_FAMILIES = (creation, elementwise, reduction, movement, linalg, nn, rows, optim, attention,
+             activation)
 
 
 def _fast_launch_allowed() -> bool:
