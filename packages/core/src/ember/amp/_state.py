@@ -76,8 +76,9 @@ def _resolve(device: Device) -> tuple[dt.DType, bool] | None:
 
 def setting(device: Device) -> tuple[dt.DType, bool] | None:
     """``(dtype, cache_enabled)`` where autocast applies to ``device`` in this thread, else None."""
-    s = STATE.resolved.get(device, _MISSING)
-    return _resolve(device) if s is _MISSING else s  # type: ignore[return-value]
+    if device in STATE.resolved:
+        return STATE.resolved[device]
+    return _resolve(device)
 
 
 _MISSING: Any = object()
