@@ -222,30 +222,111 @@ def copy_into(be: TritonBackend, src: DeviceArray, out: DeviceArray) -> DeviceAr
 
 
 def contiguous(be: TritonBackend, a: DeviceArray) -> DeviceArray:
+    """``a`` itself when its strides are contiguous, else a contiguous copy (see `copy_plan`)."""
     if a.strides == contiguous_strides(a.shape):
         return a
     if a.is_contiguous:  # contiguous but for the strides of size-1 axes
         return a.view(a.shape, contiguous_strides(a.shape), a.offset)
-    if (a.ndim == 2 and a.size >= TRANSPOSE_MIN and 0 < a.strides[0] < a.strides[1]
-            and a.shape[1] < 1 << 22):  # the grid's second axis: C / 64 programs at most
-        return _transpose_copy(be, a)
-    return elementwise(be, "r = x0", [a], a.dtype, widen=False)
-
-
-#: 2-D copies of at least this many elements whose rows are not contiguous use the tiled
-#: `transpose` kernel (both sides coalesced); smaller ones the elementwise copy
-TRANSPOSE_MIN = 1 << 12
-
-
-def _transpose_copy(be: TritonBackend, a: DeviceArray) -> DeviceArray:
-    r, c = a.shape
+    key = ("copy", a.shape, a.strides, a.dtype)
+    plan: Any = be.elementwise_plans.get(key)
+    if plan is None:
+        plan = copy_plan(be, a) or False  # False: the elementwise copy
+        if len(be.elementwise_plans) >= 4096:
+            be.elementwise_plans.clear()
+        be.elementwise_plans[key] = plan
+    if plan is False:
+        return elementwise(be, "r = x0", [a], a.dtype, widen=False)
+    kernel, grid, ints, meta = plan
     out = be.empty(a.shape, a.dtype)
-    sr, sc = a.strides
+    be.launch_planned(key, kernel, grid, (out, a), ints, **meta)
+    return out
+
+
+#: copies of at least this many elements whose innermost axis moves use the tiled transpose
+#: kernels (both sides coalesced); smaller ones the elementwise copy
+TRANSPOSE_MIN = 1 << 12
+#: rows of at least this many elements contiguous in both source and copy use `copy_rows`
+ROWS_MIN = 16
+#: bytes `copy_rows` moves a program on a GPU
+ROWS_BYTES = 1 << 14
+#: elements a row or tiled copy moves a program on the interpreter (which pays per program)
+INTERPRET_COPY = 1 << 16
+#: offsets from this on are computed in int64 (int32 below: divisions are cheaper)
+WIDE_FROM = 1 << 31
+#: batch axes the row and tiled copies decode (more: the elementwise copy)
+_MAX_BATCH = 4
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def copy_plan(be: TritonBackend, a: DeviceArray) -> tuple[Any, tuple[int, ...],
+                                                             tuple[int, ...],
+                                                             dict[str, Any]] | None:
+    """How to copy the strided view ``a`` into a new contiguous array: ``(kernel, grid, ints,
+    meta)`` for ``launch_planned(key, kernel, grid, (out, a), ints, **meta)``, or ``None`` for
+    the elementwise copy.
+
+    Axes are merged where both sides allow (`collapse`).  When the innermost axis stays
+    contiguous in ``a`` (a permute that keeps the last axis: ``[b, h, t, d] -> [b, t, h, d]``)
+    `copy_rows` moves blocks of whole rows, one offset computation per row; when it moves,
+    and ``a`` is contiguous along another axis, `transpose` (2-D) or `transpose_batched`
+    move tiles read along ``a``'s contiguous axis and written along the copy's.
+    """
+    cshape, (ost, ast) = collapse(a.shape, [contiguous_strides(a.shape), a.strides])
+    rank = len(cshape)
+    if rank < 2:
+        return None
+    wide = a.size >= WIDE_FROM or sum((n - 1) * abs(s) for n, s in zip(cshape, ast,
+                                                                       strict=True)) >= WIDE_FROM
+    interp = be.memory.interpret
+    mod = be.module("movement")
+    item = a.dtype.itemsize
+    if ast[-1] == 1:
+        d = cshape[-1]
+        if d < ROWS_MIN or rank - 1 > _MAX_BATCH:
+            return None
+        r = a.size // d
+        nb = rank - 1
+        sizes = (*cshape[1:nb], *(1,) * (_MAX_BATCH - nb))[:_MAX_BATCH - 1]
+        strides = (*ast[:nb], *(0,) * (_MAX_BATCH - nb))
+        # ROWS_BYTES a program on a GPU (rows of up to 1024 elements a block); the
+        # interpreter takes what it can in one program
+        per = INTERPRET_COPY if interp else max(1024, ROWS_BYTES // item)
+        bd = min(_pow2(d), per if interp else 1024)
+        br = max(1, min(_pow2(r), per // bd))
+        meta: dict[str, Any] = {"NB": nb, "WIDE": wide, "BR": br, "BD": bd}
+        if not interp:
+            meta["num_warps"] = 4 if br * bd * item <= 1 << 13 else 8
+        return (mod.copy_rows, (-(-r // br), -(-d // bd)), (r, d, *sizes, *strides), meta)
+    if a.size < TRANSPOSE_MIN or 1 not in ast:
+        return None
+    k = ast.index(1)
+    c = rank - 1
+    kn, cn = cshape[k], cshape[c]
     # tiles of 16 KB (32 KB for 2-byte types), 8 warps: 3.74 / 3.96 TB/s for 4096² / 8192²
     # float32 and 3.88 for 8192² float16 on the H200 (`benchmarks/gpu/transpose_tiles.py`)
-    block = 128 if a.dtype.itemsize <= 2 else 64
-    wide = a.size >= 1 << 31 or (r - 1) * sr + (c - 1) * sc >= 1 << 31
-    be.launch_planned(("transpose", r, c, sr, sc, a.dtype), be.module("movement").transpose,
-                      (-(-r // block), -(-c // block)), (out, a), (r, c, sr, sc), WIDE=wide,
-                      BR=block, BC=block, num_warps=8)
-    return out
+    block = (128 if item <= 2 else 64) if not interp else \
+        1 << (INTERPRET_COPY.bit_length() - 1) // 2
+    meta = {"WIDE": wide, **({} if interp else {"num_warps": 8})}
+    if rank == 2:  # k == 0: a transposed matrix
+        if cn >= 1 << 22:  # the grid's second axis: C / 64 programs at most
+            return None
+        return (mod.transpose, (-(-kn // block), -(-cn // block)), (kn, cn, 1, ast[c]),
+                {**meta, "BR": block, "BC": block})
+    batch = [i for i in range(rank) if i not in (k, c)]
+    nb = len(batch)
+    if nb > _MAX_BATCH:
+        return None
+    bk = min(block, _pow2(kn)) if interp else block
+    bc = min(block, _pow2(cn)) if interp else block
+    programs = -(-kn // bk) * -(-cn // bc) * (a.size // (kn * cn))
+    if programs >= 1 << 31:
+        return None
+    pad = _MAX_BATCH - nb
+    sizes = (*(cshape[i] for i in batch[1:]), *(1,) * pad)[:_MAX_BATCH - 1]
+    xs = (*(ast[i] for i in batch), *(0,) * pad)
+    os_ = (*(ost[i] for i in batch), *(0,) * pad)
+    return (mod.transpose_batched, (programs,), (kn, cn, ast[c], ost[k], *sizes, *xs, *os_),
+            {**meta, "NB": nb, "BK": bk, "BC": bc})

@@ -107,3 +107,78 @@ def transpose(out, x, R, C, sr, sc, WIDE: tl.constexpr, BR: tl.constexpr, BC: tl
     mask = (rr < R)[:, None] & (rc < C)[None, :]
     v = tl.load(x + rr[:, None] * sr + rc[None, :] * sc, mask=mask)
     tl.store(out + rr[:, None] * C + rc[None, :], v, mask=mask)
+
+
+@triton.jit
+def _batch_offset(b, NB: tl.constexpr, B1, B2, B3, X0, X1, X2, X3, O0, O1, O2, O3):
+    # the x and out offsets of index ``b`` (a scalar or a vector) over NB batch axes of sizes
+    # B0 (implied), B1, ..., strides X0... in x and O0... in out; the last axis varies fastest
+    xo = b * 0
+    oo = b * 0
+    rem = b
+    if NB > 3:
+        c = rem % B3
+        xo += c * X3
+        oo += c * O3
+        rem = rem // B3
+    if NB > 2:
+        c = rem % B2
+        xo += c * X2
+        oo += c * O2
+        rem = rem // B2
+    if NB > 1:
+        c = rem % B1
+        xo += c * X1
+        oo += c * O1
+        rem = rem // B1
+    if NB > 0:
+        xo += rem * X0
+        oo += rem * O0
+    return xo, oo
+
+
+@triton.jit
+def copy_rows(out, x, R, D, B1, B2, B3, X0, X1, X2, X3, NB: tl.constexpr, WIDE: tl.constexpr,
+              BR: tl.constexpr, BD: tl.constexpr):
+    """``out[r, :] = x[offset(r) : offset(r) + D]``: ``R`` rows of ``D`` elements, contiguous
+    in both (``permute(0, 2, 1, 3)`` of a ``[b, h, t, d]`` tensor: rows of ``d``).  Row ``r``'s
+    coordinates over the NB outer axes (sizes B0 = R / (B1 B2 B3), B1, ...) give its offset in
+    ``x`` through the strides ``X``; each program moves ``BR x BD`` elements, the divisions
+    done once a row, loads and stores coalesced along the rows."""
+    rows = tl.program_id(0) * BR + tl.arange(0, BR)
+    cols = tl.program_id(1) * BD + tl.arange(0, BD)
+    if WIDE:
+        rows = rows.to(tl.int64)
+        cols = cols.to(tl.int64)
+    src, _ = _batch_offset(rows, NB, B1, B2, B3, X0, X1, X2, X3, X0, X1, X2, X3)
+    mask = (rows < R)[:, None] & (cols < D)[None, :]
+    v = tl.load(x + src[:, None] + cols[None, :], mask=mask)
+    tl.store(out + rows[:, None] * D + cols[None, :], v, mask=mask)
+
+
+@triton.jit
+def transpose_batched(out, x, K, C, sc, ok, B1, B2, B3, X0, X1, X2, X3, O0, O1, O2, O3,
+                      NB: tl.constexpr, WIDE: tl.constexpr, BK: tl.constexpr,
+                      BC: tl.constexpr):
+    """A batch of `transpose` tiles: ``out[..., k, ..., c] = x[..., k, ..., c]`` where ``x`` is
+    contiguous along ``k`` (stride 1; ``ok`` in ``out``) and ``out`` along ``c`` (stride 1;
+    ``sc`` in ``x``).  Program ``p`` moves tile ``(p % tiles_k, p // tiles_k % tiles_c)`` of
+    batch entry ``p // (tiles_k tiles_c)`` (NB axes, strides ``X`` in ``x``, ``O`` in
+    ``out``), read along ``k`` and written along ``c``: both sides coalesced."""
+    pid = tl.program_id(0)
+    tiles_k = tl.cdiv(K, BK)
+    tiles_c = tl.cdiv(C, BC)
+    tk = pid % tiles_k
+    rest = pid // tiles_k
+    tc = rest % tiles_c
+    b = rest // tiles_c
+    kk = tk * BK + tl.arange(0, BK)
+    cc = tc * BC + tl.arange(0, BC)
+    if WIDE:
+        b = b.to(tl.int64)
+        kk = kk.to(tl.int64)
+        cc = cc.to(tl.int64)
+    xo, oo = _batch_offset(b, NB, B1, B2, B3, X0, X1, X2, X3, O0, O1, O2, O3)
+    mask = (kk < K)[:, None] & (cc < C)[None, :]
+    v = tl.load(x + xo + kk[:, None] + cc[None, :] * sc, mask=mask)
+    tl.store(out + oo + kk[:, None] * ok + cc[None, :], v, mask=mask)
