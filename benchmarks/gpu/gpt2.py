@@ -294,6 +294,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
                    help="seconds the whole run should take; timing rounds are cut to fit "
                    "(270; --quick: 110)")
     p.add_argument("--json", type=Path, default=None, help="write the results here")
+    p.add_argument("--profile", type=int, default=0, metavar="TOP",
+                   help="after timing, each mode's TOP kernels by GPU time (torch.profiler)")
     return p.parse_args(argv)
 
 
@@ -392,6 +394,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{ms / te if te else float('nan'):>15.2f}"
               f"{ms / tc if tc else float('nan'):>17.2f}{peak:>10}")
 
+    if args.profile and on_gpu:
+        profile_kernels(runs, args.profile)
+
     failed = [m for m, c in check.items() if not c["ok"]]
     failed += [m for m in modes if m.startswith("ember") and runs[m].error]
     if not all(tied.values()):
@@ -411,6 +416,28 @@ def main(argv: list[str] | None = None) -> int:
             "ms_per_step": best, "tokens_per_step": setup.tokens,
             "failed": failed}, indent=1, default=str))
     return 1 if failed else 0
+
+
+def profile_kernels(runs: dict[str, Run], top: int, steps: int = 3) -> None:
+    """Each mode's GPU kernels over ``steps`` steps (CUPTI sees ember's Triton, cuBLASLt
+    and graph-replayed kernels as well as PyTorch's): time and launches per step."""
+    from block_profile import _kernels
+    from torch.profiler import ProfilerActivity, profile
+
+    for mode, r in runs.items():
+        if r.side is None:
+            continue
+        r.side.step(0)
+        r.side.sync()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for i in range(steps):
+                r.side.step(i)
+            r.side.sync()
+        rows = _kernels(prof, steps)
+        print(f"\n== {mode}: kernels {sum(t for _, t, _ in rows) / 1e3:.2f} ms in "
+              f"{sum(c for _, _, c in rows)} launches per step")
+        for n, t, c in rows[:top]:
+            print(f"{n:<72}{t:>9.1f}{c:>5}")
 
 
 if __name__ == "__main__":

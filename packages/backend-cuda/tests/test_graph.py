@@ -109,3 +109,40 @@ def test_load_checks_shapes() -> None:
     g = graph(_step_fn(model, opt, x, y), device=AD, warmup=1)
     with pytest.raises(ValueError, match=r"\[3, 20\].*\[16, 20\]"):
         g.load(x, np.zeros((3, 20), np.float32))
+
+
+def test_compiled_steps_replay_as_graphs_match_eager_over_cycled_batches() -> None:
+    """``ember.compile`` on cuda records one graph and replays it: AdamW (host step count),
+    batches cycled as a training loop does (each batch tensor comes back), weights and
+    losses as the eager steps give them, and the callers' batch tensors left untouched."""
+    data = _batches(4)
+    order = [i % len(data) for i in range(10)]
+
+    def run(compiled: bool) -> tuple[list[float], dict[str, np.ndarray], list[Any], Any]:
+        nn = ember.nn
+        gen = ember.Generator(0)
+        model = nn.Sequential(nn.Linear(20, 32, generator=gen), nn.GELU(),
+                              nn.Linear(32, 5, generator=gen)).to(AD)
+        opt = ember.optim.AdamW(model.parameters(), lr=1e-2)
+        batches = [(ember.tensor(xb, device=AD), ember.tensor(yb, device=AD))
+                   for xb, yb in data]
+
+        def step(x: Any, y: Any) -> Any:
+            loss = ember.nn.functional.cross_entropy(model(x), y)
+            opt.step(loss.backward())
+            return loss
+
+        fn = ember.compile(step) if compiled else step
+        losses = [float(fn(*batches[i]).item()) for i in order]
+        return losses, _weights(model), batches, fn
+
+    want, want_w, _, _ = run(False)
+    got, got_w, batches, fn = run(True)
+    runners = [type(p.runner).__name__ for p in fn.programs()]
+    assert "ProgramGraph" in runners, runners
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    for k in want_w:
+        np.testing.assert_allclose(got_w[k], want_w[k], rtol=1e-5, atol=1e-6, err_msg=k)
+    for (x, y), (xb, yb) in zip(batches, data, strict=True):
+        np.testing.assert_array_equal(x.numpy(), xb)
+        np.testing.assert_array_equal(y.numpy(), yb)

@@ -255,8 +255,14 @@ class ProgramGraph:
         self.base.synchronize()
         stream = cupy.cuda.Stream(non_blocking=True)
         pool = cupy.cuda.MemoryPool()
-        static = list(ext)
         with stream:
+            # the recording reads its inputs from fixed buffers, which replays refill: the
+            # arguments' buffers are the graph's own copies (a replay must never write into
+            # the caller's batch); the tensors it reads and updates (parameters, optimizer
+            # state) it takes over, since the program rebinds them to these buffers
+            static = [elementwise(be, "r = x0", [a], a.dtype, widen=False)
+                      if kind == "arg" else a
+                      for a, (kind, _) in zip(ext, program.readers, strict=True)]
             # this call's results: a real run, on the stream the recording uses
             out = program._program(static)
             stream.synchronize()
