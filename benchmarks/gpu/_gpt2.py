@@ -260,6 +260,7 @@ def ember_side(setup: Setup, compiled: bool) -> Side:
         return fn(*data[i % len(data)])
 
     side = Side(step, ember.device(setup.device).synchronize, model)
+    side.info["data"] = data  # the batch tensors the steps are given
     if compiled:
         side.extra_bytes = lambda: _graph_pool_bytes(fn)
         side.info["compiled"] = fn
