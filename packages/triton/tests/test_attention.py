@@ -16,6 +16,7 @@ import ember.nn.functional as NF
 import numpy as np
 import pytest
 from ember._apply import apply
+from ember._program import base_payload
 from ember.ops import composite as cops
 
 from ember_triton import attention
@@ -283,6 +284,50 @@ def test_permuted_qkv_views_are_read_without_copies(dev: ember.Device, launches:
     assert launches == FWD + BWD
     arr = qkv.reshape(b, t, 3, h, d).transpose(2, 0, 3, 1, 4)
     want = _reference(arr[0], arr[1], arr[2], g, None, True, 0.25)
+    _close(out, want["out"], "float32")
+    for got, name in zip(grads, ("dq", "dk", "dv"), strict=True):
+        _close(got, want[name], "float32")
+
+
+def test_outputs_and_gradients_are_laid_out_as_the_heads_of_a_projection(
+        dev: ember.Device, launches: Counter[str]) -> None:
+    """A GPT block's path: q, k, v are ``[b, h, t, d]`` views of ``[b, t, 3 c]``; the output
+    and the gradients come back in ``[b, t, h, d]`` memory order, so the output's
+    ``transpose(1, 2).reshape(b, t, c)`` is a view (no copy kernel) and so is the way back of
+    its gradient; the values match float64."""
+    b, t, h, d = 2, 19, 3, 16
+    qkv = rng.standard_normal((b, t, 3 * h * d))
+    g = rng.standard_normal((b, t, h * d))
+    x = _device_tensor(qkv, AD, "float32", requires_grad=True)
+    q, k, v = (p.reshape(b, t, h, d).transpose(1, 2) for p in x.split(h * d, dim=2))
+    y = NF.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.25)
+    assert base_payload(y).strides == (t * h * d, d, h * d, 1)  # [b, t, h, d] memory
+    merged = y.transpose(1, 2).reshape(b, t, h * d)
+    loss = (merged * ember.tensor(g, device=AD, dtype=ember.float32)).sum()
+    grad = loss.backward()[x]
+    assert not {"copy_rows", "transpose_batched"} & set(launches), launches
+    arr = qkv.reshape(b, t, 3, h, d).transpose(2, 0, 3, 1, 4)
+    gh = g.reshape(b, t, h, d).transpose(0, 2, 1, 3)
+    want = _reference(arr[0], arr[1], arr[2], gh, None, True, 0.25)
+    _close(merged, want["out"].transpose(0, 2, 1, 3).reshape(b, t, h * d), "float32")
+    dqkv = np.concatenate([want[n].transpose(0, 2, 1, 3).reshape(b, t, h * d)
+                           for n in ("dq", "dk", "dv")], axis=2)
+    _close(grad, dqkv, "float32")
+
+
+def test_operands_whose_batch_axes_do_not_merge_give_contiguous_results(
+        dev: ember.Device) -> None:
+    """Batch axes the kernels cannot address with two strides are copied; the output and the
+    gradients are then contiguous, with the right values."""
+    q, k, v, g = _inputs((2, 3, 2), 11, 9, 16)
+    qt = ember.tensor(q.transpose(1, 0, 2, 3, 4).copy(), device=dev,
+                      dtype=ember.float32).permute(1, 0, 2, 3, 4)
+    kt, vt, gt = (ember.tensor(a, device=dev, dtype=ember.float32) for a in (k, v, g))
+    out, lse = apply(cops.scaled_dot_product_attention, qt, kt, vt, scale=0.25, causal=False,
+                     mask=False)
+    grads = F.scaled_dot_product_attention_backward(gt, qt, kt, vt, out, lse, scale=0.25,
+                                                    causal=False)
+    want = _reference(q, k, v, g, None, False, 0.25)
     _close(out, want["out"], "float32")
     for got, name in zip(grads, ("dq", "dk", "dv"), strict=True):
         _close(got, want[name], "float32")

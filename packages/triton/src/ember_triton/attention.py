@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from ember.ops import composite as cops
 
-from ._array import DeviceArray, dtype_name
+from ._array import DeviceArray, contiguous_strides, dtype_name
 from ._autotune import bucket
 from ._codegen import collapse, contiguous
 from .movement import expand
@@ -137,6 +137,29 @@ def _mask_strides(mask: DeviceArray, shape: tuple[int, ...]) -> tuple[int, ...]:
                  for i in range(len(shape)))
 
 
+def _dense_like(be: TritonBackend, a: DeviceArray, shape: tuple[int, ...]) -> DeviceArray:
+    """An empty ``shape`` array of ``a``'s dtype laid out in ``a``'s axis order, densely: for
+    the ``[B, H, L, D]`` view of a ``[B, L, H, D]`` projection, memory in ``[B, L, H, D]``
+    order, so that ``transpose(1, 2).reshape(B, L, H * D)`` of the result is a view (as
+    PyTorch's attention outputs and gradients are laid out).  Contiguous when ``a`` is, or
+    when its innermost axis is not the last."""
+    n = len(shape)
+    if n < 3 or a.strides[-1] != 1 or 0 in a.strides or a.strides == contiguous_strides(
+            a.shape):
+        return be.empty(shape, a.dtype)
+    # outer to inner by stride; size-1 axes and ties keep their place
+    order = sorted(range(n), key=lambda i: (-a.strides[i] if a.shape[i] > 1 else 0, i))
+    if a.shape[-1] > 1 and order[-1] != n - 1:
+        return be.empty(shape, a.dtype)
+    order = [i for i in order if i != n - 1] + [n - 1]
+    phys = tuple(shape[i] for i in order)
+    dense = contiguous_strides(phys)
+    strides = [0] * n
+    for j, i in enumerate(order):
+        strides[i] = dense[j]
+    return be.empty(phys, a.dtype).view(shape, tuple(strides), 0)
+
+
 class _Layout:
     """Operands with their batch axes merged into two: ``b1 x b2`` entries, and per operand
     ``(batch stride 1, batch stride 2, row stride)`` (the mask: and its column stride)."""
@@ -225,20 +248,24 @@ def scaled_dot_product_attention(be: TritonBackend, q: DeviceArray, k: DeviceArr
     _check(q, k, v, m, _OP)
     length, source, d, dv = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
     bshape = q.shape[:-2]
-    out = be.empty((*bshape, length, dv), q.dtype)
+    out = _dense_like(be, q, (*bshape, length, dv))
     stat = _F32 if q.dtype.itemsize < 4 else q.dtype
     lse = be.empty((*bshape, length), stat)
     if out.size == 0 and lse.size == 0:
         return out, lse
     if source == 0:
         raise ValueError(f"{_OP}: no keys to attend to (k {k.shape})")
-    lay = _Layout(be, [q, k, v], m, length, source)
-    q, k, v = lay.arrays
+    lay = _Layout(be, [q, k, v, out], m, length, source)
+    if lay.arrays[3] is not out:  # batch axes that do not merge: contiguous operands and out
+        out = be.empty(out.shape, out.dtype)
+        lay = _Layout(be, [*lay.arrays[:3], out], m, length, source)
+    q, k, v, _ = lay.arrays
     meta = _meta(be, q, v, causal, m)
     sc = be.scalar(float(scale), np.float64 if meta["WIDE"] else _F32)
-    (sq1, sq2, sqm), (sk1, sk2, skn), (sv1, sv2, svn) = lay.strides
+    (sq1, sq2, sqm), (sk1, sk2, skn), (sv1, sv2, svn), (so1, so2, som) = lay.strides
     args = (out, lse, q, k, v, q if lay.mask is None else lay.mask, length, source, d, dv,
-            lay.b2, sq1, sq2, sqm, sk1, sk2, skn, sv1, sv2, svn, *lay.mask_strides, sc)
+            lay.b2, sq1, sq2, sqm, sk1, sk2, skn, sv1, sv2, svn, so1, so2, som,
+            *lay.mask_strides, sc)
     kernel = be.module("attention").attn_fwd
 
     def launch(cfg: Config) -> None:
@@ -269,15 +296,19 @@ def scaled_dot_product_attention_backward(be: TritonBackend, g: DeviceArray, q: 
         raise ValueError(f"{name}: g {g.shape} {g.dtype} and out {out.shape} {out.dtype} must "
                          f"be {(*q.shape[:-1], dv)} {q.dtype}, lse {lse.shape} must be "
                          f"{q.shape[:-1]}")
-    dq = be.empty(q.shape, q.dtype)
-    dk = be.empty(k.shape, k.dtype)
-    dvv = be.empty(v.shape, v.dtype)
+    # the gradients laid out as their inputs (a [B, L, H, D] projection's gradient stays a view)
+    grads = [_dense_like(be, a, a.shape) for a in (q, k, v)]
+    dq, dk, dvv = grads
     if dq.size == 0 and dk.size == 0 and dvv.size == 0:
         return dq, dk, dvv
     if source == 0 or length == 0:
         raise ValueError(f"{name}: empty rows (q {q.shape}, k {k.shape})")
-    lay = _Layout(be, [q, k, v, g, out], m, length, source)
-    q, k, v, g, out = lay.arrays
+    lay = _Layout(be, [q, k, v, g, out, *grads], m, length, source)
+    if any(c is not a for c, a in zip(lay.arrays[5:], grads, strict=True)):
+        # batch axes that do not merge: contiguous operands and gradients
+        dq, dk, dvv = grads = [be.empty(a.shape, a.dtype) for a in grads]
+        lay = _Layout(be, [*lay.arrays[:5], *grads], m, length, source)
+    q, k, v, g, out = lay.arrays[:5]
     meta = _meta(be, q, v, causal, m)
     wide = meta["WIDE"]
     acc = np.dtype(np.float64) if wide else _F32
@@ -285,8 +316,8 @@ def scaled_dot_product_attention_backward(be: TritonBackend, g: DeviceArray, q: 
     batch = lay.b1 * lay.b2
     lse = contiguous(be, lse)
     delta = be.empty((batch, length), acc)
-    (sq1, sq2, sqm), (sk1, sk2, skn), (sv1, sv2, svn), (sg1, sg2, sgm), (so1, so2, som) = \
-        lay.strides
+    (sq1, sq2, sqm), (sk1, sk2, skn), (sv1, sv2, svn), (sg1, sg2, sgm), (so1, so2, som), \
+        sdq, sdk, sdv = lay.strides
     mod = be.module("attention")
     interp = be.memory.interpret
     bd = meta["BLOCK_DV"]
@@ -301,13 +332,13 @@ def scaled_dot_product_attention_backward(be: TritonBackend, g: DeviceArray, q: 
     def launch_dkdv(cfg: Config) -> None:
         bm, bn, warps, stages = cfg
         extra = {} if interp else {"num_warps": warps, "num_stages": stages}
-        be.launch(mod.attn_bwd_dkdv, (-(-source // bn), batch), dk, dvv, *common, BLOCK_M=bm,
-                  BLOCK_N=bn, **meta, **extra)
+        be.launch(mod.attn_bwd_dkdv, (-(-source // bn), batch), dk, dvv, *sdk, *sdv, *common,
+                  BLOCK_M=bm, BLOCK_N=bn, **meta, **extra)
 
     def launch_dq(cfg: Config) -> None:
         bm, bn, warps, stages = cfg
         extra = {} if interp else {"num_warps": warps, "num_stages": stages}
-        be.launch(mod.attn_bwd_dq, (-(-length // bm), batch), dq, *common, BLOCK_M=bm,
+        be.launch(mod.attn_bwd_dq, (-(-length // bm), batch), dq, *sdq, *common, BLOCK_M=bm,
                   BLOCK_N=bn, **meta, **extra)
 
     family = _family(be, q.dtype)

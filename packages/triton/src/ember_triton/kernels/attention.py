@@ -157,13 +157,14 @@ def _fwd_blocks(acc, l_i, m_i, q, k_base, v_base, m_base, rows, lo, hi, L, S, D,
 
 @triton.jit
 def attn_fwd(out, lse, q, k, v, mask, L, S, D, DV, B2, sq1, sq2, sqm, sk1, sk2, skn, sv1, sv2,
-             svn, sm1, sm2, smm, smn, sc, UNIT: tl.constexpr, CAUSAL: tl.constexpr,
+             svn, so1, so2, som, sm1, sm2, smm, smn, sc, UNIT: tl.constexpr, CAUSAL: tl.constexpr,
              MASK: tl.constexpr,
              WIDE: tl.constexpr, DOT: tl.constexpr, PRECISION: tl.constexpr,
              UPCAST: tl.constexpr, EVEN_D: tl.constexpr, BLOCK_M: tl.constexpr,
              BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr):
     """``out[b, i] = softmax_j(q k^T scale + bias) v`` and ``lse[b, i]`` (natural log) for a
-    block of rows; ``sc`` points at the scale, UNIT is log2(e) (1 under WIDE)."""
+    block of rows; ``sc`` points at the scale, UNIT is log2(e) (1 under WIDE); ``out`` is
+    addressed through its strides ``so*`` (laid out as ``q``: see `attention._dense_like`)."""
     unit = UNIT
     qk_scale = tl.load(sc) * unit
     pm = tl.program_id(0)
@@ -201,7 +202,7 @@ def attn_fwd(out, lse, q, k, v, mask, L, S, D, DV, B2, sq1, sq2, sqm, sk1, sk2, 
     row_lse = (m_i + _log(l_i, WIDE)) / unit
     if MASK != 0:
         row_lse = tl.where(l_i == 0, float("nan"), row_lse)
-    out_ptrs = out + (bid * L + rows)[:, None] * DV + offs_e[None, :]
+    out_ptrs = out + b1 * so1 + b2 * so2 + rows[:, None] * som + offs_e[None, :]
     tl.store(out_ptrs, o.to(out.dtype.element_ty),
              mask=(rows < L)[:, None] & (offs_e < DV)[None, :])
     tl.store(lse + bid * L + rows, row_lse.to(lse.dtype.element_ty), mask=rows < L)
@@ -272,13 +273,15 @@ def _dkdv_blocks(dk, dv, k, v, q_base, g_base, lse_base, delta_base, m_base, col
 
 
 @triton.jit
-def attn_bwd_dkdv(dk, dv, q, k, v, g, lse, delta, mask, L, S, D, DV, B2, sq1, sq2, sqm, sk1,
-                  sk2, skn, sv1, sv2, svn, sg1, sg2, sgm, sm1, sm2, smm, smn, sc,
+def attn_bwd_dkdv(dk, dv, sdk1, sdk2, sdkn, sdv1, sdv2, sdvn, q, k, v, g, lse, delta, mask, L,
+                  S, D, DV, B2, sq1, sq2, sqm, sk1, sk2, skn, sv1, sv2, svn, sg1, sg2, sgm,
+                  sm1, sm2, smm, smn, sc,
                   UNIT: tl.constexpr, CAUSAL: tl.constexpr, MASK: tl.constexpr, WIDE: tl.constexpr,
                   DOT: tl.constexpr, PRECISION: tl.constexpr, UPCAST: tl.constexpr,
                   EVEN_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr):
-    """``dk`` and ``dv`` of one block of ``BLOCK_N`` keys (contiguous outputs)."""
+    """``dk`` and ``dv`` of one block of ``BLOCK_N`` keys (outputs addressed through their
+    strides ``sdk*`` / ``sdv*``)."""
     unit = UNIT
     scale = tl.load(sc)
     qk_scale = scale * unit
@@ -327,10 +330,10 @@ def attn_bwd_dkdv(dk, dv, q, k, v, g, lse, delta, mask, L, S, D, DV, B2, sq1, sq
                                   smm, smn, qk_scale, unit, True, CAUSAL, MASK, WIDE, DOT,
                                   PRECISION, UPCAST, EVEN_D, BLOCK_M, BLOCK_D, BLOCK_DV)
     dk_acc = dk_acc * scale
-    keys = (bid * S + cols)[:, None]
-    tl.store(dk + keys * D + offs_d[None, :], dk_acc.to(dk.dtype.element_ty),
-             mask=(cols < S)[:, None] & (offs_d < D)[None, :])
-    tl.store(dv + keys * DV + offs_e[None, :], dv_acc.to(dv.dtype.element_ty),
+    tl.store(dk + b1 * sdk1 + b2 * sdk2 + cols[:, None] * sdkn + offs_d[None, :],
+             dk_acc.to(dk.dtype.element_ty), mask=(cols < S)[:, None] & (offs_d < D)[None, :])
+    tl.store(dv + b1 * sdv1 + b2 * sdv2 + cols[:, None] * sdvn + offs_e[None, :],
+             dv_acc.to(dv.dtype.element_ty),
              mask=(cols < S)[:, None] & (offs_e < DV)[None, :])
 
 
@@ -365,13 +368,15 @@ def _dq_blocks(dq, q, g, lse_r, delta_r, k_base, v_base, m_base, rows, lo, hi, L
 
 
 @triton.jit
-def attn_bwd_dq(dq, q, k, v, g, lse, delta, mask, L, S, D, DV, B2, sq1, sq2, sqm, sk1, sk2, skn,
-                sv1, sv2, svn, sg1, sg2, sgm, sm1, sm2, smm, smn, sc, UNIT: tl.constexpr,
+def attn_bwd_dq(dq, sdq1, sdq2, sdqm, q, k, v, g, lse, delta, mask, L, S, D, DV, B2, sq1, sq2,
+                sqm, sk1, sk2, skn, sv1, sv2, svn, sg1, sg2, sgm, sm1, sm2, smm, smn, sc,
+                UNIT: tl.constexpr,
                 CAUSAL: tl.constexpr, MASK: tl.constexpr, WIDE: tl.constexpr,
                 DOT: tl.constexpr, PRECISION: tl.constexpr, UPCAST: tl.constexpr,
                 EVEN_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                 BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr):
-    """``dq`` of one block of ``BLOCK_M`` query rows (a contiguous output)."""
+    """``dq`` of one block of ``BLOCK_M`` query rows (addressed through its strides
+    ``sdq*``)."""
     unit = UNIT
     scale = tl.load(sc)
     qk_scale = scale * unit
@@ -406,5 +411,6 @@ def attn_bwd_dq(dq, q, k, v, g, lse, delta, mask, L, S, D, DV, B2, sq1, sq2, sqm
                         S, D, DV, skn, svn, smm, smn, qk_scale, unit, True, CAUSAL, MASK, WIDE,
                         DOT, PRECISION, UPCAST, EVEN_D, BLOCK_N, BLOCK_D, BLOCK_DV)
     dq_acc = dq_acc * scale
-    tl.store(dq + (bid * L + rows)[:, None] * D + offs_d[None, :], dq_acc.to(dq.dtype.element_ty),
+    tl.store(dq + b1 * sdq1 + b2 * sdq2 + rows[:, None] * sdqm + offs_d[None, :],
+             dq_acc.to(dq.dtype.element_ty),
              mask=(rows < L)[:, None] & (offs_d < D)[None, :])
