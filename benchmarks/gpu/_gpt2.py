@@ -234,12 +234,13 @@ def torch_side(setup: Setup, compiled: bool) -> Side:
     return Side(step, sync, model)
 
 
-def ember_side(setup: Setup, compiled: bool) -> Side:
+def ember_side(setup: Setup, compiled: bool, fused: bool = False) -> Side:
     """ember: forward and loss under autocast, ``loss.backward()``, ``opt.step(grads)``; with
-    ``compiled`` the whole step goes through ``ember.compile``."""
+    ``compiled`` the whole step goes through ``ember.compile``; ``fused`` runs it on
+    ``autodiff<fusion<device>>``."""
     import ember
 
-    dev = f"autodiff<{setup.device}>"
+    dev = f"autodiff<fusion<{setup.device}>>" if fused else f"autodiff<{setup.device}>"
     model = gpt2(ember, setup.cfg, device=dev)
     model.load_state_dict(setup.state)
     if model.lm_head.weight is not model.transformer.wte.weight:

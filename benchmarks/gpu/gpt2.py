@@ -63,7 +63,10 @@ from _gpt2 import (
 
 #: mode -> (framework, compiled)
 MODES = {"torch eager": ("torch", False), "torch.compile": ("torch", True),
-         "ember eager": ("ember", False), "ember compiled": ("ember", True)}
+         "ember eager": ("ember", False), "ember compiled": ("ember", True),
+         "ember fused": ("ember", False), "ember fused compiled": ("ember", True)}
+#: the modes on ``autodiff<fusion<device>>`` (``--fusion``); the others run ``autodiff<device>``
+FUSED = ("ember fused", "ember fused compiled")
 #: loss agreement with PyTorch eager: (first step, any step, the drop over the run), relative
 TOLERANCES = {"bf16": (2e-2, 5e-2, 0.1), "tf32": (5e-3, 2e-2, 0.05), "fp32": (1e-4, 1e-4, 1e-3)}
 GIB = float(1 << 30)
@@ -116,7 +119,8 @@ def train_mode(setup: Setup, mode: str, steps: int, memory: Any, log: Log) -> Ru
         _sync_all(setup)
         base = memory.in_use()  # what the modes built before hold, left out of the peak
         t = time.perf_counter()
-        side = (torch_side if framework == "torch" else ember_side)(setup, compiled)
+        side = (torch_side(setup, compiled) if framework == "torch" else
+                ember_side(setup, compiled, fused=mode in FUSED))
         run.build_s = time.perf_counter() - t
         for i in range(steps):
             if i == warm:
@@ -283,6 +287,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     g.add_argument("--no-torch-compile", dest="torch_compile", action="store_false",
                    help="leave torch.compile out (the default on the CPU)")
     p.add_argument("--no-ember-compile", dest="ember_compile", action="store_false")
+    p.add_argument("--fusion", action="store_true",
+                   help="also the ember modes on autodiff<fusion<device>> (eager and compiled)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--autocast", dest="autocast", action="store_true", default=None,
                    help="bf16 autocast (the default on the GPU)")
@@ -314,7 +320,9 @@ def main(argv: list[str] | None = None) -> int:
     on_gpu = args.device.startswith("cuda")
     torch_compile = on_gpu if args.torch_compile is None else args.torch_compile
     modes = tuple(m for m in MODES if (m != "torch.compile" or torch_compile)
-                  and (m != "ember compiled" or args.ember_compile))
+                  and (m != "ember compiled" or args.ember_compile)
+                  and (m not in FUSED or args.fusion)
+                  and (m != "ember fused compiled" or args.ember_compile))
     precision, why = choose_precision(args.device, args.autocast)
     import torch
 
@@ -349,22 +357,22 @@ def main(argv: list[str] | None = None) -> int:
           "mode against torch eager: relative difference at step 0 and at the worst step, "
           f"and the drop (mean of the first {len(setup.data)} steps less mean of the last "
           f"{len(setup.data)})")
-    print("step " + "".join(f"{m:>16}" for m in ran))
+    print("step " + "".join(f"{m:>21}" for m in ran))
     for i in range(steps):
-        print(f"{i:>4} " + "".join(f"{runs[m].losses[i]:>16.5f}" if i < len(runs[m].losses)
-                                    else f"{'-':>16}" for m in ran))
+        print(f"{i:>4} " + "".join(f"{runs[m].losses[i]:>21.5f}" if i < len(runs[m].losses)
+                                    else f"{'-':>21}" for m in ran))
     tol0, tol_any, tol_drop = TOLERANCES[precision]
     for mode, c in check.items():
-        print(f"{mode:<15} step 0: {c['step0_rel']:.2e} (<= {tol0:g})   worst step: "
+        print(f"{mode:<21} step 0: {c['step0_rel']:.2e} (<= {tol0:g})   worst step: "
               f"{c['max_rel']:.2e} (<= {tol_any:g})   drop {c['drop']:.4f} vs "
               f"{c['drop_ref']:.4f}: {c['drop_rel']:.2e} (<= {tol_drop:g})   "
               f"{'PASS' if c['ok'] else 'FAIL'}")
     for mode in modes:
         if runs[mode].error:
-            print(f"{mode:<15} did not run: {runs[mode].error}")
+            print(f"{mode:<21} did not run: {runs[mode].error}")
     for mode, r in runs.items():
         if "ember_compile" in r.info:
-            print(f"{mode:<15} {r.info['ember_compile']}")
+            print(f"{mode:<21} {r.info['ember_compile']}")
     if tied:
         print(f"ember's lm_head.weight is transformer.wte.weight after training: {tied}")
 
@@ -381,16 +389,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nGPT-2 {cfg.n_layer}L/{cfg.n_embd}, batch {batch} x {cfg.block}, {precision}, "
           f"{args.device}: best of {rounds} rounds x {reps} steps; time ratios (>1: slower); "
           "peak: the mode's own allocations at their most, while it trained alone")
-    print(f"{'mode':<16}{'ms/step':>10}{'tokens/s':>12}{'x torch eager':>15}"
+    print(f"{'mode':<21}{'ms/step':>10}{'tokens/s':>12}{'x torch eager':>15}"
           f"{'x torch.compile':>17}{'peak GiB':>10}")
     for mode in modes:
         r = runs[mode]
         if mode not in best:
-            print(f"{mode:<16}{'did not run':>10}")
+            print(f"{mode:<21}{'did not run':>10}")
             continue
         ms = best[mode]
         peak = f"{r.peak_bytes / GIB:.2f}" if r.peak_bytes is not None else "n/a"
-        print(f"{mode:<16}{ms:>10.2f}{setup.tokens / ms * 1e3:>12,.0f}"
+        print(f"{mode:<21}{ms:>10.2f}{setup.tokens / ms * 1e3:>12,.0f}"
               f"{ms / te if te else float('nan'):>15.2f}"
               f"{ms / tc if tc else float('nan'):>17.2f}{peak:>10}")
 
