@@ -195,6 +195,11 @@ from ._reduction import (
     sum as sum,
     var as var,
 )
+from ._sampling import (
+    bernoulli as bernoulli,
+    multinomial as multinomial,
+    randperm as randperm,
+)
 from ._tensor import Tensor as Tensor
 from .amp import (
     autocast as autocast,

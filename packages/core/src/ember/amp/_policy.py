@@ -89,6 +89,9 @@ POLICY: Final[dict[Op | str, str]] = {
     "kl_div": FLOAT32,
     "cosine_similarity": FLOAT32,
     "cosine_embedding_loss": FLOAT32,
+    "margin_ranking_loss": FLOAT32,
+    "triplet_margin_loss": FLOAT32,
+    "ctc_loss": FLOAT32,
     # -- widest input dtype ----------------------------------------------------------------------
     ew.atan2: PROMOTE,
     ew.where: PROMOTE,

@@ -64,12 +64,15 @@ from .loss import (
     BCEWithLogitsLoss as BCEWithLogitsLoss,
     CosineEmbeddingLoss as CosineEmbeddingLoss,
     CrossEntropyLoss as CrossEntropyLoss,
+    CTCLoss as CTCLoss,
     HuberLoss as HuberLoss,
     KLDivLoss as KLDivLoss,
     L1Loss as L1Loss,
+    MarginRankingLoss as MarginRankingLoss,
     MSELoss as MSELoss,
     NLLLoss as NLLLoss,
     SmoothL1Loss as SmoothL1Loss,
+    TripletMarginLoss as TripletMarginLoss,
 )
 from .module import (
     IncompatibleKeys as IncompatibleKeys,
@@ -86,7 +89,9 @@ from .normalization import (
 )
 from .pooling import (
     AdaptiveAvgPool2d as AdaptiveAvgPool2d,
+    AdaptiveMaxPool2d as AdaptiveMaxPool2d,
     AvgPool2d as AvgPool2d,
+    MaxPool1d as MaxPool1d,
     MaxPool2d as MaxPool2d,
 )
 from .rnn import GRU as GRU, LSTM as LSTM

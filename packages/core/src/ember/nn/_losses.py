@@ -9,7 +9,8 @@ from ..functional import _reduce_loss
 
 __all__ = [
     "binary_cross_entropy", "binary_cross_entropy_with_logits", "cosine_embedding_loss",
-    "cosine_similarity", "huber_loss", "kl_div", "l1_loss", "smooth_l1_loss",
+    "cosine_similarity", "huber_loss", "kl_div", "l1_loss", "margin_ranking_loss",
+    "pairwise_distance", "smooth_l1_loss", "triplet_margin_loss",
 ]
 
 
@@ -119,3 +120,65 @@ def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin
     loss = where(target > 0, 1.0 - cos, (cos - margin).clamp(min=0.0))
     loss = where((target > 0) | (target < 0), loss, 0.0)
     return _reduce_loss(loss, reduction)
+
+
+def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0,
+                        reduction: str = "mean") -> Tensor:
+    """``max(0, -target * (input1 - input2) + margin)``: ``target = 1`` ranks ``input1`` first.
+
+    Examples
+    --------
+    >>> import ember
+    >>> import ember.nn.functional as F
+    >>> F.margin_ranking_loss(ember.tensor([1., 2.]), ember.tensor([2., 1.]),
+    ...                       ember.tensor([1., 1.]), reduction="none").tolist()
+    [1.0, 0.0]
+    """
+    if AUTOCAST:
+        input1, input2, target = autocast_inputs("margin_ranking_loss", (input1, input2, target))
+    return _reduce_loss((-target * (input1 - input2) + margin).clamp(min=0.0), reduction)
+
+
+def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6,
+                      keepdim: bool = False) -> Tensor:
+    """The ``p``-norm of ``x1 - x2 + eps`` along the last axis (PyTorch's ``eps`` placement)."""
+    d = (x1 - x2 + eps).abs()
+    if p == float("inf"):
+        return d.amax(-1, keepdim=keepdim)
+    if p == 1.0:
+        return d.sum(-1, keepdim=keepdim)
+    if p == 2.0:
+        return (d * d).sum(-1, keepdim=keepdim).sqrt()
+    if p <= 0:
+        raise ValueError(f"pairwise_distance: p must be positive, got {p}")
+    return (d ** p).sum(-1, keepdim=keepdim) ** (1.0 / p)
+
+
+def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, margin: float = 1.0,
+                        p: float = 2.0, eps: float = 1e-6, swap: bool = False,
+                        reduction: str = "mean") -> Tensor:
+    """``max(d(a, p) - d(a, n) + margin, 0)`` with ``d`` the `pairwise_distance`; ``swap``
+    uses ``min(d(a, n), d(p, n))`` as the negative distance.
+
+    Examples
+    --------
+    >>> import ember
+    >>> import ember.nn.functional as F
+    >>> a, p, n = ember.zeros(1, 2), ember.tensor([[3., 4.]]), ember.tensor([[6., 8.]])
+    >>> round(F.triplet_margin_loss(a, p, n, eps=0.0).item(), 4)
+    0.0
+    """
+    if AUTOCAST:
+        anchor, positive, negative = autocast_inputs("triplet_margin_loss",
+                                                     (anchor, positive, negative))
+    dims = {anchor.ndim, positive.ndim, negative.ndim}
+    if len(dims) != 1 or dims.pop() not in (1, 2):
+        raise ValueError(f"triplet_margin_loss: anchor, positive and negative must all be 1-D "
+                         f"or all 2-D, got {anchor.shape}, {positive.shape}, {negative.shape}")
+    d_pos = pairwise_distance(anchor, positive, p, eps)
+    d_neg = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        from .._elementwise import minimum
+
+        d_neg = minimum(d_neg, pairwise_distance(positive, negative, p, eps))
+    return _reduce_loss((d_pos - d_neg + margin).clamp(min=0.0), reduction)

@@ -41,6 +41,7 @@ from ..functional import (
     softmax as softmax,
     softplus as softplus,
 )
+from ._ctc import ctc_loss as ctc_loss
 from ._losses import (
     binary_cross_entropy as binary_cross_entropy,
     binary_cross_entropy_with_logits as binary_cross_entropy_with_logits,
@@ -49,10 +50,17 @@ from ._losses import (
     huber_loss as huber_loss,
     kl_div as kl_div,
     l1_loss as l1_loss,
+    margin_ranking_loss as margin_ranking_loss,
+    pairwise_distance as pairwise_distance,
     smooth_l1_loss as smooth_l1_loss,
+    triplet_margin_loss as triplet_margin_loss,
 )
 from ._norms import (
     batch_norm as batch_norm,
     group_norm as group_norm,
+)
+from ._pooling import (
+    adaptive_max_pool2d as adaptive_max_pool2d,
+    max_pool1d as max_pool1d,
 )
 from .attention import scaled_dot_product_attention as scaled_dot_product_attention

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from .. import functional as F
 from .._tensor import Tensor
-from . import _losses as L
+from . import _ctc, _losses as L
 from .module import Module
 
 __all__ = [
-    "BCELoss", "BCEWithLogitsLoss", "CosineEmbeddingLoss", "CrossEntropyLoss", "HuberLoss",
-    "KLDivLoss", "L1Loss", "MSELoss", "NLLLoss", "SmoothL1Loss",
+    "BCELoss", "BCEWithLogitsLoss", "CTCLoss", "CosineEmbeddingLoss", "CrossEntropyLoss",
+    "HuberLoss", "KLDivLoss", "L1Loss", "MSELoss", "MarginRankingLoss", "NLLLoss",
+    "SmoothL1Loss", "TripletMarginLoss",
 ]
 
 
@@ -118,3 +119,46 @@ class CrossEntropyLoss(_Loss):
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return F.cross_entropy(input, target, self.weight, self.ignore_index, self.reduction,
                                self.label_smoothing)
+
+
+class MarginRankingLoss(_Loss):
+    def __init__(self, margin: float = 0.0, reduction: str = "mean") -> None:
+        super().__init__(reduction)
+        self.margin = margin
+
+    def forward(self, input1: Tensor, input2: Tensor, target: Tensor) -> Tensor:
+        return L.margin_ranking_loss(input1, input2, target, self.margin, self.reduction)
+
+
+class TripletMarginLoss(_Loss):
+    def __init__(self, margin: float = 1.0, p: float = 2.0, eps: float = 1e-6,
+                 swap: bool = False, reduction: str = "mean") -> None:
+        super().__init__(reduction)
+        self.margin, self.p, self.eps, self.swap = margin, p, eps, swap
+
+    def forward(self, anchor: Tensor, positive: Tensor, negative: Tensor) -> Tensor:
+        return L.triplet_margin_loss(anchor, positive, negative, self.margin, self.p, self.eps,
+                                     self.swap, self.reduction)
+
+
+class CTCLoss(_Loss):
+    """Connectionist temporal classification (`ember.nn.functional.ctc_loss`).
+
+    Examples
+    --------
+    >>> import ember
+    >>> from ember import nn
+    >>> lp = ember.full((2, 1, 2), 0.5).log()
+    >>> round(nn.CTCLoss()(lp, ember.tensor([[1]]), [2], [1]).item(), 4)
+    0.2877
+    """
+
+    def __init__(self, blank: int = 0, reduction: str = "mean",
+                 zero_infinity: bool = False) -> None:
+        super().__init__(reduction)
+        self.blank, self.zero_infinity = blank, zero_infinity
+
+    def forward(self, log_probs: Tensor, targets: Tensor, input_lengths: _ctc.Lengths,
+                target_lengths: _ctc.Lengths) -> Tensor:
+        return _ctc.ctc_loss(log_probs, targets, input_lengths, target_lengths, self.blank,
+                             self.reduction, self.zero_infinity)

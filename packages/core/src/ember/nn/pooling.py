@@ -1,4 +1,5 @@
-"""Pooling modules: `MaxPool2d`, `AvgPool2d`, `AdaptiveAvgPool2d`."""
+"""Pooling modules: `MaxPool1d`, `MaxPool2d`, `AvgPool2d`, `AdaptiveAvgPool2d`,
+`AdaptiveMaxPool2d`."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ from typing import Any
 
 from .. import functional as F
 from .._tensor import Tensor
+from . import _pooling as P
 from .module import Module
 
-__all__ = ["AdaptiveAvgPool2d", "AvgPool2d", "MaxPool2d"]
+__all__ = ["AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AvgPool2d", "MaxPool1d", "MaxPool2d"]
 
 Size = int | Sequence[int]
 
@@ -74,6 +76,53 @@ class AdaptiveAvgPool2d(Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return F.adaptive_avg_pool2d(x, self.output_size)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+class MaxPool1d(Module):
+    """Maximum over ``kernel_size`` windows of the last axis of ``[N, C, L]`` or ``[C, L]``.
+
+    Examples
+    --------
+    >>> import ember
+    >>> from ember import nn
+    >>> nn.MaxPool1d(2)(ember.tensor([[[1., 3., 2., 5.]]])).tolist()
+    [[[3.0, 5.0]]]
+    """
+
+    def __init__(self, kernel_size: Size, stride: Size | None = None, padding: Size = 0,
+                 dilation: Size = 1, return_indices: bool = False,
+                 ceil_mode: bool = False) -> None:
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding = padding
+        self.dilation = dilation
+        self.return_indices = return_indices
+        self.ceil_mode = ceil_mode
+
+    def forward(self, x: Tensor) -> Any:
+        return P.max_pool1d(x, self.kernel_size, self.stride, self.padding, self.dilation,
+                            self.ceil_mode, self.return_indices)
+
+    def extra_repr(self) -> str:
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+
+class AdaptiveMaxPool2d(Module):
+    """Max pooling to a fixed ``output_size`` (``None`` keeps that axis), PyTorch's windows."""
+
+    def __init__(self, output_size: int | Sequence[int | None],
+                 return_indices: bool = False) -> None:
+        super().__init__()
+        self.output_size = output_size
+        self.return_indices = return_indices
+
+    def forward(self, x: Tensor) -> Any:
+        return P.adaptive_max_pool2d(x, self.output_size, self.return_indices)
 
     def extra_repr(self) -> str:
         return f"output_size={self.output_size}"

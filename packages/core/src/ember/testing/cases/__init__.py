@@ -7,11 +7,13 @@ from . import (
     functional,
     indexing,
     linalg,
+    losses,
     movement,
     nn,
     promotion,
     reduction,
+    sampling,
 )
 
-__all__ = ["creation", "elementwise", "errors", "functional", "indexing", "linalg", "movement",
-           "nn", "promotion", "reduction"]
+__all__ = ["creation", "elementwise", "errors", "functional", "indexing", "linalg", "losses",
+           "movement", "nn", "promotion", "reduction", "sampling"]

@@ -289,3 +289,32 @@ for _d in FLOATS:
             else:
                 case(cid, "nn", lambda *a: _rnn_run("lstm", *a),
                      lambda *a: _rnn_ref("lstm", *a), _args(cid, _d, *shapes), _d, **_tol(_d))
+
+
+# -- pooling built on max_pool2d and gathers ----------------------------------------------------
+
+def _adaptive_max_ref(x: Any, oh: int, ow: int) -> tuple[Any, Any]:
+    n, c, h, w = x.shape
+    values, indices = np.zeros((n, c, oh, ow)), np.zeros((n, c, oh, ow), dtype=np.int64)
+    for a in range(oh):
+        for b in range(ow):
+            r0, r1 = (a * h) // oh, -(-((a + 1) * h) // oh)
+            q0, q1 = (b * w) // ow, -(-((b + 1) * w) // ow)
+            win = x[:, :, r0:r1, q0:q1].reshape(n, c, -1)
+            j = win.argmax(-1)  # the first maximum in row-major order
+            values[:, :, a, b] = np.take_along_axis(win, j[..., None], -1)[..., 0]
+            indices[:, :, a, b] = (r0 + j // (q1 - q0)) * w + q0 + j % (q1 - q0)
+    return values, indices
+
+
+for _d in FLOATS:
+    cid = f"max_pool1d-stride-padding-dilation-{_d.name}"
+    x = Arg(np.asarray(sample((2, 3, 11), _d, rng_for(cid), "distinct")), "", (), _d)
+    case(cid, "nn", lambda t: NF.max_pool1d(t, 3, 2, 1, 2, return_indices=True),
+         lambda v: tuple(o[:, :, 0] for o in ref.max_pool2d(v[:, :, None], (1, 3), (1, 2),
+                                                             (0, 1), (1, 2), False)),
+         [x], (_d, dt.int64))
+    cid = f"adaptive_max_pool2d-uneven-{_d.name}"
+    x = Arg(np.asarray(sample((2, 2, 5, 7), _d, rng_for(cid), "distinct")), "permuted", (), _d)
+    case(cid, "nn", lambda t: NF.adaptive_max_pool2d(t, (3, 4), return_indices=True),
+         lambda v: _adaptive_max_ref(v, 3, 4), [x], (_d, dt.int64))
