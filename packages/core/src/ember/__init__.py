@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from . import amp as amp, functional as functional, ops as ops
+from . import amp as amp, functional as functional, linalg as linalg, ops as ops
 from ._compile import CompiledFunction as CompiledFunction, compile as compile
 from ._creation import (
     arange as arange,
@@ -25,6 +25,7 @@ from ._creation import (
     full as full,
     full_like as full_like,
     linspace as linspace,
+    meshgrid as meshgrid,
     ones as ones,
     ones_like as ones_like,
     rand as rand,
@@ -61,10 +62,12 @@ from ._dtype import (
     promote_types as promote_types,
     uint8 as uint8,
 )
+from ._einsum import einsum as einsum
 from ._elementwise import (
     abs as abs,
     acos as acos,
     add as add,
+    allclose as allclose,
     asin as asin,
     atan as atan,
     atan2 as atan2,
@@ -85,6 +88,7 @@ from ._elementwise import (
     floordiv as floordiv,
     ge as ge,
     gt as gt,
+    isclose as isclose,
     isinf as isinf,
     isnan as isnan,
     le as le,
@@ -134,6 +138,8 @@ from ._grad_mode import (
     set_grad_enabled as set_grad_enabled,
 )
 from ._linalg import (
+    bmm as bmm,
+    cdist as cdist,
     matmul as matmul,
     outer as outer,
 )
@@ -144,17 +150,20 @@ from ._manipulation import (
     cat as cat,
     chunk as chunk,
     contiguous as contiguous,
+    diff as diff,
     expand as expand,
     flatten as flatten,
     flip as flip,
     gather as gather,
     index_select as index_select,
     masked_fill as masked_fill,
+    movedim as movedim,
     narrow as narrow,
     nonzero as nonzero,
     pad as pad,
     permute as permute,
     repeat as repeat,
+    repeat_interleave as repeat_interleave,
     reshape as reshape,
     roll as roll,
     scatter as scatter,
@@ -199,6 +208,10 @@ from ._sampling import (
     bernoulli as bernoulli,
     multinomial as multinomial,
     randperm as randperm,
+)
+from ._set import (
+    bincount as bincount,
+    unique as unique,
 )
 from ._tensor import Tensor as Tensor
 from .amp import (

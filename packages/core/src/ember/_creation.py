@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from . import _dtype as dt
 from ._apply import cast, create, default_float
 from ._device import Device, device as _device
-from ._errors import DTypeError
+from ._errors import DTypeError, ShapeError
 from ._host import from_host, host_array
 from ._random import Generator, default_generator
 from .ops import creation as cr
@@ -20,8 +20,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "arange", "as_tensor", "empty", "empty_like", "eye", "from_dlpack", "from_numpy", "full",
-    "full_like", "linspace", "ones", "ones_like", "rand", "rand_like", "randint", "randint_like",
-    "randn", "randn_like", "tensor", "zeros", "zeros_like",
+    "full_like", "linspace", "meshgrid", "ones", "ones_like", "rand", "rand_like", "randint",
+    "randint_like", "randn", "randn_like", "tensor", "zeros", "zeros_like",
 ]
 
 DeviceLike = str | Device | None
@@ -182,6 +182,41 @@ def eye(n: int, m: int | None = None, *, dtype: DTypeLike = None,
     rows = arange(n, device=device).reshape(n, 1)
     cols = arange(m, device=device).reshape(1, m)
     return cast(rows == cols, _dtype_or(dtype, default_float()))
+
+
+def meshgrid(*tensors: Tensor | Sequence[Tensor], indexing: str = "ij") -> tuple[Tensor, ...]:
+    """Coordinate grids of 1-D (or 0-d) tensors: with ``indexing="ij"`` output ``k`` varies
+    along axis ``k``; ``"xy"`` swaps the first two axes (Cartesian, as numpy's default).
+    The grids are broadcast views of the inputs.
+
+    Examples
+    --------
+    >>> import ember
+    >>> xs, ys = ember.meshgrid(ember.tensor([1, 2]), ember.tensor([3, 4, 5]), indexing="xy")
+    >>> xs.shape, xs.tolist()[0]
+    ((3, 2), [1, 2])
+    """
+    ts: list[Tensor] = list(tensors[0]) if len(tensors) == 1 and isinstance(
+        tensors[0], (list, tuple)) else list(tensors)  # type: ignore[arg-type]  # tensors
+    if indexing not in ("ij", "xy"):
+        raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+    if not ts:
+        raise ValueError("meshgrid needs at least one tensor")
+    for i, t in enumerate(ts):
+        if t.ndim > 1:
+            raise ShapeError(f"meshgrid: expected 0-d or 1-D tensors, got {t.shape} at "
+                             f"position {i}")
+    sizes = [t.numel() for t in ts]
+    swap = indexing == "xy" and len(ts) >= 2
+    if swap:
+        sizes[0], sizes[1] = sizes[1], sizes[0]
+    out = []
+    for i, t in enumerate(ts):
+        axis = (1 - i if i < 2 else i) if swap else i
+        shape = [1] * len(ts)
+        shape[axis] = t.numel()
+        out.append(t.reshape(shape).expand(sizes))
+    return tuple(out)
 
 
 def _random(op: Op, size: tuple[Any, ...], dtype: DTypeLike, device: DeviceLike,

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 __all__ = [*ew.FLOAT_UNARY, *ew.NUMERIC_UNARY, *ew.BOOL_UNARY, *ew.ARITHMETIC_BINARY,
            *ew.FLOAT_BINARY, *ew.COMPARISON_BINARY, *ew.LOGICAL_BINARY, *ew.BITWISE_BINARY,
-           "bitwise_not", "clamp", "where", "true_divide"]
+           "allclose", "bitwise_not", "clamp", "isclose", "where", "true_divide"]
 
 _BOOL_AS_INT = dt.int64
 _NO_PARAMS: dict[str, Any] = {}
@@ -385,6 +385,39 @@ def clamp(x: Tensor, min: Tensor | float | None = None,  # PyTorch's names
     elif x._dtype.kind == "b":
         x = cast(x, _BOOL_AS_INT)
     return apply(ew.clamp, x, min=min, max=max)  # type: ignore[no-any-return]
+
+
+def isclose(a: Tensor, b: Tensor | float, rtol: float = 1e-05, atol: float = 1e-08,
+            equal_nan: bool = False) -> Tensor:
+    """Elementwise ``|a - b| <= atol + rtol * |b|`` (equal infinities are close; nan is close
+    to nan only with ``equal_nan``), as ``torch.isclose``; a and b broadcast."""
+    if rtol < 0 or atol < 0:
+        raise ValueError(f"isclose: rtol ({rtol}) and atol ({atol}) must be non-negative")
+    x, y = as_tensor_pair(a, b)
+    check_broadcast(ew.le, x, y)
+    if x._dtype.kind != "f":
+        if x._dtype.kind == "b":
+            x, y = cast(x, dt.int64), cast(y, dt.int64)
+        if rtol == 0 and atol == 0:
+            return eq(x, y)
+        x, y = to_float(x), to_float(y)
+    close = logical_or(eq(x, y), le(abs(sub(x, y)), add(mul(abs(y), rtol), atol)))
+    if equal_nan:
+        close = logical_or(close, logical_and(isnan(x), isnan(y)))
+    return close
+
+
+def allclose(a: Tensor, b: Tensor | float, rtol: float = 1e-05, atol: float = 1e-08,
+             equal_nan: bool = False) -> bool:
+    """Whether every element of ``a`` is close to ``b`` (`isclose`): a Python bool.
+
+    Examples
+    --------
+    >>> import ember
+    >>> ember.allclose(ember.tensor([1.0, 2.0]), ember.tensor([1.0, 2.0 + 1e-9]))
+    True
+    """
+    return bool(isclose(a, b, rtol, atol, equal_nan).all().item())
 
 
 from . import _tensor  # noqa: E402  # last: _tensor imports this module

@@ -16,10 +16,11 @@ if TYPE_CHECKING:
     from ._tensor import Tensor
 
 __all__ = [
-    "argsort", "broadcast_tensors", "broadcast_to", "cat", "chunk", "contiguous", "expand",
-    "flatten", "flip", "gather", "index_select", "masked_fill", "narrow", "nonzero", "pad",
-    "permute", "repeat", "reshape", "roll", "scatter", "scatter_add", "sort", "split", "squeeze",
-    "stack", "swapaxes", "topk", "transpose", "tril", "triu", "unflatten", "unsqueeze",
+    "argsort", "broadcast_tensors", "broadcast_to", "cat", "chunk", "contiguous", "diff",
+    "expand", "flatten", "flip", "gather", "index_select", "masked_fill", "movedim", "narrow",
+    "nonzero", "pad", "permute", "repeat", "repeat_interleave", "reshape", "roll", "scatter",
+    "scatter_add", "sort", "split", "squeeze", "stack", "swapaxes", "topk", "transpose", "tril",
+    "triu", "unflatten", "unsqueeze",
 ]
 
 Shape = Sequence[int]
@@ -266,15 +267,37 @@ def roll(x: Tensor, shifts: int | Sequence[int], dims: int | Sequence[int]) -> T
     return x
 
 
-def pad(x: Tensor, pad: Sequence[int], mode: str = "constant", value: float = 0.0) -> Tensor:
-    """Pad the last axes as ``torch.nn.functional.pad``: ``(left, right, top, bottom, ...)``."""
+def pad(x: Tensor, pad: Sequence[int], mode: str = "constant",
+        value: float | None = None) -> Tensor:
+    """Pad the last axes as ``torch.nn.functional.pad``: ``(left, right, top, bottom, ...)``.
+
+    ``mode`` is ``constant`` (``value``, 0 by default), ``reflect`` (mirrored without the
+    edge; each pad smaller than its axis), ``replicate`` (the edge repeated) or ``circular``
+    (wrapped; each pad at most its axis).  Negative pads crop.
+
+    Examples
+    --------
+    >>> import ember
+    >>> ember.pad(ember.arange(4.), (2, 1), mode="reflect").tolist()
+    [2.0, 1.0, 0.0, 1.0, 2.0, 3.0, 2.0]
+    """
     if len(pad) % 2 or len(pad) // 2 > x.ndim:
-        raise ShapeError(f"pad: {tuple(pad)} must hold pairs for at most {x.ndim} axes")
-    if mode != "constant":
-        raise NotImplementedError(f"pad mode {mode!r}: only 'constant' is a primitive")
+        raise ShapeError(f"pad: {tuple(pad)} must hold pairs for at most {x.ndim} axes "
+                         f"(input {x.shape})")
+    if mode not in ("constant", "reflect", "replicate", "circular"):
+        raise ValueError(f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', "
+                         f"got {mode!r}")
     widths = [(0, 0)] * x.ndim
     for i in range(len(pad) // 2):
-        widths[x.ndim - 1 - i] = (pad[2 * i], pad[2 * i + 1])
+        widths[x.ndim - 1 - i] = (int(pad[2 * i]), int(pad[2 * i + 1]))
+    if mode != "constant":
+        # Note: PyTorch pads only the last 1-3 axes of a batched input in these modes; ember
+        # pads any of them
+        if value is not None and value != 0:
+            raise ValueError(f"pad: mode {mode!r} takes no value (got {value})")
+        from ._windows import pad_modes
+
+        return pad_modes(x, widths, mode)
     # negative widths crop, as in PyTorch
     crop = tuple(slice(max(-lo, 0), n - max(-hi, 0)) for (lo, hi), n in zip(widths, x.shape,
                                                                            strict=True))
@@ -283,7 +306,124 @@ def pad(x: Tensor, pad: Sequence[int], mode: str = "constant", value: float = 0.
     widths = [(max(lo, 0), max(hi, 0)) for lo, hi in widths]
     if all(w == (0, 0) for w in widths):
         return x
-    return apply(mv.pad, x, pad=tuple(widths), value=value)  # type: ignore[no-any-return]
+    return apply(mv.pad, x, pad=tuple(widths),  # type: ignore[no-any-return]
+                 value=0.0 if value is None else value)
+
+
+def movedim(x: Tensor, source: int | Sequence[int], destination: int | Sequence[int]) -> Tensor:
+    """Move axes ``source`` to positions ``destination``, the others keeping their order."""
+    src = [source] if isinstance(source, int) else list(source)
+    dst = [destination] if isinstance(destination, int) else list(destination)
+    if len(src) != len(dst):
+        raise ValueError(f"movedim: {len(src)} source and {len(dst)} destination axes")
+    src = [normalize_dim(d, x.ndim) for d in src]
+    dst = [normalize_dim(d, x.ndim) for d in dst]
+    if len(set(src)) != len(src) or len(set(dst)) != len(dst):
+        raise ValueError(f"movedim: repeated axes in {tuple(src)} or {tuple(dst)}")
+    rest = iter(d for d in range(x.ndim) if d not in src)
+    placed = dict(zip(dst, src, strict=True))
+    return permute(x, [placed[i] if i in placed else next(rest) for i in range(x.ndim)])
+
+
+def diff(x: Tensor, n: int = 1, dim: int = -1, prepend: Tensor | None = None,
+         append: Tensor | None = None) -> Tensor:
+    """The ``n``-th forward difference along ``dim`` (``out[i] = x[i + 1] - x[i]``), after
+    joining ``prepend`` and ``append`` to ``x``; bool tensors give ``x[i + 1] != x[i]``.
+
+    Examples
+    --------
+    >>> import ember
+    >>> ember.diff(ember.tensor([1, 4, 9, 16])).tolist()
+    [3, 5, 7]
+    """
+    if x.ndim == 0:
+        raise ShapeError("diff: expected a tensor of at least 1 dimension, got a 0-d tensor")
+    if n < 0:
+        raise ValueError(f"diff: order n must be non-negative, got {n}")
+    d = normalize_dim(dim, x.ndim)
+    parts = []
+    for name, t in (("prepend", prepend), (None, x), ("append", append)):
+        if t is None:
+            continue
+        if name is not None:
+            from ._apply import as_tensor_pair
+
+            t = as_tensor_pair(t, x)[0]
+            if t.ndim == 0:
+                t = expand(t, *x.shape[:d], 1, *x.shape[d + 1:])
+            if t.ndim != x.ndim or any(a != b for i, (a, b) in enumerate(
+                    zip(t.shape, x.shape, strict=True)) if i != d):
+                raise ShapeError(f"diff: {name} {t.shape} must match input {x.shape} except "
+                                 f"in dim {d}")
+        parts.append(t)
+    y = cat(parts, d) if len(parts) > 1 else x
+    for _ in range(n):
+        m = y.shape[d]
+        if m == 0:
+            break
+        hi, lo = narrow(y, d, 1, m - 1), narrow(y, d, 0, m - 1)
+        y = hi != lo if y._dtype is dt.bool_ else hi - lo
+    return y
+
+
+def repeat_interleave(x: Tensor, repeats: int | Tensor | None = None, dim: int | None = None,
+                      *, output_size: int | None = None) -> Tensor:
+    """Repeat each element (each slice along ``dim``) ``repeats`` times in place, as
+    ``torch.repeat_interleave``; ``repeats`` is an int or a 1-D tensor of one count per
+    element.  ``dim=None`` flattens first.  ``repeat_interleave(counts)`` alone repeats the
+    indices ``0..len(counts)-1``.
+
+    Examples
+    --------
+    >>> import ember
+    >>> ember.repeat_interleave(ember.tensor([1, 2]), 2).tolist()
+    [1, 1, 2, 2]
+    """
+    from ._creation import arange, zeros
+    from ._tensor import Tensor as T
+
+    if repeats is None:  # repeat_interleave(repeats)
+        return repeat_interleave(arange(x.shape[0] if x.ndim else 1, device=x.device), x,
+                                 0, output_size=output_size)
+    if dim is None:
+        x, d = reshape(x, -1), 0
+    else:
+        d = normalize_dim(dim, x.ndim)
+        if x.ndim == 0:
+            x = reshape(x, 1)
+    n = x.shape[d]
+    if isinstance(repeats, T) and repeats.numel() == 1:
+        repeats = int(repeats.item())
+    if not isinstance(repeats, T):
+        r = int(repeats)
+        if r < 0:
+            raise ValueError(f"repeat_interleave: repeats must be non-negative, got {r}")
+        y = unsqueeze(x, d + 1)
+        y = expand(y, *x.shape[:d + 1], r, *x.shape[d + 1:])
+        return reshape(y, *x.shape[:d], n * r, *x.shape[d + 1:])
+    if repeats.ndim != 1 or repeats.shape[0] != n:
+        raise ShapeError(f"repeat_interleave: repeats {repeats.shape} must be 1-D with one "
+                         f"count for each of the {n} elements of dim {d} of {x.shape}")
+    if repeats._dtype.kind not in "iu":
+        raise DTypeError(f"repeat_interleave: repeats must be integers, got "
+                         f"{repeats._dtype.name}")
+    counts = cast(repeats, dt.int64)
+    if n and int(counts.amin().item()) < 0:
+        raise ValueError("repeat_interleave: repeats must be non-negative")
+    total = int(counts.sum().item()) if output_size is None else int(output_size)
+    # source index of each output slot: mark where each element's run ends, count the marks
+    ends = counts.cumsum(0)
+    marks = zeros(total + 1, dtype=dt.int64, device=x.device)
+    if n:
+        marks = marks.scatter_add(0, ends.clamp(max=total), _int_ones(ends))
+    idx = narrow(marks, 0, 0, total).cumsum(0)
+    return index_select(x, d, idx)
+
+
+def _int_ones(t: Tensor) -> Tensor:
+    from ._creation import ones_like
+
+    return ones_like(t, dtype=dt.int64)
 
 
 def _index_tensor(index: Tensor, name: str) -> Tensor:

@@ -616,6 +616,38 @@ class Tensor:
     def matmul(self, o: Tensor) -> Tensor:
         return _la.matmul(self, o)
 
+    def bmm(self, o: Tensor) -> Tensor:
+        return _la.bmm(self, o)
+
+    def isclose(self, o: Any, rtol: float = 1e-05, atol: float = 1e-08,
+                equal_nan: bool = False) -> Tensor:
+        return _ew.isclose(self, o, rtol, atol, equal_nan)
+
+    def allclose(self, o: Any, rtol: float = 1e-05, atol: float = 1e-08,
+                 equal_nan: bool = False) -> bool:
+        return _ew.allclose(self, o, rtol, atol, equal_nan)
+
+    def unfold(self, dimension: int, size: int, step: int) -> Tensor:
+        return _win.unfold(self, dimension, size, step)
+
+    def diff(self, n: int = 1, dim: int = -1, prepend: Tensor | None = None,
+             append: Tensor | None = None) -> Tensor:
+        return _mv.diff(self, n, dim, prepend, append)
+
+    def movedim(self, source: int | Sequence[int], destination: int | Sequence[int]) -> Tensor:
+        return _mv.movedim(self, source, destination)
+
+    def repeat_interleave(self, repeats: int | Tensor, dim: int | None = None, *,
+                          output_size: int | None = None) -> Tensor:
+        return _mv.repeat_interleave(self, repeats, dim, output_size=output_size)
+
+    def unique(self, sorted: bool = True, return_inverse: bool = False,
+               return_counts: bool = False, dim: int | None = None) -> Any:
+        return _set.unique(self, sorted, return_inverse, return_counts, dim)
+
+    def bincount(self, weights: Tensor | None = None, minlength: int = 0) -> Tensor:
+        return _set.bincount(self, weights, minlength)
+
     def dropout(self, p: float = 0.5, training: bool = True,
                 generator: Generator | None = None) -> Tensor:
         return _fn.dropout(self, p, training, generator)
@@ -654,6 +686,8 @@ from . import (  # noqa: E402  # last: these modules need Tensor defined
     _linalg as _la,
     _manipulation as _mv,
     _reduction as _red,
+    _set,
+    _windows as _win,
     functional as _fn,
 )
 from .ops import elementwise as _ewops  # noqa: E402

@@ -53,6 +53,7 @@ from .embedding import (
     RotaryEmbedding as RotaryEmbedding,
     SinusoidalPositionalEncoding as SinusoidalPositionalEncoding,
 )
+from .fold import Unfold as Unfold
 from .linear import (
     Flatten as Flatten,
     Identity as Identity,

@@ -1,4 +1,5 @@
-"""Functional `batch_norm` and `group_norm` (layer_norm and rms_norm live in ember.functional)."""
+"""Functional `batch_norm`, `group_norm` and `normalize` (layer_norm and rms_norm live in
+ember.functional)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from .._tensor import Tensor
 from ..amp._state import AUTOCAST, autocast_inputs, setting
 from ._values import lower, rebind
 
-__all__ = ["batch_norm", "group_norm"]
+__all__ = ["batch_norm", "group_norm", "normalize"]
 
 
 def _channel_shape(x: Tensor) -> tuple[int, ...]:
@@ -86,3 +87,18 @@ def group_norm(x: Tensor, num_groups: int, weight: Tensor | None = None,
     if bias is not None:
         out = out + bias.reshape(shape)
     return out
+
+
+def normalize(x: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
+    """``x / max(||x||_p, eps)`` along ``dim``, as ``torch.nn.functional.normalize``.
+
+    Examples
+    --------
+    >>> import ember
+    >>> import ember.nn.functional as F
+    >>> F.normalize(ember.tensor([[3.0, 4.0]])).tolist()
+    [[0.6, 0.8]]
+    """
+    from .._linalg import vector_norm
+
+    return x / vector_norm(x, p, dim, keepdim=True).clamp(min=eps)

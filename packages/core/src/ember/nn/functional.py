@@ -11,6 +11,8 @@ Examples
 from __future__ import annotations
 
 from .._elementwise import sigmoid as sigmoid, tanh as tanh
+from .._manipulation import pad as pad
+from .._windows import im2col
 from ..functional import (
     adaptive_avg_pool2d as adaptive_avg_pool2d,
     avg_pool2d as avg_pool2d,
@@ -58,9 +60,12 @@ from ._losses import (
 from ._norms import (
     batch_norm as batch_norm,
     group_norm as group_norm,
+    normalize as normalize,
 )
 from ._pooling import (
     adaptive_max_pool2d as adaptive_max_pool2d,
     max_pool1d as max_pool1d,
 )
 from .attention import scaled_dot_product_attention as scaled_dot_product_attention
+
+unfold = im2col  # torch.nn.functional.unfold: sliding local blocks as columns
