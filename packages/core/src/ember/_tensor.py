@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from . import _capture, _dtype as dt
 
@@ -101,6 +101,14 @@ class Tensor:
 
     def detach(self) -> Tensor:
         return self
+
+    @property
+    def grad(self) -> NoReturn:
+        # Note: PyTorch accumulates into .grad; ember returns gradients from backward()
+        raise AttributeError(
+            "ember tensors have no .grad: gradients are values that backward() returns, so "
+            "write `grads = loss.backward()`, read `grads[p]`, and step with "
+            "`opt.step(grads)`")
 
     def is_floating_point(self) -> bool:
         return self._dtype.kind == "f"

@@ -16,12 +16,15 @@ from __future__ import annotations
 
 from . import lr_scheduler as lr_scheduler
 from .adam import Adam as Adam, AdamW as AdamW
+from .adamax import Adamax as Adamax
 from .clip import (
     GradientMap as GradientMap,
     clip_grad_norm as clip_grad_norm,
     clip_grad_value as clip_grad_value,
     grad_norm as grad_norm,
 )
+from .lbfgs import LBFGS as LBFGS
+from .nadam import NAdam as NAdam
 from .optimizer import Optimizer as Optimizer
 from .rmsprop import (
     AdaGrad as AdaGrad,

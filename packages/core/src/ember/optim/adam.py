@@ -49,6 +49,7 @@ class Adam(Optimizer):
     """
 
     _decoupled = False
+    _scalar_state = ("step",)
 
     def __init__(self, params: ParamsArg, lr: float = 1e-3,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,

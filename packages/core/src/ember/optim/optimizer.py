@@ -8,19 +8,43 @@ the next ``grads[p]`` still finds it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from .. import _capture, _trace
+from .. import _capture, _dtype as dt, _trace
+from .._grad_mode import enable_grad
 from .._tensor import Tensor
 from ..nn._values import lower_to, rebind
 
-__all__ = ["Optimizer", "ParamsArg", "StepItem"]
+__all__ = ["Closure", "Optimizer", "ParamsArg", "StepItem", "loss_and_grads"]
 
 ParamsArg = Iterable[Tensor] | Iterable[dict[str, Any]] | Any
 #: one parameter's share of a step: the parameter, its value and gradient on the gradient's
 #: device, and its state
 StepItem = tuple[Tensor, Tensor, Tensor, dict[str, Any]]
+#: what ``step(closure)`` calls: it returns ``(loss, grads)``, or a loss tensor of an autodiff
+#: device whose ``backward()`` the optimizer calls
+Closure = Callable[[], Any]
+
+
+def loss_and_grads(closure: Closure) -> tuple[Any, Any]:
+    """Call ``closure`` with grad mode on and return ``(loss, grads)``.
+
+    The closure returns ``(loss, grads)`` (``grads`` what ``loss.backward()`` returned, perhaps
+    clipped or unscaled), or just ``loss``, an autodiff tensor: then ``loss.backward()`` gives
+    the gradients.
+    """
+    with enable_grad():
+        out = closure()
+        if isinstance(out, tuple) and len(out) == 2:
+            return out[0], out[1]
+        backward = getattr(out, "backward", None)
+        if backward is None:
+            raise TypeError(
+                "the closure must return (loss, grads), e.g. `return loss, loss.backward()`, "
+                f"or a loss tensor of an autodiff device; it returned {type(out).__name__}"
+                + (f" on {out.device}" if isinstance(out, Tensor) else ""))
+        return out, backward()
 
 
 def grad_of(grads: Any, p: Tensor) -> Tensor | None:
@@ -86,8 +110,12 @@ class Optimizer:
     def parameters(self) -> list[Tensor]:
         return [p for g in self.param_groups for p in g["params"]]
 
-    def step(self, grads: Mapping[Tensor, Tensor] | Any) -> None:
+    def step(self, grads: Mapping[Tensor, Tensor] | Closure | Any = None) -> Any:
         """Update every parameter that has a gradient in ``grads`` (a `Gradients` or a mapping).
+
+        ``grads`` may also be a closure, as PyTorch's ``step(closure)``: it is called with grad
+        mode on, returns ``(loss, grads)`` or a loss tensor (the optimizer calls its
+        ``backward()``), and ``step`` returns the loss.
 
         Examples
         --------
@@ -98,6 +126,19 @@ class Optimizer:
         >>> w.tolist()
         [0.5, 1.5]
         """
+        if grads is None:
+            raise TypeError(
+                f"{type(self).__name__}.step() needs the gradients: ember returns them from "
+                "backward() instead of storing them in .grad, so write "
+                "`opt.step(loss.backward())` (or pass a closure returning (loss, grads))")
+        if callable(grads):
+            loss, grads = loss_and_grads(grads)
+            self._step(grads)
+            return loss
+        self._step(grads)
+        return None
+
+    def _step(self, grads: Mapping[Tensor, Tensor] | Any) -> None:
         if not _capture._ACTIVE:
             # an eager step gives the state dict new tensors: compiled steps that read this
             # optimizer's old ones trace again (`ember.compile` guards on the version)
@@ -208,6 +249,9 @@ class Optimizer:
                 raise ValueError(f"parameter group {i}: the state has {len(saved['params'])} "
                                  f"parameter(s), the optimizer has {len(mine['params'])}")
         params = self.parameters()
+        group_of = [{**mine, **saved} for saved, mine in zip(groups, self.param_groups,
+                                                            strict=True)
+                    for _ in mine["params"]]
         new_state: dict[int, dict[str, Any]] = {}
         for key, entry in state_dict["state"].items():
             idx = int(key)
@@ -216,20 +260,40 @@ class Optimizer:
                                  f"{len(params)}")
             p = params[idx]
             target = _grad_device_value(p)
-            for name, v in entry.items():
-                if isinstance(v, Tensor) and (v.shape != target.shape
-                                              or v.dtype is not target.dtype):
-                    raise ValueError(
-                        f"state {name!r} of parameter {idx} is {v.dtype.name} "
-                        f"{list(v.shape)}, the parameter is {target.dtype.name} "
-                        f"{list(target.shape)}")
-            new_state[id(p)] = {k: (v.to(target.device).to(dtype=v.dtype)
-                                    if isinstance(v, Tensor) else v) for k, v in entry.items()}
+            new_state[id(p)] = self._loaded_state(idx, dict(entry), target, group_of[idx])
         for saved, mine in zip(groups, self.param_groups, strict=True):
             for k, v in saved.items():
                 if k != "params":
                     mine[k] = tuple(v) if isinstance(v, list) and k == "betas" else v
         self.state = new_state
+
+    #: per-parameter state that ember keeps as a host number and PyTorch as a 0-d tensor
+    #: (``step``): loading accepts either, and keeps a tensor only for a ``capturable`` group
+    _scalar_state: tuple[str, ...] = ()
+
+    def _loaded_state(self, idx: int, entry: dict[str, Any], target: Tensor,
+                      group: dict[str, Any]) -> dict[str, Any]:
+        """One parameter's saved state, checked and moved next to ``target`` (the parameter's
+        value on its gradients' device).  Tensors must have the parameter's shape and dtype,
+        but for the scalars of `_scalar_state`; an optimizer with other state (`LBFGS`'s flat
+        vectors) overrides this."""
+        for name in self._scalar_state:
+            v = entry.get(name)
+            if isinstance(v, Tensor) and v.ndim == 0:
+                if group.get("capturable"):
+                    entry[name] = v.to(target.device).to(dtype=dt.float32)
+                else:
+                    x = float(v.item())
+                    entry[name] = int(x) if name == "step" and x.is_integer() else x
+        for name, v in entry.items():
+            if name in self._scalar_state:
+                continue
+            if isinstance(v, Tensor) and (v.shape != target.shape or v.dtype is not target.dtype):
+                raise ValueError(
+                    f"state {name!r} of parameter {idx} is {v.dtype.name} {list(v.shape)}, "
+                    f"the parameter is {target.dtype.name} {list(target.shape)}")
+        return {k: (v.to(target.device).to(dtype=v.dtype) if isinstance(v, Tensor) else v)
+                for k, v in entry.items()}
 
     def __repr__(self) -> str:
         lines = [f"{type(self).__name__} ("]
