@@ -161,7 +161,7 @@ class KernelSelector:
         """Run ``fn`` for about ``HEAT_MS`` when one call takes ``HEAT_MIN_MS`` or more.  A GPU
         timed cool runs big matmuls 10-15% faster than under sustained load (where training
         runs), and not all kernels lose alike: a choice made cool was the wrong one hot
-        (``docs/performance.md``, sessions 17 and 19)."""
+        (``docs/performance.md``)."""
         assert self.timer is not None
         try:
             per_call = self.timer(fn)

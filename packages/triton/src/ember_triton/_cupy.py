@@ -94,7 +94,7 @@ class CupyMemory(Memory):
         # `Memory.fresh_array` without its two calls (`allocate_at`, `DeviceArray.fresh`),
         # and one statement a field (a tuple assignment builds a tuple first): the eager path
         # of every elementwise op runs this, and it costs 0.22 µs against 0.52 µs before
-        # on the development VM's CPU (device calls stubbed out; session 20)
+        # on the development VM's CPU (device calls stubbed out)
         if self._many and self._get_device() != self.index:
             self.device.use()
         storage = self._alloc(nbytes or 1)
