@@ -15,7 +15,7 @@ Sequential(
 
 from __future__ import annotations
 
-from . import functional as functional, init as init
+from . import functional as functional, init as init, utils as utils
 from .activation import (
     ELU as ELU,
     GELU as GELU,
@@ -55,6 +55,7 @@ from .embedding import (
 )
 from .fold import Unfold as Unfold
 from .linear import (
+    Bilinear as Bilinear,
     Flatten as Flatten,
     Identity as Identity,
     Linear as Linear,
@@ -95,8 +96,17 @@ from .pooling import (
     MaxPool1d as MaxPool1d,
     MaxPool2d as MaxPool2d,
 )
-from .rnn import GRU as GRU, LSTM as LSTM
+from .rnn import GRU as GRU, LSTM as LSTM, RNN as RNN
+from .rnn_cell import GRUCell as GRUCell, LSTMCell as LSTMCell, RNNCell as RNNCell
 from .transformer import (
+    Transformer as Transformer,
+    TransformerDecoder as TransformerDecoder,
+    TransformerDecoderLayer as TransformerDecoderLayer,
     TransformerEncoder as TransformerEncoder,
     TransformerEncoderLayer as TransformerEncoderLayer,
+)
+from .upsampling import (
+    Upsample as Upsample,
+    UpsamplingBilinear2d as UpsamplingBilinear2d,
+    UpsamplingNearest2d as UpsamplingNearest2d,
 )

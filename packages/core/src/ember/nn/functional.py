@@ -67,5 +67,6 @@ from ._pooling import (
     max_pool1d as max_pool1d,
 )
 from .attention import scaled_dot_product_attention as scaled_dot_product_attention
+from .linear import bilinear as bilinear
 
 unfold = im2col  # torch.nn.functional.unfold: sliding local blocks as columns

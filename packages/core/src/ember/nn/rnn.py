@@ -1,4 +1,4 @@
-"""Recurrent layers `LSTM` and `GRU`, with PyTorch's gate order and parameter names
+"""Recurrent layers `RNN`, `LSTM` and `GRU`, with PyTorch's gate order and parameter names
 (``weight_ih_l0``, ``weight_hh_l0``, ``bias_ih_l0``, ``bias_hh_l0``, ``..._reverse``).
 
 The input projection of every time step is one matmul before the loop.  The steps are then
@@ -21,7 +21,7 @@ from . import init
 from .linear import DeviceLike, DTypeLike
 from .module import Module, Parameter
 
-__all__ = ["GRU", "LSTM"]
+__all__ = ["GRU", "LSTM", "RNN"]
 
 
 class _RNNBase(Module):
@@ -72,16 +72,17 @@ class _RNNBase(Module):
         raise NotImplementedError
 
     #: the op running one time step's hidden matmul, gates and state update as one kernel
-    _op: Op
+    _op: Op | None = None
     #: the op running every step of one layer and direction as one kernel
-    _layer_op: Op
+    _layer_op: Op | None = None
 
     def _fusable(self, proj: Tensor, h: Tensor, w_hh: Tensor, b_hh: Tensor | None,
-                 op: Op) -> bool:
+                 op: Op | None) -> bool:
         """Whether the steps can run as ``op`` (one float dtype and device, and the device has
         the kernel); otherwise `_cell` computes them from primitives, as it always did."""
         d = proj._device
-        return (proj.dtype.is_floating_point and proj.shape[0] > 0 and self.hidden_size > 0
+        return (op is not None and proj.dtype.is_floating_point and proj.shape[0] > 0
+                and self.hidden_size > 0
                 and h._dtype is proj._dtype and w_hh._dtype is proj._dtype
                 and h._device is d and w_hh._device is d
                 and (b_hh is None or (b_hh._dtype is proj._dtype and b_hh._device is d))
@@ -276,3 +277,47 @@ class GRU(_RNNBase):
         h0 = self._zeros(x) if hx is None else (hx.unsqueeze(1) if unbatched else hx)
         out, h, _ = self._run(x, h0, None)
         return self._finish(out, unbatched), h.squeeze(1) if unbatched else h
+
+
+class RNN(_RNNBase):
+    """Elman RNN: ``h' = act(W_ih x + b_ih + W_hh h + b_hh)`` with ``act`` tanh or relu.
+
+    ``forward(x, h0)`` returns ``output, h_n``; ``h0`` defaults to zeros.
+
+    Examples
+    --------
+    >>> import ember
+    >>> from ember import nn
+    >>> rnn = nn.RNN(3, 5, num_layers=2, nonlinearity="relu")
+    >>> out, h = rnn(ember.zeros(7, 2, 3))
+    >>> out.shape, h.shape
+    ((7, 2, 5), (2, 2, 5))
+    """
+
+    _gates = 1  # and no fused step ops: a step is one matmul and one activation
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
+                 nonlinearity: str = "tanh", bias: bool = True, batch_first: bool = False,
+                 dropout: float = 0.0, bidirectional: bool = False, *,
+                 device: DeviceLike = None, dtype: DTypeLike = None,
+                 generator: Generator | None = None) -> None:
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"RNN: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
+        self.nonlinearity = nonlinearity
+        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout,
+                         bidirectional, device=device, dtype=dtype, generator=generator)
+
+    def _cell(self, x_proj: Tensor, h: Tensor, c: Tensor | None, w_hh: Tensor,
+              b_hh: Tensor | None) -> tuple[Tensor, Tensor | None]:
+        pre = x_proj + F.linear(h, w_hh, b_hh)
+        return (pre.tanh() if self.nonlinearity == "tanh" else F.relu(pre)), None
+
+    def forward(self, x: Tensor, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        x, unbatched = self._prepare(x)
+        h0 = self._zeros(x) if hx is None else (hx.unsqueeze(1) if unbatched else hx)
+        out, h, _ = self._run(x, h0, None)
+        return self._finish(out, unbatched), h.squeeze(1) if unbatched else h
+
+    def extra_repr(self) -> str:
+        s = super().extra_repr()
+        return s + (", nonlinearity='relu'" if self.nonlinearity == "relu" else "")
