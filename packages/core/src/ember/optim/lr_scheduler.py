@@ -27,8 +27,9 @@ from typing import Any
 from .optimizer import Optimizer
 
 __all__ = [
-    "CosineAnnealingLR", "CosineWarmupLR", "ExponentialLR", "LRScheduler", "LambdaLR",
-    "LinearLR", "MultiStepLR", "NoamLR", "OneCycleLR", "StepLR",
+    "CosineAnnealingLR", "CosineAnnealingWarmRestarts", "CosineWarmupLR", "ExponentialLR",
+    "LRScheduler", "LambdaLR", "LinearLR", "MultiStepLR", "NoamLR", "OneCycleLR",
+    "ReduceLROnPlateau", "SequentialLR", "StepLR",
 ]
 
 
@@ -50,9 +51,9 @@ class LRScheduler:
     def lr_at(self, step: int, base_lr: float) -> float:
         raise NotImplementedError
 
-    def step(self) -> None:
-        """Advance one step and set every group's ``lr``."""
-        self.last_epoch += 1
+    def step(self, epoch: int | None = None) -> None:
+        """Advance one step (or jump to step ``epoch``) and set every group's ``lr``."""
+        self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
         for g, base in zip(self.optimizer.param_groups, self.base_lrs, strict=True):
             g["lr"] = self.lr_at(self.last_epoch, base)
 
@@ -232,8 +233,8 @@ class OneCycleLR(LRScheduler):
             start = end
         raise AssertionError("unreachable")
 
-    def step(self) -> None:
-        self.last_epoch += 1
+    def step(self, epoch: int | None = None) -> None:
+        self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
         step = self.last_epoch
         if step > self.total_steps:
             raise ValueError(f"OneCycleLR stepped {step} times; total_steps is "
@@ -260,3 +261,243 @@ class OneCycleLR(LRScheduler):
         self.__dict__.update(state)
         self.last_epoch -= 1
         self.step()
+
+
+class CosineAnnealingWarmRestarts(LRScheduler):
+    """SGDR (Loshchilov & Hutter): half a cosine from ``base_lr`` to ``eta_min`` over ``T_i``
+    steps, then a restart; ``T_i`` starts at ``T_0`` and is multiplied by ``T_mult`` at each
+    restart.  ``step(epoch)`` accepts fractional epochs (a step per batch:
+    ``sched.step(epoch + i / iters)``), as PyTorch's.
+    """
+
+    def __init__(self, optimizer: Optimizer, T_0: int, T_mult: int = 1,
+                 eta_min: float = 0.0, last_epoch: int = -1) -> None:
+        if not isinstance(T_0, int) or T_0 <= 0:
+            raise ValueError(f"Expected positive integer T_0, but got {T_0}")
+        if not isinstance(T_mult, int) or T_mult < 1:
+            raise ValueError(f"Expected integer T_mult >= 1, but got {T_mult}")
+        self.T_0, self.T_i, self.T_mult, self.eta_min = T_0, T_0, T_mult, eta_min
+        self.T_cur: float = last_epoch
+        super().__init__(optimizer, last_epoch)
+
+    def lr_at(self, step: int, base_lr: float) -> float:
+        # the position in the cycle is T_cur, which step() keeps
+        return self.eta_min + (base_lr - self.eta_min) * (
+            1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
+
+    def step(self, epoch: float | None = None) -> None:  # fractional epochs
+        if epoch is None and self.last_epoch < 0:
+            epoch = 0
+        if epoch is None:
+            epoch = self.last_epoch + 1
+            self.T_cur = self.T_cur + 1
+            if self.T_cur >= self.T_i:
+                self.T_cur = self.T_cur % self.T_i
+                self.T_i = self.T_i * self.T_mult
+        else:
+            if epoch < 0:
+                raise ValueError(f"Expected non-negative epoch, but got {epoch}")
+            if epoch >= self.T_0:
+                if self.T_mult == 1:
+                    self.T_cur = epoch % self.T_0
+                else:
+                    n = int(math.log(epoch / self.T_0 * (self.T_mult - 1) + 1, self.T_mult))
+                    self.T_cur = epoch - self.T_0 * (self.T_mult ** n - 1) / (self.T_mult - 1)
+                    self.T_i = self.T_0 * self.T_mult ** n
+            else:
+                self.T_i = self.T_0
+                self.T_cur = epoch
+        self.last_epoch = math.floor(epoch)
+        for g, base in zip(self.optimizer.param_groups, self.base_lrs, strict=True):
+            g["lr"] = self.lr_at(self.last_epoch, base)
+
+
+class SequentialLR(LRScheduler):
+    """Run ``schedulers`` one after the other, switching at each of ``milestones`` (one fewer
+    than the schedulers); a scheduler starts from its step 0 at its milestone, as PyTorch's.
+
+    Examples
+    --------
+    >>> import ember
+    >>> from ember.optim import SGD, lr_scheduler as S
+    >>> opt = SGD([ember.zeros(1)], lr=1.0)
+    >>> warm = S.LinearLR(opt, start_factor=0.5, total_iters=2)
+    >>> decay = S.ExponentialLR(opt, gamma=0.5)
+    >>> sched = S.SequentialLR(opt, [warm, decay], milestones=[2])
+    >>> lrs = []
+    >>> for _ in range(5):
+    ...     lrs.append(opt.param_groups[0]["lr"])
+    ...     sched.step()
+    >>> lrs
+    [0.5, 0.75, 1.0, 0.5, 0.25]
+    """
+
+    def __init__(self, optimizer: Optimizer, schedulers: Sequence[LRScheduler],
+                 milestones: Sequence[int], last_epoch: int = -1) -> None:
+        if len(schedulers) < 1:
+            raise ValueError("SequentialLR expects at least one scheduler")
+        for i, sched in enumerate(schedulers):
+            if isinstance(sched, ReduceLROnPlateau):
+                raise ValueError(f"SequentialLR does not support ReduceLROnPlateau (at index "
+                                 f"{i}): its step needs the metric")
+            if sched.optimizer is not optimizer:
+                raise ValueError(f"SequentialLR expects all schedulers to belong to the same "
+                                 f"optimizer; the one at index {i} ({type(sched).__name__}) "
+                                 "has another")
+        if len(milestones) != len(schedulers) - 1:
+            raise ValueError(f"SequentialLR expects one milestone fewer than schedulers, got "
+                             f"{len(schedulers)} scheduler(s) and {len(milestones)} "
+                             "milestone(s)")
+        self.optimizer = optimizer
+        self._schedulers = list(schedulers)
+        self._milestones = list(milestones)
+        self.last_epoch = last_epoch + 1
+        for g in optimizer.param_groups:
+            g["lr"] = g["initial_lr"]
+        self.base_lrs = [g["initial_lr"] for g in optimizer.param_groups]
+        for sched in self._schedulers:  # undo the step each scheduler took when it was made
+            _undo_step(sched)
+        self._schedulers[bisect.bisect_right(self._milestones, 0)].step()
+
+    def lr_at(self, step: int, base_lr: float) -> float:
+        raise NotImplementedError("SequentialLR sets rates through its schedulers")
+
+    def step(self, epoch: int | None = None) -> None:
+        if epoch is not None:
+            raise TypeError("SequentialLR.step() takes no epoch")
+        self.last_epoch += 1
+        idx = bisect.bisect_right(self._milestones, self.last_epoch)
+        sched = self._schedulers[idx]
+        if idx > 0 and self._milestones[idx - 1] == self.last_epoch:
+            sched.step(0)  # the next scheduler starts at its own step 0
+        else:
+            sched.step()
+
+    def state_dict(self) -> dict[str, Any]:
+        state = {k: v for k, v in self.__dict__.items()
+                 if k not in ("optimizer", "_schedulers")}
+        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        inner = state["_schedulers"]
+        self.__dict__.update({k: v for k, v in state.items() if k != "_schedulers"})
+        for sched, saved in zip(self._schedulers, inner, strict=True):
+            sched.load_state_dict(saved)
+
+
+def _undo_step(sched: LRScheduler) -> None:
+    inner = getattr(sched, "_schedulers", None)
+    if inner is not None:
+        for s in inner:
+            _undo_step(s)
+    else:
+        sched.last_epoch -= 1
+
+
+class ReduceLROnPlateau(LRScheduler):
+    """Multiply the learning rate by ``factor`` when a metric has stopped improving for more
+    than ``patience`` steps; call ``sched.step(metric)`` once an epoch (PyTorch's rules for
+    ``mode``, ``threshold_mode``, ``cooldown``, ``min_lr`` and ``eps``).
+
+    ``metric`` may be a 0-d tensor: reading it is one host read.
+
+    Examples
+    --------
+    >>> import ember
+    >>> opt = ember.optim.SGD([ember.zeros(1)], lr=1.0)
+    >>> sched = ember.optim.lr_scheduler.ReduceLROnPlateau(opt, patience=1, factor=0.5)
+    >>> for loss in [3.0, 2.0, 2.0, 2.0, 2.0, 1.0]:
+    ...     sched.step(loss)
+    >>> sched.get_last_lr()
+    [0.5]
+    """
+
+    def __init__(self, optimizer: Optimizer, mode: str = "min", factor: float = 0.1,
+                 patience: int = 10, threshold: float = 1e-4, threshold_mode: str = "rel",
+                 cooldown: int = 0, min_lr: float | Sequence[float] = 0.0,
+                 eps: float = 1e-8) -> None:
+        if factor >= 1.0:
+            raise ValueError("Factor should be < 1.0.")
+        self.factor = factor
+        self.optimizer = optimizer
+        n = len(optimizer.param_groups)
+        self.default_min_lr: float | None
+        if isinstance(min_lr, list | tuple):
+            if len(min_lr) != n:
+                raise ValueError(f"expected {n} min_lrs, got {len(min_lr)}")
+            self.default_min_lr = None
+            self.min_lrs = list(min_lr)
+        else:
+            self.default_min_lr = float(min_lr)  # type: ignore[arg-type]  # a number here
+            self.min_lrs = [self.default_min_lr] * n
+        self.patience, self.cooldown, self.eps = patience, cooldown, eps
+        self.last_epoch = 0
+        self.base_lrs = [g["lr"] for g in optimizer.param_groups]
+        self._init_is_better(mode, threshold, threshold_mode)
+        self._reset()
+
+    def _init_is_better(self, mode: str, threshold: float, threshold_mode: str) -> None:
+        if mode not in ("min", "max"):
+            raise ValueError(f"mode {mode} is unknown!")
+        if threshold_mode not in ("rel", "abs"):
+            raise ValueError(f"threshold mode {threshold_mode} is unknown!")
+        self.mode, self.threshold, self.threshold_mode = mode, threshold, threshold_mode
+        self.mode_worse = math.inf if mode == "min" else -math.inf
+
+    def _reset(self) -> None:
+        self.best = self.mode_worse
+        self.cooldown_counter = 0
+        self.num_bad_epochs = 0
+
+    @property
+    def in_cooldown(self) -> bool:
+        return self.cooldown_counter > 0
+
+    def is_better(self, a: float, best: float) -> bool:
+        if self.mode == "min":
+            return a < (best * (1.0 - self.threshold) if self.threshold_mode == "rel"
+                        else best - self.threshold)
+        return a > (best * (1.0 + self.threshold) if self.threshold_mode == "rel"
+                    else best + self.threshold)
+
+    def lr_at(self, step: int, base_lr: float) -> float:
+        raise NotImplementedError("ReduceLROnPlateau sets rates from the metric in step()")
+
+    def step(self, metrics: Any = None, epoch: int | None = None) -> None:  # type: ignore[override]  # takes the metric
+        """Record this epoch's ``metrics`` (a number or a 0-d tensor) and reduce the rate
+        if it has not improved for more than ``patience`` epochs."""
+        if metrics is None:
+            raise TypeError("ReduceLROnPlateau.step(metrics) needs the metric to watch, e.g. "
+                            "sched.step(val_loss)")
+        current = float(metrics)
+        self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
+        if self.is_better(current, self.best):
+            self.best = current
+            self.num_bad_epochs = 0
+        else:
+            self.num_bad_epochs += 1
+        if self.in_cooldown:
+            self.cooldown_counter -= 1
+            self.num_bad_epochs = 0  # bad epochs in cooldown do not count
+        if self.num_bad_epochs > self.patience:
+            self._reduce_lr()
+            self.cooldown_counter = self.cooldown
+            self.num_bad_epochs = 0
+
+    def _reduce_lr(self) -> None:
+        groups = self.optimizer.param_groups
+        if len(groups) != len(self.min_lrs):
+            if self.default_min_lr is None:
+                raise RuntimeError(f"the optimizer has {len(groups)} parameter groups, "
+                                   f"min_lr was given for {len(self.min_lrs)}")
+            self.min_lrs = [self.default_min_lr] * len(groups)
+        for g, min_lr in zip(groups, self.min_lrs, strict=True):
+            old = float(g["lr"])
+            new = max(old * self.factor, min_lr)
+            if old - new > self.eps:
+                g["lr"] = new
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._init_is_better(self.mode, self.threshold, self.threshold_mode)
