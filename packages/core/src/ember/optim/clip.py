@@ -1,7 +1,11 @@
 """Gradient clipping on `Gradients` (or any ``{param: grad}`` mapping).
 
-Gradients are values, so clipping returns new ones: ``grads, norm = clip_grad_norm(grads, 1.0)``
-then ``optimizer.step(grads)``.
+Two forms.  ``clip_grad_norm`` / ``clip_grad_value`` return new gradients (gradients are
+values): ``grads, norm = clip_grad_norm(grads, 1.0)`` then ``optimizer.step(grads)``.
+``clip_grad_norm_`` / ``clip_grad_value_`` (also ``ember.nn.utils``) are PyTorch's: they clip
+the gradient tensors the mapping holds in place (each tensor gets its clipped value, as
+``p.grad`` would) and ``clip_grad_norm_`` returns the total norm:
+``norm = clip_grad_norm_(grads, 1.0)`` then ``optimizer.step(grads)``.
 """
 
 from __future__ import annotations
@@ -10,10 +14,12 @@ import math
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from .. import _capture, _creation as cr
 from .._manipulation import stack
 from .._tensor import Tensor
 
-__all__ = ["GradientMap", "clip_grad_norm", "clip_grad_value", "grad_norm"]
+__all__ = ["GradientMap", "clip_grad_norm", "clip_grad_norm_", "clip_grad_value",
+           "clip_grad_value_", "grad_norm"]
 
 
 class GradientMap:
@@ -56,6 +62,13 @@ class GradientMap:
 
 def _items(grads: Mapping[Tensor, Tensor] | Any,
            parameters: Iterable[Tensor] | None) -> list[tuple[Tensor, Tensor]]:
+    if isinstance(grads, Tensor) or not hasattr(grads, "items"):
+        raise TypeError(
+            "clipping takes the gradients, not the parameters: ember's gradients are values "
+            "returned by backward(), not stored in .grad, so write `grads = loss.backward()` "
+            "then `clip_grad_norm_(grads, max_norm)` and `opt.step(grads)` (pass "
+            "parameters=... to clip only some of them); got "
+            + type(grads).__name__)
     if parameters is not None:
         from .optimizer import grad_of
 
@@ -112,3 +125,66 @@ def clip_grad_value(grads: Mapping[Tensor, Tensor] | Any, clip_value: float, *,
                     parameters: Iterable[Tensor] | None = None) -> GradientMap:
     """Clamp every gradient element to ``[-clip_value, clip_value]``."""
     return GradientMap((p, g.clamp(-clip_value, clip_value)) for p, g in _items(grads, parameters))
+
+
+def _in_place(pairs: Iterable[tuple[Tensor, Tensor]]) -> None:
+    """Give each gradient tensor its new value in place (once per tensor object)."""
+    done: set[int] = set()
+    for g, new in pairs:
+        if id(g) not in done:
+            done.add(id(g))
+            _capture.replace(g, new._data)
+
+
+def clip_grad_norm_(grads: Mapping[Tensor, Tensor] | Any, max_norm: float,
+                    norm_type: float = 2.0, error_if_nonfinite: bool = False,
+                    foreach: bool | None = None, *,
+                    parameters: Iterable[Tensor] | None = None) -> Tensor:
+    """PyTorch's ``clip_grad_norm_`` on ember's gradients: scale the gradients that ``grads``
+    holds, in place, so that their total norm is at most ``max_norm``; return that norm
+    (before clipping, a 0-d tensor).
+
+    ``grads`` is what ``loss.backward()`` returned (or a ``{param: grad}`` mapping); its
+    tensors get their clipped values, so ``opt.step(grads)`` then uses them.  Without
+    ``parameters``, every leaf of ``grads`` counts.  ``foreach`` is accepted for PyTorch's
+    signature (the kernels are the same either way).  With no gradients the norm is 0.
+
+    Examples
+    --------
+    >>> import ember
+    >>> w = ember.zeros(2)
+    >>> grads = {w: ember.tensor([3.0, 4.0])}
+    >>> norm = ember.nn.utils.clip_grad_norm_(grads, 1.0)
+    >>> norm.item(), [round(v, 4) for v in grads[w].tolist()]
+    (5.0, [0.6, 0.8])
+    """
+    items = _items(grads, parameters)
+    if not items:
+        return cr.zeros(())
+    total = grad_norm(GradientMap(items), norm_type)
+    if error_if_nonfinite and not math.isfinite(total.item()):
+        raise RuntimeError(f"The total norm of order {norm_type} for gradients is non-finite "
+                           f"({total.item()}), so it cannot be clipped. To disable this "
+                           "error and scale the gradients by the non-finite norm anyway, set "
+                           "`error_if_nonfinite=False`")
+    scale = (max_norm / (total + 1e-6)).clamp(max=1.0)
+    _in_place((g, g * scale.to(g.device).to(dtype=g.dtype)) for _, g in items)
+    return total
+
+
+def clip_grad_value_(grads: Mapping[Tensor, Tensor] | Any, clip_value: float,
+                     foreach: bool | None = None, *,
+                     parameters: Iterable[Tensor] | None = None) -> None:
+    """PyTorch's ``clip_grad_value_`` on ember's gradients: clamp every element of the
+    gradients ``grads`` holds to ``[-clip_value, clip_value]``, in place.
+
+    Examples
+    --------
+    >>> import ember
+    >>> w = ember.zeros(2)
+    >>> grads = {w: ember.tensor([3.0, -0.5])}
+    >>> ember.nn.utils.clip_grad_value_(grads, 1.0)
+    >>> grads[w].tolist()
+    [1.0, -0.5]
+    """
+    _in_place((g, g.clamp(-clip_value, clip_value)) for _, g in _items(grads, parameters))
