@@ -39,6 +39,13 @@ UNTRACEABLE: dict[str, str] = {
                            "mask's values (indexing goes through nonzero)",
     "one_hot-inferred-*": "without num_classes, one_hot reads max(x) + 1 on the host to size "
                           "its output",
+    "unique-*": "the output size is the number of distinct values",
+    "bincount-*": "the output size is max(x) + 1, read on the host (after a check that no "
+                  "value is negative)",
+    "repeat_interleave-tensor-*": "the output size is the sum of the repeats, read on the host",
+    "allclose-python-bool": "allclose returns a Python bool: a host read",
+    "error-bincount-names-values-and-shapes": "the negative-value check reads min(x) on the "
+                                              "host",
     # checks that assert on values inside the check itself: a host read in any trace
     "rand-*": "a statistics check that reads the numbers on the host (random ops under "
               "compile: tests/compile/test_guards.py)",

@@ -13,7 +13,8 @@ from . import (
     promotion,
     reduction,
     sampling,
+    sets,
 )
 
 __all__ = ["creation", "elementwise", "errors", "functional", "indexing", "linalg", "losses",
-           "movement", "nn", "promotion", "reduction", "sampling"]
+           "movement", "nn", "promotion", "reduction", "sampling", "sets"]

@@ -12,7 +12,7 @@ import numpy as np
 import ember
 
 from ... import _dtype as dt
-from .._case import Arg, rng_for, sample
+from .._case import Arg, Case, register, rng_for, sample
 from ._build import ALL, case
 
 _NO_BOOL = tuple(d for d in ALL if d is not dt.bool_)
@@ -184,3 +184,103 @@ for _d in _NO_BOOL:
 
             case(cid, "movement", lambda t, k=k, largest=largest: ember.topk(t, k, -1, largest),
                  tk, [x], (_d, dt.int64))
+
+
+# -- diff, meshgrid, repeat_interleave, unfold, pad modes, im2col (gathers by host indices) ------
+
+def _np_pad(v: np.ndarray, pad: Sequence[int], mode: str) -> Any:
+    widths = [(0, 0)] * v.ndim
+    for i in range(len(pad) // 2):
+        widths[v.ndim - 1 - i] = (pad[2 * i], pad[2 * i + 1])
+    crop = tuple(slice(max(-lo, 0), n - max(-hi, 0)) for (lo, hi), n in zip(widths, v.shape,
+                                                                             strict=True))
+    np_mode: Any = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}[mode]
+    return np.pad(v[crop], [(max(lo, 0), max(hi, 0)) for lo, hi in widths], mode=np_mode)
+
+
+def _np_unfold(v: np.ndarray, dim: int, size: int, step: int) -> Any:
+    w = np.lib.stride_tricks.sliding_window_view(v, size, axis=dim)
+    return np.take(w, np.arange(0, w.shape[dim], step), axis=dim)
+
+
+def _np_im2col(v: np.ndarray, k: tuple[int, int], dil: tuple[int, int], pad: tuple[int, int],
+               st: tuple[int, int]) -> Any:
+    v = np.pad(v, ((0, 0), (0, 0), (pad[0], pad[0]), (pad[1], pad[1])))
+    n, c, h, w = v.shape
+    oh = (h - dil[0] * (k[0] - 1) - 1) // st[0] + 1
+    ow = (w - dil[1] * (k[1] - 1) - 1) // st[1] + 1
+    out = np.zeros((n, c, k[0], k[1], oh, ow), v.dtype)
+    for i in range(k[0]):
+        for j in range(k[1]):
+            out[:, :, i, j] = v[:, :, i * dil[0]::st[0], j * dil[1]::st[1]][:, :, :oh, :ow]
+    return out.reshape(n, c * k[0] * k[1], oh * ow)
+
+
+for _d in (dt.float32, dt.float64):
+    rng = rng_for(f"diff-{_d.name}")
+    x = Arg(np.asarray(sample((3, 5), _d, rng)), "permuted", (), _d)
+    case(f"diff-{_d.name}", "movement", ember.diff, lambda v: np.diff(v), [x], _d)
+    pre, app = (Arg(np.asarray(sample(s, _d, rng)), "", (), _d) for s in ((1, 5), (2, 5)))
+    case(f"diff-n2-dim0-prepend-append-{_d.name}", "movement",
+         lambda t, p, a: ember.diff(t, 2, 0, p, a),
+         lambda v, p, a: np.diff(v, 2, 0, prepend=p, append=a), [x, pre, app], _d)
+    vs = [Arg(np.asarray(sample((n,), _d, rng)), "", (), _d) for n in (2, 3, 4)]
+    for ind in ("ij", "xy"):
+        case(f"meshgrid-{ind}-{_d.name}", "movement",
+             lambda *ts, ind=ind: ember.meshgrid(*ts, indexing=ind),
+             lambda *v, ind=ind: tuple(np.meshgrid(*v, indexing=ind)), vs, _d, grad=(0,))
+    y = Arg(np.asarray(sample((3, 4), _d, rng)), "permuted", (), _d)
+    case(f"repeat_interleave-int-dim1-{_d.name}", "movement",
+         lambda t: ember.repeat_interleave(t, 2, dim=1), lambda v: np.repeat(v, 2, 1), [y], _d)
+    case(f"repeat_interleave-flat-{_d.name}", "movement",
+         lambda t: t.repeat_interleave(3), lambda v: np.repeat(v.reshape(-1), 3), [y], _d)
+    case(f"repeat_interleave-tensor-{_d.name}", "movement",
+         lambda t, r: ember.repeat_interleave(t, r, dim=0), lambda v, r: np.repeat(v, r, 0),
+         [y, _idx([2, 0, 3])], _d, grad=(0,))
+    z = Arg(np.asarray(sample((2, 7, 3), _d, rng)), "permuted", (), _d)
+    for size, step in ((3, 1), (2, 3)):
+        case(f"unfold-size{size}-step{step}-{_d.name}", "movement",
+             lambda t, s=size, st=step: t.unfold(1, s, st),
+             lambda v, s=size, st=step: _np_unfold(v, 1, s, st), [z], _d)
+    img = Arg(np.asarray(sample((2, 3, 5, 6), _d, rng)), "", (), _d)
+    for mode in ("reflect", "replicate", "circular"):
+        case(f"pad-{mode}-{_d.name}", "movement",
+             lambda t, m=mode: ember.nn.functional.pad(t, (2, 1, 1, 3), mode=m),
+             lambda v, m=mode: _np_pad(v, (2, 1, 1, 3), m), [img], _d)
+    case(f"pad-circular-crop-{_d.name}", "movement",
+         lambda t: ember.nn.functional.pad(t, (-1, 2), mode="circular"),
+         lambda v: _np_pad(v, (-1, 2), "circular"), [img], _d)
+    case(f"im2col-{_d.name}", "movement", lambda t: ember.nn.functional.unfold(t, 2),
+         lambda v: _np_im2col(v, (2, 2), (1, 1), (0, 0), (1, 1)), [img], _d)
+    case(f"im2col-dilation-padding-stride-{_d.name}", "movement",
+         lambda t: ember.nn.functional.unfold(t, (2, 3), dilation=(2, 1), padding=1,
+                                              stride=(1, 2)),
+         lambda v: _np_im2col(v, (2, 3), (2, 1), (1, 1), (1, 2)), [img], _d)
+case("diff-bool", "movement", ember.diff, lambda v: v[1:] != v[:-1],
+     [Arg(np.array([True, False, False, True]), "", (), dt.bool_)], dt.bool_)
+
+
+def _window_errors(device: Any) -> None:
+    from .errors import _raises
+
+    x = ember.ones(1, 2, 3, device=device)
+    with _raises(ember.ShapeError, "pad", "reflect", "(3, 3)", "size 3", "(1, 2, 3)"):
+        ember.nn.functional.pad(x, (3, 3), mode="reflect")
+    with _raises(ember.ShapeError, "pad", "circular", "(4, 0)", "(1, 2, 3)"):
+        ember.nn.functional.pad(x, (4, 0), mode="circular")
+    with _raises(ValueError, "pad", "'reflect'", "value"):
+        ember.nn.functional.pad(x, (1, 1), mode="reflect", value=2.0)
+    with _raises(ValueError, "pad", "'wrap'"):
+        ember.nn.functional.pad(x, (1, 1), mode="wrap")
+    with _raises(ember.ShapeError, "unfold", "(1, 2, 3)", "size is 4"):
+        x.unfold(2, 4, 1)
+    with _raises(ember.ShapeError, "unfold", "(3, 3)", "(4, 4)"):
+        ember.nn.functional.unfold(ember.ones(1, 1, 3, 3, device=device), 4)
+    with _raises(ember.ShapeError, "repeat_interleave", "(2,)", "3 elements"):
+        ember.repeat_interleave(ember.ones(3, device=device), ember.tensor([1, 2], device=device))
+    with _raises(ember.ShapeError, "diff", "prepend", "(2, 2)", "(1, 2, 3)"):
+        ember.diff(x, prepend=ember.ones(2, 2, device=device))
+
+
+register(Case(id="error-pad-unfold-repeat_interleave-diff-name-op-and-shapes", group="errors",
+              check=_window_errors, dtypes=(dt.float32, dt.int64)))
