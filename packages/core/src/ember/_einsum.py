@@ -147,7 +147,11 @@ def einsum(equation: Any, *operands: Any) -> Tensor:
 
     sizes: dict[Label, int] = {}
     for k, (labs, x) in enumerate(zip(labels, operands, strict=True)):
+        own: dict[Label, int] = {}
         for lab, n in zip(labs, x.shape, strict=True):
+            if own.setdefault(lab, n) != n:
+                raise ShapeError(f"einsum {equation!r}: subscript {lab} is repeated in operand "
+                                 f"{k} {x.shape} for axes of different sizes {own[lab]} and {n}")
             seen = sizes.get(lab, 1)
             if n != seen and 1 not in (n, seen):
                 what = "an ellipsis axis" if isinstance(lab, int) else f"subscript {lab}"

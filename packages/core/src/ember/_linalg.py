@@ -121,7 +121,13 @@ def vector_norm(x: Tensor, ord: float = 2, dim: int | Sequence[int] | None = Non
         return ax.sum(dim, keepdim)
     if ord == 2:
         return _root((x * x).sum(dim, keepdim), 2)
-    return _root((ax ** float(ord)).sum(dim, keepdim), float(ord))
+    # |x| ** p with 0 < p < 1 has an infinite slope at 0: zeros contribute no gradient (as
+    # PyTorch), and 0 ** p is never differentiated
+    from ._elementwise import where
+
+    nz = ax > 0
+    powered = where(nz, where(nz, ax, 1.0) ** float(ord), 0.0)
+    return _root(powered.sum(dim, keepdim), float(ord))
 
 
 _CDIST_MODES = ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist",
