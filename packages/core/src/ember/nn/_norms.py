@@ -96,7 +96,7 @@ def normalize(x: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Te
     --------
     >>> import ember
     >>> import ember.nn.functional as F
-    >>> F.normalize(ember.tensor([[3.0, 4.0]])).tolist()
+    >>> F.normalize(ember.tensor([[3.0, 4.0]], dtype=ember.float64)).tolist()
     [[0.6, 0.8]]
     """
     from .._linalg import vector_norm
