@@ -12,7 +12,7 @@ from ember._backend import Backend, Decorator
 from ember._trace import TRACE, HostFloat, HostInt
 
 from ._compiler import FusedKernel, ReferenceCompiler
-from ._graph import SHAPE_RULES, VIEW_RULES, Handle, Node, Shape, _broadcast, computed, numel
+from ._graph import SHAPE_RULES, VIEW_RULES, Handle, Node, Shape, computed, numel
 from ._partition import KernelStep
 from ._stream import FusionStats, Stream
 
@@ -67,6 +67,8 @@ class FusionBackend(Decorator):
             raise ValueError(f"the fusion compiler of {inner} takes no options: {options}")
         self.compiler = compiler
         self._inner_dispatch = inner.dispatch
+        #: the inner backend implements what its table holds (`implements` reads the table)
+        self._plain_implements = type(inner.backend).implements is Backend.implements
         self._make = self.tensor_type._make
         self._inner_make = inner.tensor_type._make
         # A computed fusion tensor's payload is the inner device's own payload (a pending one's
@@ -87,6 +89,11 @@ class FusionBackend(Decorator):
         #: -> run them eagerly: their result is small, or a flush ran them as a group of their
         #: own (`learn`: recording them only added a flush)
         self.decided: dict[tuple[Any, ...], bool] = {}
+        #: (op, input shapes, params) of ops on pending inputs that a flush ran as a group of
+        #: their own -> their inputs are computed and they run eagerly (a matmul after a fused
+        #: chain: it heads a group of its own anyway; recording it only made the flush longer)
+        self.alone: dict[tuple[Any, ...], bool] = {}
+        self._alone_ops: set[Op] = set()
         self.plans: dict[Any, Plan] = {}
         self.kernel_cache: dict[Any, FusedKernel] = {}
         self.stats = FusionStats()
@@ -107,11 +114,15 @@ class FusionBackend(Decorator):
         """Start the caches afresh when streams never recur (called at each plan miss)."""
         if len(self.plans) > CACHE_LIMIT:
             self.plans.clear()
+        if len(self.alone) > CACHE_LIMIT:
+            self.alone.clear()
+            self._alone_ops.clear()
         if len(self.kernel_cache) > CACHE_LIMIT:
             self.kernel_cache.clear()
 
     def learn(self, plan: Plan) -> None:
-        """After a plan miss: remember the ops on computed inputs whose groups ran unfused."""
+        """After a plan miss: remember the ops whose groups ran unfused (alone, or with at
+        most ``plain_nodes - 1`` others): recording them only added work to a flush."""
         if not self.plain_nodes:
             return
         for step in plan.steps:
@@ -119,14 +130,16 @@ class FusionBackend(Decorator):
                 continue
             head = step.group.nodes[0]
             inputs = step.group.inputs
+            key = _decision_key(head.op, [inputs[-1 - a][0] for a in head.args], head.params)
             # group input k is step.ins[k]: a stream slot, or an external (computed) value
-            if all(a < 0 and step.ins[-1 - a] < 0 for a in head.args):
-                key = _decision_key(head.op, [inputs[-1 - a][0] for a in head.args],
-                                    head.params)
-                try:
-                    self.decided[key] = True
-                except TypeError:  # a param value that is not hashable: not remembered
-                    pass
+            learnt = (self.decided if all(step.ins[-1 - a] < 0 for a in head.args)
+                      else self.alone)
+            try:
+                learnt[key] = True
+            except TypeError:  # a param value that is not hashable: not remembered
+                continue
+            if learnt is self.alone:
+                self._alone_ops.add(head.op)
 
     def synchronize(self) -> None:
         self.stream().flush()
@@ -138,50 +151,50 @@ class FusionBackend(Decorator):
         """A composite (softmax, layer_norm, linear, an LSTM cell, an Adam step...) runs as the
         inner device's own kernel where it has one: that kernel beats the decomposition's
         primitives, fused or not.  It runs eagerly (a sync point for its inputs)."""
-        return op.composite and self.inner.implements(op)
+        if not op.composite:
+            return False
+        if self._plain_implements:
+            return op in self.inner_kernels
+        return self.inner.implements(op)
 
     def dispatch(self, op: Op, args: Sequence[Tensor], params: dict[str, Any]) -> Any:
         if TRACE:  # ember.compile is recording: these may be parameters it reads
             TRACE[0].note_args(args)
             if any(isinstance(v, HostFloat | HostInt) for v in params.values()):
                 return self._eager(op, args, params)  # replays re-read it: not baked in
-        limit = self.eager_below
-        if limit:
-            # every input computed: a view, an op Fusion does not record, or an op whose
-            # result is small costs less run now than recorded and flushed (a group that fits
-            # one block runs the inner device's kernels op by op, so fusing it gains nothing;
-            # a reduction or matmul of big inputs to a small result runs whole, fused or not,
-            # and so would the small ops after it).  A computed payload is the inner device's
-            # own (its numpy array on cpu): the op is the inner kernel called on the very
-            # payloads, as on plain cpu.
-            product = 1
-            for a in args:
-                d = a._data
-                if type(d) is Handle:
-                    if d.node.value is None:
-                        break  # pending: record the op (or sync, if it cannot be)
-                    return self._computed_handles(op, args, params)
-                product *= d.size
-            else:
+        # every input computed: a view, an op Fusion does not record, an op whose result is
+        # small, or one that a flush ran alone costs less run now than recorded and flushed (a
+        # group that fits one block runs the inner device's kernels op by op, so fusing it
+        # gains nothing; a reduction or matmul of big inputs to a small result runs whole,
+        # fused or not, and so would the small ops after it; a view is a view either way).
+        # A computed payload is the inner device's own (its numpy array on cpu): the op is
+        # the inner kernel called on the very payloads, as on the inner device itself.
+        for a in args:
+            if type(a._data) is Handle:
+                return self._handles(op, args, params)
+        rule = SHAPE_RULES.get(op)
+        if rule is not None:
+            limit = self.eager_below
+            if limit:
                 # a result has at most the product of its inputs' elements (one input: no
                 # more than it has; a tensor and a scalar: the tensor's)
-                if product <= limit or (rule := SHAPE_RULES.get(op)) is None:
-                    self.stats.eager_ops += 1
-                    return self._kernel(op, args, params)
-                if self._decide(op, rule, args, params):
-                    self.stats.eager_ops += 1
-                    return self._kernel(op, args, params)
-        return self._lazy(op, args, params)
+                product = 1
+                for a in args:
+                    product *= a._data.size
+                if product > limit and not self._decide(op, rule, args, params):
+                    return self._lazy(op, args, params)
+            elif not self._decide(op, rule, args, params):
+                return self._lazy(op, args, params)
+        self.stats.eager_ops += 1
+        return self._kernel(op, args, params)
 
     def _decide(self, op: Op, rule: Any, args: Sequence[Tensor], params: dict[str, Any]) -> bool:
         """Whether an op on computed inputs above the eager threshold runs eagerly anyway:
-        its result is small, or `learn` saw it run alone.  Decided once per op, shapes and
-        params."""
-        if rule is _broadcast and len(args) == 2:
-            a, b = args[0]._data, args[1]._data
-            if a.shape == b.shape:  # an elementwise op of one shape (the common case)
-                return bool(a.size <= self.eager_below)
-        key = _decision_key(op, [a._data.shape for a in args], params)
+        its result is small, or `learn` saw a flush run it alone.  Decided once per op,
+        shapes and params."""
+        # `_decision_key`, spelled out: this runs for every such op
+        key = (op, *[a._data.shape for a in args], *params.items()) if params else (
+            op, *[a._data.shape for a in args])
         try:
             now = self.decided.get(key)
         except TypeError:  # a param value that is not hashable
@@ -204,6 +217,14 @@ class FusionBackend(Decorator):
                 ok = self._fusible[key] = bool(self.compiler.fusible(op, dtype))
             if not ok:
                 return self._eager(op, args, params)
+            if op in self._alone_ops:
+                try:
+                    alone = self.alone.get(
+                        _decision_key(op, [a._data.shape for a in args], params), False)
+                except TypeError:  # a param value that is not hashable
+                    alone = False
+                if alone:
+                    return self._eager(op, args, params)
         else:
             rule = VIEW_RULES.get(op)
             if rule is None:
@@ -226,16 +247,16 @@ class FusionBackend(Decorator):
             return node
         return computed(self._inner_make(d, self.inner, tensor._dtype)).node
 
-    def _computed_handles(self, op: Op, args: Sequence[Tensor], params: dict[str, Any]) -> Any:
-        """Some inputs were computed by a flush (their payloads are still handles): decide
-        again on their inner payloads, as for eagerly computed inputs."""
+    def _handles(self, op: Op, args: Sequence[Tensor], params: dict[str, Any]) -> Any:
+        """Some inputs' payloads are handles: record the op where one is pending; else decide
+        again on the inner payloads that a flush computed, as for eagerly computed inputs."""
         plain = []
         for a in args:
             d = a._data
             if type(d) is Handle:
                 value = d.node.value
                 if value is None:
-                    return self._lazy(op, args, params)  # another input is still pending
+                    return self._lazy(op, args, params)  # pending: record (or sync)
                 a = self._make(value._data, self.device, a._dtype)
             plain.append(a)
         return self.dispatch(op, plain, params)

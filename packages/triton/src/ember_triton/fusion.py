@@ -80,6 +80,11 @@ class TritonFusionCompiler:
         #: Triton launches made by fused kernels, and groups that ran op by op
         self.launches = 0
         self.unfused_groups = 0
+        #: a group of one op runs as the backend's own kernel: a generated one saves no
+        #: launch, and the backend's is tuned (cuBLAS matmuls, split reductions) and launched
+        #: along its recorded path.  Fusion reads this: an op on computed inputs that a flush
+        #: ran so runs eagerly from then on (recording it only cost host time).
+        self.plain_nodes = 1
 
     def configure(self, kernels: dict[Op, Callable[..., Any]] | None = None,
                   block: int | None = None, limit: int | None = None,
@@ -119,6 +124,9 @@ class TritonFusionCompiler:
         interp = be.memory.interpret
         sizes = [math.prod(n.shape) for n in group.nodes] + [math.prod(s) for s, _ in group.inputs]
         if 0 in sizes or any(len(n.shape) > 4 for n in group.nodes):
+            self.unfused_groups += 1
+            return self._unfused(group)
+        if len(group.nodes) <= self.plain_nodes:
             return self._unfused(group)
         ew = [n.op not in _REDUCTIONS and n.op is not ops.linalg.matmul for n in group.nodes]
         shape = group.nodes[0].shape
@@ -144,6 +152,7 @@ class TritonFusionCompiler:
                 return _BlockKernel(self, BlockGen(group, limit, interp, loop=True))
         if len(group.nodes) > 1:
             return self._split_head(group)
+        self.unfused_groups += 1
         return self._unfused(group)
 
     def _split_head(self, group: FusedGroup) -> Callable[[Sequence[Any]], list[Any]]:
@@ -176,11 +185,10 @@ class TritonFusionCompiler:
         return kernel
 
     def _unfused(self, group: FusedGroup) -> Callable[[Sequence[Any]], list[Any]]:
-        """Op by op through the backend's kernels (zero-size values, rank above 4)."""
+        """Op by op through the backend's kernels (one op; zero-size values, rank above 4)."""
         kernels = self.be.kernels
         steps = [(kernels[n.op], n.args, n.params) for n in group.nodes]
         outputs = group.outputs
-        self.unfused_groups += 1
 
         def kernel(inputs: Sequence[Any]) -> list[Any]:
             vals: list[Any] = []
