@@ -126,6 +126,7 @@ from ._elementwise import (
 from ._errors import (
     DeviceMismatchError as DeviceMismatchError,
     DeviceUnavailableError as DeviceUnavailableError,
+    DivisionByZeroError as DivisionByZeroError,
     DTypeError as DTypeError,
     EmberPluginWarning as EmberPluginWarning,
     RecordError as RecordError,

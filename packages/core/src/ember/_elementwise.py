@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from . import _dtype as dt
 from ._apply import Scalar, apply, as_tensor_pair, cast, check_broadcast, scalar_tensor, to_float
-from ._errors import DTypeError
+from ._checks import check_nonzero
+from ._errors import DivisionByZeroError, DTypeError
 from .amp._state import AUTOCAST, autocast_inputs
 from .ops import elementwise as ew
 from .ops._op import Op
@@ -225,14 +226,30 @@ def mul(a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
     return _binary(ew.mul, a, b, "number")
 
 
+def _integer_division(op: Op, a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
+    """``a // b`` or ``a % b``: an integer divisor of 0 is a `DivisionByZeroError`, as in
+    PyTorch (float division by zero gives inf and nan, as IEEE says)."""
+    x, y = as_tensor_pair(a, b)
+    if x._dtype.kind != "f":
+        if type(b) is int or type(b) is bool:  # a Python divisor: no device value to read
+            if b == 0:
+                raise DivisionByZeroError(f"{op.name}: integer division by zero "
+                                          "(ZeroDivisionError) by the Python scalar 0")
+        else:
+            check_nonzero(op.name, y)
+    return _binary(op, x, y, "number")
+
+
 def floordiv(a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
-    """Elementwise ``floordiv`` with broadcasting and type promotion."""
-    return _binary(ew.floordiv, a, b, "number")
+    """Elementwise ``floordiv`` with broadcasting and type promotion; integer division by
+    zero raises `ember.DivisionByZeroError`."""
+    return _integer_division(ew.floordiv, a, b)
 
 
 def remainder(a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
-    """Elementwise ``remainder`` with broadcasting and type promotion."""
-    return _binary(ew.remainder, a, b, "number")
+    """Elementwise ``remainder`` with broadcasting and type promotion; integer division by
+    zero raises `ember.DivisionByZeroError`."""
+    return _integer_division(ew.remainder, a, b)
 
 
 def pow(a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:

@@ -5,6 +5,7 @@ from __future__ import annotations
 __all__ = [
     "DTypeError",
     "DeviceMismatchError",
+    "DivisionByZeroError",
     "DeviceUnavailableError",
     "EmberPluginWarning",
     "RecordError",
@@ -22,6 +23,10 @@ class DeviceMismatchError(RuntimeError):
 
 class DeviceUnavailableError(RuntimeError):
     """A device whose hardware or driver is absent; the message gives the probe's reason."""
+
+
+class DivisionByZeroError(ZeroDivisionError, RuntimeError):
+    """Integer ``//`` or ``%`` by zero (PyTorch raises a RuntimeError "ZeroDivisionError")."""
 
 
 class DTypeError(TypeError):

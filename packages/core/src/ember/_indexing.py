@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _dtype as dt
 from ._apply import apply, broadcast_shapes, cast
+from ._checks import check_range, out_of_bounds
 from ._errors import DTypeError, ShapeError
 from .ops import movement as mv
 
@@ -102,7 +103,8 @@ def _basic(x: Tensor, items: tuple[Any, ...]) -> Tensor | None:
     return y
 
 
-def getitem(x: Tensor, key: Any) -> Tensor:
+def getitem(x: Tensor, key: Any, op: str = "index") -> Tensor:
+    """``x[key]``; ``op`` names the operation in errors (``index_put`` for `setitem`)."""
     if type(key) is int:  # x[i], as in a loop over a sequence's steps
         shape = x._data.shape
         if shape:
@@ -122,6 +124,7 @@ def getitem(x: Tensor, key: Any) -> Tensor:
     items = _normalize_key(x, key)
     # expand boolean masks into one integer index per masked axis
     expanded: list[Any] = []
+    axis = 0  # the axis of x that ``item`` indexes
     for item in items:
         if isinstance(item, Tensor) and item._dtype is dt.bool_:
             if item.ndim == 0:  # x[True] adds an axis of 1, x[False] of 0
@@ -129,10 +132,13 @@ def getitem(x: Tensor, key: Any) -> Tensor:
                 if not item.item():
                     expanded.append("empty")
                 continue
+            _check_mask(op, x, item, axis)
             coords = apply(mv.nonzero, item)
             expanded += [coords[:, i] for i in range(item.ndim)]
+            axis += item.ndim
         else:
             expanded.append(item)
+            axis += item is not None
     starts, stops, steps, out_shape, adv = [], [], [], [], []
     dim = 0
     empty_axis = False
@@ -164,7 +170,7 @@ def getitem(x: Tensor, key: Any) -> Tensor:
             starts.append(0)
             stops.append(n)
             steps.append(1)
-            adv.append((len(out_shape), item, n))
+            adv.append((len(out_shape), item, n, dim))
             out_shape.append(n)
         else:
             raise IndexError(f"unsupported index {item!r} of type {type(item).__name__}")
@@ -177,16 +183,28 @@ def getitem(x: Tensor, key: Any) -> Tensor:
         out_shape[-1:] = [0]
     y = y.reshape(out_shape) if tuple(out_shape) != y.shape else y
     if adv:
-        y = _advanced(y, adv)
+        y = _advanced(y, adv, op)
     return y
 
 
-def _advanced(y: Tensor, adv: list[tuple[int, Tensor, int]]) -> Tensor:
+def _check_mask(op: str, x: Tensor, mask: Tensor, axis: int) -> None:
+    """A boolean mask must match the axes of ``x`` it covers, as in PyTorch (numpy too)."""
+    for i, m in enumerate(mask.shape):
+        if axis + i >= x.ndim or x.shape[axis + i] != m:
+            raise IndexError(
+                f"{op}: the shape of the mask {list(mask.shape)} at index {i} does not match "
+                f"the shape of the indexed tensor {list(x.shape)} at index {axis + i}")
+
+
+def _advanced(y: Tensor, adv: list[tuple[int, Tensor, int, int]], op: str) -> Tensor:
     from ._elementwise import where
 
-    positions = [p for p, _, _ in adv]
-    idx = [cast(t, dt.int64) for _, t, _ in adv]
-    idx = [where(t < 0, t + n, t) for t, (_, _, n) in zip(idx, adv, strict=True)]
+    positions = [p for p, _, _, _ in adv]
+    idx = [cast(t, dt.int64) for _, t, _, _ in adv]
+    for t, (_, _, n, dim) in zip(idx, adv, strict=True):
+        # indices wrap once: [-n, n) is valid; the merged linear index below cannot tell
+        check_range(op, t, -n, n, out_of_bounds(dim, n))
+    idx = [where(t < 0, t + n, t) for t, (_, _, n, _) in zip(idx, adv, strict=True)]
     try:
         bshape = broadcast_shapes(*(t.shape for t in idx))
     except ShapeError as exc:
@@ -225,7 +243,8 @@ def setitem(x: Tensor, key: Any, value: Any) -> Tensor:
     if isinstance(key, Tensor) and key._dtype is dt.bool_ and key.shape == x.shape and \
             value.ndim == 0:
         return where(key, value, x)
-    positions = getitem(arange(math.prod(x.shape), device=x.device).reshape(x.shape), key)
+    positions = getitem(arange(math.prod(x.shape), device=x.device).reshape(x.shape), key,
+                        "index_put")
     try:
         value = value.expand(positions.shape)
     except ShapeError:

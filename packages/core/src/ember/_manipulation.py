@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from . import _dtype as dt
 from ._apply import apply, broadcast_shapes, cast, normalize_dim
+from ._checks import check_range, out_of_bounds
 from ._errors import DTypeError, ShapeError
 from ._reduction import ValuesIndices
 from .ops import movement as mv
@@ -432,12 +433,21 @@ def _index_tensor(index: Tensor, name: str) -> Tensor:
     return cast(index, dt.int64)
 
 
+def _check_index(name: str, index: Tensor, x: Tensor, dim: int) -> None:
+    # Note: negative indices wrap once ([-n, n) is valid), as in x[index]; PyTorch's gather,
+    # scatter and index_select take only [0, n)
+    n = x.shape[dim] if x.ndim else 1
+    check_range(name, index, -n, n, out_of_bounds(dim, n))
+
+
 def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
     """``out[i][j] = x[index[i][j]][j]`` for ``dim=0`` (PyTorch's ``gather``)."""
     index = _index_tensor(index, "gather")
     if index.ndim != x.ndim:
         raise ShapeError(f"gather: index shape {index.shape} needs {x.ndim} axes like x {x.shape}")
-    return apply(mv.gather, x, index, dim=normalize_dim(dim, x.ndim))  # type: ignore[no-any-return]
+    dim = normalize_dim(dim, x.ndim)
+    _check_index("gather", index, x, dim)
+    return apply(mv.gather, x, index, dim=dim)  # type: ignore[no-any-return]
 
 
 def _scatter_args(x: Tensor, index: Tensor, src: Tensor | float,
@@ -457,14 +467,17 @@ def _scatter_args(x: Tensor, index: Tensor, src: Tensor | float,
 def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     """``x`` with ``src`` added at ``index`` along ``dim`` (functional, duplicates add up)."""
     index, src = _scatter_args(x, index, src, "scatter_add")
-    return apply(mv.scatter_add, x, index, src,  # type: ignore[no-any-return]
-                 dim=normalize_dim(dim, x.ndim))
+    dim = normalize_dim(dim, x.ndim)
+    _check_index("scatter_add", index, x, dim)
+    return apply(mv.scatter_add, x, index, src, dim=dim)  # type: ignore[no-any-return]
 
 
 def scatter(x: Tensor, dim: int, index: Tensor, src: Tensor | float) -> Tensor:
     """``x`` with ``src`` written at ``index`` along ``dim`` (functional)."""
     index, src = _scatter_args(x, index, src, "scatter")
-    return apply(mv.scatter, x, index, src, dim=normalize_dim(dim, x.ndim))  # type: ignore[no-any-return]
+    dim = normalize_dim(dim, x.ndim)
+    _check_index("scatter", index, x, dim)
+    return apply(mv.scatter, x, index, src, dim=dim)  # type: ignore[no-any-return]
 
 
 def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
@@ -472,8 +485,9 @@ def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
     index = _index_tensor(index, "index_select")
     if index.ndim != 1:
         index = reshape(index, -1)
-    return apply(mv.index_select, x, index,  # type: ignore[no-any-return]
-                 dim=normalize_dim(dim, x.ndim))
+    dim = normalize_dim(dim, x.ndim)
+    _check_index("index_select", index, x, dim)
+    return apply(mv.index_select, x, index, dim=dim)  # type: ignore[no-any-return]
 
 
 def masked_fill(x: Tensor, mask: Tensor, value: float) -> Tensor:

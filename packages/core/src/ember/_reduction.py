@@ -65,15 +65,33 @@ def mean(x: Tensor, dim: Dim = None, keepdim: bool = False,
     return _reduce(red.mean, cast(x, dtype) if dtype else to_float(x), dim, keepdim)
 
 
+def _check_nonempty(name: str, x: Tensor, dim: Dim) -> None:
+    """Reductions without an identity (max, min, argmax, argmin) of nothing are errors, with
+    PyTorch's types and wording (numpy's is "zero-size array to reduction operation")."""
+    shape = tuple(x._data.shape)
+    if 0 not in shape:
+        return
+    if dim is None:
+        raise RuntimeError(f"{name}(): Expected reduction dim to be specified for "
+                           f"input.numel() == 0 (an empty tensor of shape {shape}); specify "
+                           "the reduction dim with the 'dim' argument")
+    for d in normalize_dims(dim, len(shape)):
+        if shape[d] == 0:
+            raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size "
+                             f"(a tensor of shape {shape})")
+
+
 def amax(x: Tensor, dim: Dim = None, keepdim: bool = False) -> Tensor:
-    """Largest value over ``dim`` (nan propagates)."""
+    """Largest value over ``dim`` (nan propagates); an empty ``dim`` is an error."""
+    _check_nonempty("amax", x, dim)
     if x._dtype.kind == "b":
         return any(x, dim, keepdim)
     return _reduce(red.max, x, dim, keepdim)
 
 
 def amin(x: Tensor, dim: Dim = None, keepdim: bool = False) -> Tensor:
-    """Smallest value over ``dim`` (nan propagates)."""
+    """Smallest value over ``dim`` (nan propagates); an empty ``dim`` is an error."""
+    _check_nonempty("amin", x, dim)
     if x._dtype.kind == "b":
         return all(x, dim, keepdim)
     return _reduce(red.min, x, dim, keepdim)
@@ -87,6 +105,7 @@ def max(x: Tensor, dim: int | Tensor | None = None,  # PyTorch's name
 
     if isinstance(dim, Tensor):
         return maximum(x, dim)
+    _check_nonempty("max", x, dim)
     if dim is None:
         return amax(x)
     return ValuesIndices(amax(x, dim, keepdim), argmax(x, dim, keepdim))
@@ -100,12 +119,14 @@ def min(x: Tensor, dim: int | Tensor | None = None,  # PyTorch's name
 
     if isinstance(dim, Tensor):
         return minimum(x, dim)
+    _check_nonempty("min", x, dim)
     if dim is None:
         return amin(x)
     return ValuesIndices(amin(x, dim, keepdim), argmin(x, dim, keepdim))
 
 
 def _arg(op: Op, x: Tensor, dim: int | None, keepdim: bool) -> Tensor:
+    _check_nonempty(op.name, x, dim)
     if x._dtype.kind == "b":
         x = cast(x, dt.uint8)
     d = None if dim is None else normalize_dim(dim, x.ndim)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from . import _dtype as dt
-from ._apply import apply, cast, normalize_dim, to_float
+from ._apply import apply, cast, normalize_dim, normalize_dims, to_float
 from ._backward import (
     cross_entropy_backward,
     gelu_backward,
@@ -28,7 +28,8 @@ from ._backward import (
     scaled_dot_product_attention_backward,
     softmax_backward,
 )
-from ._errors import ShapeError
+from ._checks import check_range
+from ._errors import DTypeError, ShapeError
 from .amp._state import AUTOCAST, autocast_inputs
 from .ops import composite as cops, nn as nnops
 from .ops._op import Op
@@ -130,6 +131,8 @@ def logsumexp(x: Tensor, dim: int | Sequence[int], keepdim: bool = False) -> Ten
     x = to_float(x)
     if AUTOCAST:
         (x,) = autocast_inputs("logsumexp", (x,))
+    if 0 in x.shape and any(x.shape[d] == 0 for d in normalize_dims(dim, x.ndim)):
+        return x.exp().sum(dim=dim, keepdim=keepdim).log()  # log(0): -inf, as in PyTorch
     m = x.amax(dim=dim, keepdim=True).detach()
     m = where(m.isinf(), 0.0, m)
     out = (x - m).exp().sum(dim=dim, keepdim=True).log() + m
@@ -150,6 +153,8 @@ def softmax(x: Tensor, dim: int = -1) -> Tensor:
         (x,) = autocast_inputs(cops.softmax, (x,))
     if x.ndim and x._device.implements(cops.softmax):
         return apply(cops.softmax, x, dim=normalize_dim(dim, x.ndim))  # type: ignore[no-any-return]
+    if 0 in x.shape:  # nothing to normalise (and no max to shift by): an empty result
+        return x * 0.0
     e = (x - x.amax(dim=dim, keepdim=True).detach()).exp()
     return e / e.sum(dim=dim, keepdim=True)
 
@@ -162,6 +167,8 @@ def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
     if x.ndim and x._device.implements(cops.log_softmax):
         return apply(cops.log_softmax, x,  # type: ignore[no-any-return]
                      dim=normalize_dim(dim, x.ndim))
+    if 0 in x.shape:
+        return x * 0.0
     shifted = x - x.amax(dim=dim, keepdim=True).detach()
     return shifted - shifted.exp().sum(dim=dim, keepdim=True).log()
 
@@ -326,7 +333,13 @@ def adaptive_avg_pool2d(x: Tensor, output_size: IntPair) -> Tensor:
 
 
 def embedding(indices: Tensor, weight: Tensor) -> Tensor:
-    """Rows of ``weight`` picked by integer ``indices`` (PyTorch's argument order)."""
+    """Rows of ``weight`` picked by integer ``indices`` (PyTorch's argument order); an index
+    outside ``[0, rows)`` is an `IndexError` (no negative indices, as in PyTorch)."""
+    if indices._dtype.kind not in "iu":
+        raise DTypeError(f"embedding: indices must be an integer tensor, got {indices._dtype.name}")
+    n = weight.shape[0]
+    check_range("embedding", indices, 0, n, lambda v: f"index{v} out of range in self (a weight "
+                f"of {n} rows: indices must lie in [0, {n}))")
     return apply(nnops.embedding, weight, cast(indices, dt.int64))  # type: ignore[no-any-return]
 
 
@@ -365,8 +378,15 @@ def one_hot(indices: Tensor, num_classes: int = -1) -> Tensor:
     """int64 one-hot encoding along a new last axis."""
     from ._creation import arange
 
+    if indices._dtype.kind not in "iu":
+        raise DTypeError(f"one_hot: indices must be an integer tensor, got {indices._dtype.name}")
     if num_classes < 0:
+        if indices.numel() == 0:
+            raise RuntimeError("one_hot: cannot infer num_classes of an empty tensor")
         num_classes = int(indices.amax().item()) + 1
+    check_range("one_hot", indices, 0, num_classes, lambda v: f"class value{v} must lie in "
+                f"[0, num_classes) with num_classes {num_classes} (class values must be smaller "
+                "than num_classes and non-negative)", RuntimeError)
     classes = arange(num_classes, device=indices.device)
     return cast(indices.unsqueeze(-1) == classes, dt.int64)
 
@@ -381,6 +401,17 @@ def _reduce_loss(loss: Tensor, reduction: str) -> Tensor:
     raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
 
 
+def _check_targets(op: str, target: Tensor, c: int, ignore_index: int,
+                   ignored: bool = True) -> None:
+    """Class targets lie in ``[0, c)`` or are ``ignore_index`` (``ignored``: may still be)."""
+    from ._elementwise import where
+
+    if ignored and not 0 <= ignore_index < c:
+        target = where(target == ignore_index, 0, target)
+    check_range(op, target, 0, c, lambda v: f"Target{v} is out of bounds: class indices must "
+                f"lie in [0, {c}) (or be ignore_index {ignore_index})")
+
+
 def nll_loss(log_probs: Tensor, target: Tensor, weight: Tensor | None = None,
              ignore_index: int = -100, reduction: str = "mean") -> Tensor:
     """Negative log likelihood of integer ``target`` classes under ``log_probs[N, C, ...]``."""
@@ -393,6 +424,7 @@ def nll_loss(log_probs: Tensor, target: Tensor, weight: Tensor | None = None,
     target = cast(target, dt.int64)
     valid = target != ignore_index
     safe = target * cast(valid, dt.int64)
+    _check_targets("nll_loss", safe, log_probs.shape[cdim], ignore_index, ignored=False)
     picked = log_probs.gather(cdim, safe.unsqueeze(cdim)).squeeze(cdim)
     w = cast(valid, log_probs.dtype)
     if weight is not None:
@@ -452,6 +484,7 @@ def _fused_cross_entropy(logits: Tensor, target: Tensor, ignore_index: int, redu
     if logits.ndim > 2:
         logits = logits.permute(0, *range(2, logits.ndim), 1)
     rows = logits.reshape(-1, c)
+    _check_targets("cross_entropy", target, c, ignore_index)
     out = apply(cops.cross_entropy, rows, cast(target, dt.int64).reshape(-1),
                 ignore_index=int(ignore_index), label_smoothing=float(label_smoothing),
                 reduction=reduction)

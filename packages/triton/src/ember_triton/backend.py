@@ -128,6 +128,11 @@ class TritonBackend(Backend):
         self.processors = memory.processors()
         #: Hopper's TMA: kernel selection adds the persistent tensor-descriptor matmuls
         self.tma = memory.tma()
+        #: deferred errors: a device int32 word of the first failed check's code (0: none)
+        self._error_word: DeviceArray | None = None
+        self._error_codes: dict[tuple[str, type[Exception]], int] = {}
+        self._error_messages: dict[int, tuple[str, type[Exception]]] = {}
+        self._errors_pending = False
         self._scalars: dict[tuple[Any, bytes], DeviceArray] = {}
         self._scalar_values: dict[tuple[Any, ...], DeviceArray] = {}
         #: recurring elementwise launches by operand layout (see `_codegen.elementwise`)
@@ -295,10 +300,43 @@ class TritonBackend(Backend):
 
     def to_numpy(self, payload: DeviceArray, dtype: _dtype.DType | None) -> np.ndarray:
         # a fresh host copy: the caller may write into it
-        return self.memory.to_numpy(contiguous(self, payload))
+        out = self.memory.to_numpy(contiguous(self, payload))
+        if self._errors_pending:
+            self.raise_recorded_error()
+        return out
 
     def synchronize(self) -> None:
         self.memory.synchronize()
+        if self._errors_pending:
+            self.raise_recorded_error()
+
+    # -- deferred errors (PyTorch's device-side asserts) -------------------------------------
+
+    def record_error(self, flag: DeviceArray, message: str, exc: type[Exception]) -> None:
+        """Core's value checks (`ember._checks`) on this device: ``flag`` (a 0-d bool computed
+        here) says the check failed.  No host sync: one tiny kernel copies the first failed
+        check's code into the device's error word, read at the next sync."""
+        code = self._error_codes.get((message, exc))
+        if code is None:
+            code = self._error_codes[(message, exc)] = len(self._error_codes) + 1
+            self._error_messages[code] = (message, exc)
+        if self._error_word is None:
+            self._error_word = self.memory.from_numpy(np.zeros((1,), np.int32))
+        self.launch(self.module("movement").record_error, (1,), self._error_word, flag, code)
+        self._errors_pending = True
+
+    def raise_recorded_error(self) -> None:
+        """Raise the first error recorded since the last sync (and clear the error word)."""
+        self._errors_pending = False
+        word = self._error_word
+        if word is None:
+            return
+        code = int(self.memory.to_numpy(word)[0])
+        if code:
+            self._error_word = self.memory.from_numpy(np.zeros((1,), np.int32))
+            message, exc = self._error_messages[code]
+            raise exc(f"{message} (a check on {self.name} recorded when the op ran; "
+                      "reported at this sync)")
 
     def memory_stats(self) -> dict[str, int]:
         return self.memory.stats()

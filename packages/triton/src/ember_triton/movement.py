@@ -137,7 +137,7 @@ def _index_kernel(be: TritonBackend, kind: str, rank: int, dim: int, dtype: np.d
                   index_dtype: np.dtype[Any]) -> Any:
     """gather / index_select / scatter / scatter_add over a rank-``rank`` index space."""
     name = f"ember_{kind}"
-    args = ["out", "src", "idx", "n"] + [f"S{d}" for d in range(rank)]
+    args = ["out", "src", "idx", "n", "size"] + [f"S{d}" for d in range(rank)]
     args += [f"X{d}" for d in range(rank)] + [f"Y{d}" for d in range(rank)]
     args += [f"I{d}" for d in range(rank)]
     lines = ["@triton.jit", f"def {name}({', '.join(args)}, BLOCK: tl.constexpr):",
@@ -145,33 +145,39 @@ def _index_kernel(be: TritonBackend, kind: str, rank: int, dim: int, dtype: np.d
              "    mask = offs < n", *_coords(rank)]
     ioff = f"c{dim} * I{dim}" if kind == "index_select" else _dot("I", rank)
     lines.append(f"    iv = tl.load(idx + {ioff}, mask=mask, other=0).to(tl.int64)")
+    # negative indices wrap once; one still outside [0, size) reads and writes nothing (a
+    # gather gives 0 there): core has recorded the error, which surfaces at the next sync
+    lines.append("    iv = tl.where(iv < 0, iv + size, iv)")
+    lines.append("    inside = mask & (iv >= 0) & (iv < size)")
+    lines.append("    iv = tl.where(inside, iv, 0)")
     # X: strides of the indexed array, Y: strides of the other operand
     xoff = _dot("X", rank, dim, f"iv * X{dim}")
     if kind in ("gather", "index_select"):
-        lines.append(f"    v = tl.load(src + {xoff}, mask=mask)")
+        lines.append(f"    v = tl.load(src + {xoff}, mask=inside, other=0)")
         lines.append(f"    tl.store(out + {_dot('Y', rank)}, v, mask=mask)")
     else:
         lines.append(f"    v = tl.load(src + {_dot('Y', rank)}, mask=mask)")
         if kind == "scatter":
-            lines.append(f"    tl.store(out + {xoff}, v, mask=mask)")
+            lines.append(f"    tl.store(out + {xoff}, v, mask=inside)")
         else:
-            lines.append(f"    tl.atomic_add(out + {xoff}, v.to({TL[dtype.name]}), mask=mask)")
+            lines.append(f"    tl.atomic_add(out + {xoff}, v.to({TL[dtype.name]}), mask=inside)")
     source = "\n".join(lines) + "\n"
-    key = (kind, rank, dim, dtype, index_dtype)
+    key = (kind, rank, dim, dtype, index_dtype, "bounded")
     return be.library.generated(key, name, source, be.kernel_scope)
 
 
 def _launch_index(be: TritonBackend, kind: str, out: DeviceArray, src: DeviceArray,
                   index: DeviceArray, space: tuple[int, ...], dim: int, x_strides: Any,
-                  y_strides: Any, dtype: np.dtype[Any]) -> None:
+                  y_strides: Any, dtype: np.dtype[Any], size: int) -> None:
+    """``size``: the length of the indexed axis (indices are valid in ``[-size, size)``)."""
     n = math.prod(space)
     if n == 0:
         return
     rank = len(space)
     kernel = _index_kernel(be, kind, rank, dim, dtype, index.dtype)
     block = be.block_size(n)
-    be.launch(kernel, (-(-n // block),), out, src, index, n, *space, *x_strides, *y_strides,
-              *index.strides, BLOCK=block)
+    be.launch(kernel, (-(-n // block),), out, src, index, n, size, *space, *x_strides,
+              *y_strides, *index.strides, BLOCK=block)
 
 
 def _as1d(x: DeviceArray) -> DeviceArray:
@@ -183,7 +189,7 @@ def gather(be: TritonBackend, x: DeviceArray, index: DeviceArray, dim: int = 0) 
         return x
     out = be.empty(index.shape, x.dtype)
     _launch_index(be, "gather", out, x, index, index.shape, dim, x.strides, out.strides,
-                  x.dtype)
+                  x.dtype, x.shape[dim])
     return out
 
 
@@ -194,7 +200,8 @@ def _index_select(be: TritonBackend, x: DeviceArray, index: DeviceArray,
     # the index is read at c[dim] * its stride: give it that stride on axis ``dim`` only
     idx = index.view(shape, tuple(index.strides[0] if i == dim else 0 for i in range(x.ndim)),
                      index.offset)
-    _launch_index(be, "index_select", out, x, idx, shape, dim, x.strides, out.strides, x.dtype)
+    _launch_index(be, "index_select", out, x, idx, shape, dim, x.strides, out.strides, x.dtype,
+                  x.shape[dim])
     return out
 
 
@@ -213,7 +220,8 @@ def _scatter_common(be: TritonBackend, kind: str, x: DeviceArray, index: DeviceA
     if acc == x.dtype:
         copy_into(be, x, out)
     srcv = cast(be, src, acc) if kind == "scatter_add" and acc != src.dtype else src
-    _launch_index(be, kind, out, srcv, index, index.shape, dim, out.strides, srcv.strides, acc)
+    _launch_index(be, kind, out, srcv, index, index.shape, dim, out.strides, srcv.strides, acc,
+                  out.shape[dim])
     if acc != x.dtype:
         out = cast(be, out, x.dtype)
     return out.view((), (), out.offset) if zero_d else out

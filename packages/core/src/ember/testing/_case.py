@@ -182,7 +182,9 @@ def sample(shape: Sequence[int], dtype: dt.DType, rng: np.random.Generator,
     npd = numpy_dtype(dtype)
     vals: Any
     n = int(np.prod(shape)) if shape else 1
-    if dtype is dt.bool_:
+    if dtype is dt.bool_:  # a nonzero bool is True (integer division by False raises)
+        if domain in ("nonzero", "grid-nonzero"):
+            return np.ones(shape, dtype=bool)
         return np.asarray(rng.random(shape) < 0.5)
     if domain == "distinct":
         vals = rng.permutation(n) - (n // 2 if dtype.kind != "u" else 0)

@@ -1,4 +1,4 @@
-"""Movement kernels that need more than a strided copy: triangles and sort ranks."""
+"""Movement kernels that need more than a strided copy: triangles, sort ranks, error flags."""
 
 import triton
 import triton.language as tl
@@ -182,3 +182,11 @@ def transpose_batched(out, x, K, C, sc, ok, B1, B2, B3, X0, X1, X2, X3, O0, O1, 
     mask = (kk < K)[:, None] & (cc < C)[None, :]
     v = tl.load(x + xo + kk[:, None] + cc[None, :] * sc, mask=mask)
     tl.store(out + oo + kk[:, None] * ok + cc[None, :], v, mask=mask)
+
+
+@triton.jit
+def record_error(err, flag, code):
+    # the device's error word keeps the first failed check's code until the host reads it
+    bad = tl.load(flag).to(tl.int32)
+    e = tl.load(err)
+    tl.store(err, tl.where((e == 0) & (bad != 0), code, e))

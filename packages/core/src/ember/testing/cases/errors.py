@@ -4,6 +4,7 @@ position of a ragged list."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -100,6 +101,176 @@ def _bad_dim(device: Any) -> None:
         ember.ones(2, 2, device=device).sum(dim=3)
 
 
+def _reads_values_at_once(device: Any) -> bool:
+    """Whether value checks raise at the op (host backends) rather than at the next sync
+    (backends with ``record_error``: there the message cannot name the value)."""
+    return getattr(device.base.backend, "record_error", None) is None
+
+
+def _raises_value(device: Any, exc: Any, op: str, value: int, *needles: str) -> Any:
+    """An error naming ``op`` and ``needles`` (the size), and ``value`` where it is known."""
+    known = (f" {value}",) if _reads_values_at_once(device) else ()
+    return _raises(exc, f"{op}:", *needles, *known)
+
+
+def _after_error_device_works(device: Any) -> None:
+    """A reported error is cleared: the next op and sync run normally."""
+    np.testing.assert_array_equal(ember.arange(3, device=device).numpy(), [0, 1, 2])
+
+
+def _index_out_of_bounds(device: Any) -> None:
+    a = ember.arange(10, device=device)
+    for bad in (-20, -11, 10, 12):
+        with _raises_value(device, IndexError, "index", bad, "dimension 0", "size 10"):
+            a[ember.tensor([3, bad], device=device)].numpy()
+        _after_error_device_works(device)
+    m = ember.arange(9, device=device).reshape(3, 3)
+    # the second index is out of range for its axis though its merged linear index (5) is not
+    with _raises_value(device, IndexError, "index", 5, "dimension 1", "size 3"):
+        m[ember.tensor([0], device=device), ember.tensor([5], device=device)].numpy()
+    with _raises_value(device, IndexError, "index", -4, "dimension 0", "size 3"):
+        m[ember.tensor([-4], device=device), 1].numpy()
+    x = ember.zeros(10, device=device)
+    with _raises_value(device, IndexError, "index_put", 12, "size 10"):
+        x[ember.tensor([12], device=device)] = 1.0
+        x.numpy()
+    _after_error_device_works(device)
+
+
+def _index_valid_edges(device: Any) -> None:
+    ref = np.arange(10)
+    a = ember.arange(10, device=device)
+    for key in ([-10], [9], [-1, 0, -10], []):
+        idx = np.array(key, dtype=np.int64)
+        np.testing.assert_array_equal(a[ember.tensor(idx, device=device)].numpy(), ref[idx])
+    m = ember.arange(12, device=device).reshape(3, 4)
+    i, j = np.array([-3, 2]), np.array([-4, 3])
+    np.testing.assert_array_equal(
+        m[ember.tensor(i, device=device), ember.tensor(j, device=device)].numpy(),
+        np.arange(12).reshape(3, 4)[i, j])
+    empty = a[ember.tensor(np.zeros(0, np.int64), device=device)]
+    assert empty.shape == (0,)
+    x = ember.zeros(10, device=device)
+    x[ember.tensor([-10, 9], device=device)] = 1.0
+    np.testing.assert_array_equal(x.numpy(), [1.0] + [0.0] * 8 + [1.0])
+    np.testing.assert_array_equal(
+        a.index_select(0, ember.tensor([-10, 9], device=device)).numpy(), [0, 9])
+
+
+def _index_ops_out_of_bounds(device: Any) -> None:
+    a = ember.arange(10.0, device=device)
+    idx = ember.tensor([2, 10], device=device)
+    with _raises_value(device, IndexError, "index_select", 10, "size 10"):
+        a.index_select(0, idx).numpy()
+    with _raises_value(device, IndexError, "gather", 10, "size 10"):
+        a.gather(0, idx).numpy()
+    with _raises_value(device, IndexError, "scatter", -11, "size 10"):
+        a.scatter(0, ember.tensor([-11], device=device), 5.0).numpy()
+    with _raises_value(device, IndexError, "scatter_add", 10, "size 10"):
+        a.scatter_add(0, idx, ember.ones(2, device=device)).numpy()
+    _after_error_device_works(device)
+
+
+def _mask_shape(device: Any) -> None:
+    a = ember.arange(10, device=device)
+    mask = ember.tensor([True, False, True], device=device)
+    with _raises(IndexError, "index:", "[3]", "[10]"):
+        a[mask]
+    with _raises(IndexError, "index_put:", "[3]", "[10]"):
+        a[mask] = 0
+    m = ember.zeros(2, 3, device=device)
+    with _raises(IndexError, "index:", "[2, 2]", "[2, 3]"):
+        m[ember.ones(2, 2, dtype=dt.bool_, device=device)]
+    ok = np.array([True, False] * 5)
+    np.testing.assert_array_equal(a[ember.tensor(ok, device=device)].numpy(),
+                                  np.arange(10)[ok])
+
+
+def _embedding_and_one_hot(device: Any) -> None:
+    import ember.nn.functional as F
+
+    w = ember.ones(5, 3, device=device)
+    for bad in (-1, 5):
+        with _raises_value(device, IndexError, "embedding", bad, "out of range", "5"):
+            F.embedding(ember.tensor([0, bad], device=device), w).numpy()
+    emb = ember.nn.Embedding(5, 3).to(device)
+    with _raises_value(device, IndexError, "embedding", -1, "out of range"):
+        emb(ember.tensor([-1], device=device)).numpy()
+    for bad in (3, -1):
+        with _raises_value(device, RuntimeError, "one_hot", bad, "num_classes 3"):
+            F.one_hot(ember.tensor([0, bad], device=device), 3).numpy()
+    _after_error_device_works(device)
+    np.testing.assert_array_equal(F.one_hot(ember.tensor([2, 0], device=device), 3).numpy(),
+                                  np.eye(3, dtype=np.int64)[[2, 0]])
+
+
+def _loss_target_out_of_range(device: Any) -> None:
+    import ember.nn.functional as F
+
+    logits = ember.zeros(2, 4, device=device)
+    for bad in (-1, 4):
+        target = ember.tensor([1, bad], device=device)
+        with _raises_value(device, IndexError, "nll_loss", bad, "Target", "[0, 4)"):
+            F.nll_loss(logits, target).numpy()
+        # cross_entropy reports itself, or the nll_loss it decomposes into (as PyTorch does)
+        with _raises(IndexError, "Target", "[0, 4)") as info:
+            F.cross_entropy(logits, target).numpy()
+        assert "cross_entropy:" in str(info.value) or "nll_loss:" in str(info.value)
+    _after_error_device_works(device)
+    ignored = F.cross_entropy(logits, ember.tensor([1, -100], device=device))
+    np.testing.assert_allclose(ignored.item(), np.log(4.0), rtol=1e-6)
+
+
+def _integer_division_by_zero(device: Any) -> None:
+    a = ember.tensor([7, -7], device=device)
+    zero = ember.tensor([2, 0], device=device)
+    ops: list[tuple[str, Callable[[], Any]]] = [
+        ("floordiv", lambda: a // zero), ("remainder", lambda: a % zero),
+        ("floordiv", lambda: a // 0), ("remainder", lambda: a % 0),
+        ("floordiv", lambda: ember.floordiv(a, zero)),
+        ("remainder", lambda: ember.remainder(7, zero))]
+    for name, fn in ops:
+        with _raises(ember.DivisionByZeroError, f"{name}:", "ZeroDivisionError"):
+            fn().numpy()
+    assert issubclass(ember.DivisionByZeroError, RuntimeError)
+    _after_error_device_works(device)
+    np.testing.assert_array_equal((a // ember.tensor([2, -3], device=device)).numpy(),
+                                  np.array([7, -7]) // np.array([2, -3]))
+    # float division by zero follows IEEE: inf and nan, no error
+    f = ember.tensor([1.0, -1.0, 0.0], device=device)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        np.testing.assert_array_equal((f / 0.0).numpy(), np.array([1.0, -1.0, 0.0]) / 0.0)
+        np.testing.assert_array_equal((f // 0.0).numpy(),
+                                      np.floor_divide(np.array([1.0, -1.0, 0.0]), 0.0))
+
+
+def _empty_reductions(device: Any) -> None:
+    e = ember.ones(0, 3, device=device)
+    for name, fn in (("amax", lambda: e.amax(0)), ("amin", lambda: e.amin(dim=0)),
+                     ("max", lambda: e.max(0)), ("min", lambda: e.min(0)),
+                     ("argmax", lambda: e.argmax(0)), ("argmin", lambda: e.argmin(0))):
+        with _raises(IndexError, f"{name}():", "dim 0", "(0, 3)"):
+            fn()
+    for name, fn in (("amax", lambda: e.amax()), ("max", lambda: e.max()),
+                     ("argmax", lambda: e.argmax()), ("min", lambda: e.min())):
+        with _raises(RuntimeError, f"{name}():", "numel() == 0", "(0, 3)"):
+            fn()
+    assert e.amax(1).shape == (0,)
+
+
+def _empty_reductions_with_identity(device: Any) -> None:
+    import ember.nn.functional as F
+
+    e = ember.ones(0, 3, device=device)
+    np.testing.assert_array_equal(e.sum(0).numpy(), np.zeros(3))
+    assert e.sum().item() == 0.0
+    assert e.prod().item() == 1.0
+    assert np.isnan(e.mean().item())
+    assert e.softmax(0).shape == (0, 3)
+    assert e.log_softmax(0).shape == (0, 3)
+    np.testing.assert_array_equal(F.logsumexp(e, 0).numpy(), np.full(3, -np.inf))
+
+
 import numpy as np  # noqa: E402  # used by the checks above, kept near them
 
 for _cid, _fn in {
@@ -112,5 +283,14 @@ for _cid, _fn in {
     "error-unsupported-dtype-names-device-and-dtype": _unsupported_dtype,
     "error-ragged-list-names-position": _ragged,
     "error-dim-out-of-range": _bad_dim,
+    "error-index-out-of-bounds-names-value-and-size": _index_out_of_bounds,
+    "error-index-valid-edges-as-numpy": _index_valid_edges,
+    "error-index-ops-out-of-bounds": _index_ops_out_of_bounds,
+    "error-mask-shape-names-both-shapes": _mask_shape,
+    "error-embedding-one-hot-out-of-range": _embedding_and_one_hot,
+    "error-loss-target-out-of-range": _loss_target_out_of_range,
+    "error-integer-division-by-zero": _integer_division_by_zero,
+    "error-empty-reduction-names-op-and-shape": _empty_reductions,
+    "error-empty-reductions-with-identity": _empty_reductions_with_identity,
 }.items():
     register(Case(id=_cid, group="errors", check=_fn, dtypes=(dt.float32,)))
