@@ -9,6 +9,8 @@ import threading
 import ember
 import numpy as np
 import pytest
+from ember._apply import apply
+from ember.ops import reduction as red
 
 import ember_fusion
 
@@ -166,8 +168,10 @@ def test_a_long_stream_flushes_itself_and_keeps_held_values(
 
 def test_a_failing_kernel_raises_at_the_sync_point_and_after(fused: ember.Device) -> None:
     x = ember.zeros((0, 3), device=fused)
-    keep = x * 2
-    bad = (x + 1).amax()  # the max of nothing: the cpu kernel raises, at the flush
+    keep = ember.ones((4, 3), device=fused) * 2  # not empty: recorded, not run at once
+    # the max of nothing as the bare primitive (ember.amax refuses it before recording): the
+    # cpu kernel raises, at the flush
+    bad = apply(red.max, x + 1, dims=(0, 1), keepdim=False)
     with pytest.raises(ValueError):
         bad.numpy()
     with pytest.raises(RuntimeError, match="flush that failed"):
