@@ -111,6 +111,7 @@ __kernel void gather(__global {t}* out, __global const {t}* x, long xo, {xs},
     {decomp}
     long id = ix[io + {iaddr}];
     if (id < 0) id += dimsize;
+    if (id < 0 || id >= dimsize) {{ out[i] = 0; return; }}  /* never outside x (core checks) */
     out[i] = x[xo + {xaddr}];
 }}
 """
@@ -153,6 +154,7 @@ __kernel void take_rows(__global {t}* out, __global const {t}* x, long xo,
     long b = i0 / nidx, j = i0 % nidx;
     long id = ix[io + j * is0];
     if (id < 0) id += dimsize;
+    if (id < 0 || id >= dimsize) {{ out[i0 * inner + i1] = 0; return; }}
     out[i0 * inner + i1] = x[xo + (b * dimsize + id) * inner + i1];
 }}
 """
@@ -190,6 +192,7 @@ __kernel void scatter(__global {t}* out, __global const long* ix, long io, {is_}
     for (long t = 0; t < m; t++) {{
         long id = ix[ib + t * is{dim}];
         if (id < 0) id += dimsize;
+        if (id < 0 || id >= dimsize) continue;
         {assign}
     }}
 }}

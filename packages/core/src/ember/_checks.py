@@ -1,10 +1,12 @@
 """Checks of tensor *values* (indices in range, divisors not zero) before an op uses them.
 
 Where a backend keeps its payloads in host memory (cpu) the values are read at once: the op
-raises before it runs.  A backend that sets ``record_error`` (the Triton backends) gets the
-check as a 0-d bool flag computed on its device instead, with no host sync; its kernels must
-never read or write outside a tensor for a bad index, and the error surfaces at the next sync
-(``synchronize()``, ``numpy()``, ``item()``), as PyTorch's device-side asserts do.
+raises before it runs.  A backend that sets ``record_error`` (the Triton backends) is handed
+the check instead, ``record_error(values, low, high, message, exc, inside=, skip=)``: it runs
+it on the device with no host sync (values outside ``[low, high)`` fail, or inside it with
+``inside``; values equal to ``skip`` pass), its kernels must never read or write outside a
+tensor for a bad index, and the error surfaces at the next sync (``synchronize()``,
+``numpy()``, ``item()``), as PyTorch's device-side asserts do.
 
 Inside `ember.compile`'s trace the checks are skipped: a recording cannot depend on values
 (the CPU kernels still raise numpy's IndexError; GPU kernels still never leave the tensor).
@@ -42,8 +44,8 @@ def _host_values(t: Tensor) -> Any:
 
 
 def check_range(op: str, index: Tensor, low: int, high: int, message: Callable[[str], str],
-                exc: type[Exception] = IndexError) -> None:
-    """Raise ``exc`` unless every value of ``index`` lies in ``[low, high)``.
+                exc: type[Exception] = IndexError, skip: int | None = None) -> None:
+    """Raise ``exc`` unless every value of ``index`` lies in ``[low, high)`` (or is ``skip``).
 
     ``message(value)`` words the error after ``"{op}: "``; ``value`` is ``" -20"`` (a space and
     the first offending extreme), or ``""`` where the backend defers the check (the value is
@@ -54,14 +56,19 @@ def check_range(op: str, index: Tensor, low: int, high: int, message: Callable[[
     base = _base(index)
     record = getattr(base._device.backend, "record_error", None)
     if record is not None:
-        bad = ((base < low) | (base >= high)).any()
-        record(bad._data, f"{op}: " + message(""), exc)
+        record(base._data, low, high, f"{op}: " + message(""), exc, skip=skip)
         return
     values = _host_values(base)
     if values.size <= 256:  # Python's min/max over a list beat two numpy reductions here
         flat = values.ravel().tolist()
+        if skip is not None:
+            flat = [v for v in flat if v != skip] or [low]
         lo, hi = min(flat), max(flat)
     else:
+        if skip is not None:
+            values = values[values != skip]
+            if not values.size:
+                return
         lo, hi = values.min(), values.max()
     if lo < low:
         raise exc(f"{op}: " + message(f" {int(lo)}"))
@@ -87,6 +94,6 @@ def check_nonzero(op: str, divisor: Tensor) -> None:
     message = f"{op}: integer division by zero (ZeroDivisionError) in a divisor of shape " \
               f"{tuple(divisor.shape)}"
     if record is not None:
-        record((base == 0).any()._data, message, DivisionByZeroError)
+        record(base._data, 0, 1, message, DivisionByZeroError, inside=True)
         return
     raise DivisionByZeroError(message)

@@ -404,12 +404,9 @@ def _reduce_loss(loss: Tensor, reduction: str) -> Tensor:
 def _check_targets(op: str, target: Tensor, c: int, ignore_index: int,
                    ignored: bool = True) -> None:
     """Class targets lie in ``[0, c)`` or are ``ignore_index`` (``ignored``: may still be)."""
-    from ._elementwise import where
-
-    if ignored and not 0 <= ignore_index < c:
-        target = where(target == ignore_index, 0, target)
     check_range(op, target, 0, c, lambda v: f"Target{v} is out of bounds: class indices must "
-                f"lie in [0, {c}) (or be ignore_index {ignore_index})")
+                f"lie in [0, {c}) (or be ignore_index {ignore_index})",
+                skip=ignore_index if ignored else None)
 
 
 def nll_loss(log_probs: Tensor, target: Tensor, weight: Tensor | None = None,

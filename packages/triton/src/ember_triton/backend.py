@@ -312,17 +312,30 @@ class TritonBackend(Backend):
 
     # -- deferred errors (PyTorch's device-side asserts) -------------------------------------
 
-    def record_error(self, flag: DeviceArray, message: str, exc: type[Exception]) -> None:
-        """Core's value checks (`ember._checks`) on this device: ``flag`` (a 0-d bool computed
-        here) says the check failed.  No host sync: one tiny kernel copies the first failed
-        check's code into the device's error word, read at the next sync."""
-        code = self._error_codes.get((message, exc))
+    def record_error(self, values: DeviceArray, low: int, high: int, message: str,
+                     exc: type[Exception], *, inside: bool = False,
+                     skip: int | None = None) -> None:
+        """Core's value checks (`ember._checks`) on this device, with no host sync: one
+        kernel over ``values`` (failing where a value lies outside ``[low, high)``, or inside
+        it with ``inside``; ``skip`` always passes) sets the device's error word to the
+        check's code, which the next sync reads and raises as ``exc(message)``."""
+        key = (message, exc)
+        code = self._error_codes.get(key)
         if code is None:
-            code = self._error_codes[(message, exc)] = len(self._error_codes) + 1
-            self._error_messages[code] = (message, exc)
+            if len(self._error_codes) >= 1 << 16:  # distinct messages (shapes): start over
+                self.synchronize()
+                self._error_codes.clear()
+                self._error_messages.clear()
+            code = self._error_codes[key] = len(self._error_codes) + 1
+            self._error_messages[code] = key
         if self._error_word is None:
             self._error_word = self.memory.from_numpy(np.zeros((1,), np.int32))
-        self.launch(self.module("movement").record_error, (1,), self._error_word, flag, code)
+        flat = contiguous(self, values)
+        n = flat.size
+        block = self.block_size(n)
+        self.launch(self.module("movement").check_values, (-(-n // block),), self._error_word,
+                    flat, n, int(low), int(high), 0 if skip is None else int(skip), code,
+                    INSIDE=inside, SKIP=skip is not None, BLOCK=block)
         self._errors_pending = True
 
     def raise_recorded_error(self) -> None:

@@ -185,8 +185,18 @@ def transpose_batched(out, x, K, C, sc, ok, B1, B2, B3, X0, X1, X2, X3, O0, O1, 
 
 
 @triton.jit
-def record_error(err, flag, code):
-    # the device's error word keeps the first failed check's code until the host reads it
-    bad = tl.load(flag).to(tl.int32)
-    e = tl.load(err)
-    tl.store(err, tl.where((e == 0) & (bad != 0), code, e))
+def check_values(err, x, n, low, high, skip, code, INSIDE: tl.constexpr, SKIP: tl.constexpr,
+                 BLOCK: tl.constexpr):
+    # a failed check writes its code into the device's error word unless an earlier one did
+    # (the first failure stays until the host reads the word at a sync)
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    v = tl.load(x + offs, mask=mask, other=0).to(tl.int64)
+    if INSIDE:
+        bad = (v >= low) & (v < high)
+    else:
+        bad = (v < low) | (v >= high)
+    if SKIP:
+        bad = bad & (v != skip)
+    flag = tl.max((bad & mask).to(tl.int32), axis=0)
+    tl.atomic_cas(err, 0, flag * code)
