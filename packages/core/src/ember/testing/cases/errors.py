@@ -159,6 +159,9 @@ def _index_valid_edges(device: Any) -> None:
 
 def _index_ops_out_of_bounds(device: Any) -> None:
     a = ember.arange(10.0, device=device)
+    ok = ember.tensor([2, -10], device=device)
+    np.testing.assert_array_equal(a.index_select(0, ok).numpy(), [2.0, 0.0])
+    np.testing.assert_array_equal(a.gather(0, ok).numpy(), [2.0, 0.0])
     idx = ember.tensor([2, 10], device=device)
     with _raises_value(device, IndexError, "index_select", 10, "size 10"):
         a.index_select(0, idx).numpy()
