@@ -78,9 +78,10 @@ def test_checkpointing_lowers_peak_memory_and_keeps_gradients() -> None:
     plain_peak, plain = _chain_peak(AD)
     ckpt_peak, ckpt = _chain_peak("autodiff<cpu,checkpointing=true>")
     np.testing.assert_array_equal(ckpt, plain)
-    # 64 ops on 256 KiB arrays: plain keeps every activation, checkpointing one in 8 plus one
-    # segment being recomputed
-    assert ckpt_peak < 0.5 * plain_peak, (ckpt_peak, plain_peak)
+    # 64 ops on 256 KiB arrays: plain keeps the 32 inputs of sin (a product with a constant
+    # saves nothing of its other input), checkpointing one value in 8 plus one segment being
+    # recomputed
+    assert ckpt_peak < 0.6 * plain_peak, (ckpt_peak, plain_peak)
 
 
 def test_checkpointing_recomputes_through_leaves_and_constants() -> None:

@@ -3,7 +3,8 @@
 Cells point to the node that made them; nodes point to their inputs' nodes (or to leaf cells),
 never to the cells of intermediates.  So an intermediate's value lives only as long as a user
 holds its tensor or a node saved it for its backward rule, and nothing forms a reference cycle:
-reference counting frees a graph as soon as its last tensor goes.
+reference counting frees a graph as soon as its last tensor goes.  A node saves only the values
+its rule reads (`ember_autodiff.rules.READS`); the rule gets an `Unsaved` for the others.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 from ember._tensor import Tensor
 from ember.ops import Op
 
-__all__ = ["Cell", "Node"]
+__all__ = ["Cell", "Node", "Unsaved"]
 
 
 class Cell:
@@ -36,6 +37,41 @@ class Cell:
         return f"Cell({kind}, shape={tuple(self.shape)}, requires_grad={self.requires_grad})"
 
 
+class Unsaved:
+    """What a rule gets for an input or output whose value it does not read: the tensor's
+    shape, dtype and device, read as on a tensor (``x.shape``, ``x.dtype``, ``x.device``,
+    ``x._data.shape``), so that it can still build zeros of it or cast to its dtype.  The
+    value itself was not kept alive (PyTorch's ``save_for_backward`` picks what to keep the
+    same way).
+    """
+
+    __slots__ = ("_device", "_dtype", "shape")
+
+    def __init__(self, shape: tuple[int, ...], dtype: Any, device: Any) -> None:
+        self.shape = tuple(shape)
+        self._dtype = dtype
+        self._device = device
+
+    @property
+    def _data(self) -> Unsaved:  # core and the rules read ``t._data.shape``
+        return self
+
+    @property
+    def dtype(self) -> Any:
+        return self._dtype
+
+    @property
+    def device(self) -> Any:
+        return self._device
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __repr__(self) -> str:
+        return f"Unsaved(shape={self.shape}, dtype={self._dtype}, device={self._device})"
+
+
 class Node:
     """One recorded op: what its backward rule needs, and where gradients go next.
 
@@ -44,10 +80,13 @@ class Node:
     reads; under checkpointing they are None where they can be recomputed.  ``ref`` is a weak
     reference to the output cell: the gradient of an intermediate is kept only while its
     tensor is alive.  ``depth`` counts unsaved (checkpointed) producers in a row; it is -1 for
-    nodes that saved everything.
+    nodes that saved everything, and -2 for nodes that saved what their rule reads: their
+    ``args`` and ``out`` are None for the values of intermediates that it does not read (and
+    for the first output), described again by the parent nodes' (and this node's) ``shape``
+    and ``dtype`` when the rule runs (`Unsaved`).
     """
 
-    __slots__ = ("args", "depth", "op", "out", "params", "parents", "ref", "shape")
+    __slots__ = ("args", "depth", "dtype", "op", "out", "params", "parents", "ref", "shape")
 
     def __init__(self, op: Op, params: dict[str, Any],
                  parents: tuple[Node | Cell | None, ...], args: tuple[Tensor | None, ...],
@@ -58,6 +97,7 @@ class Node:
         self.args: tuple[Tensor | None, ...] | None = args
         self.out = out
         self.shape = cell.shape
+        self.dtype = cell.value._dtype
         self.ref = weakref.ref(cell)
         self.depth = depth
 

@@ -16,8 +16,8 @@ from ember._tensor import Tensor
 from ember._trace import TRACE
 from ember.ops import Op
 
-from ._tape import Cell, Node
-from .rules import RULES
+from ._tape import Cell, Node, Unsaved
+from .rules import READS, RULES, Reads
 from .tensor import AutodiffTensor
 
 __all__ = ["AutodiffBackend"]
@@ -132,7 +132,14 @@ class AutodiffBackend(Decorator):
             node = Node(op, params, parents, args, first if keep else None, cell,
                         0 if keep else depth)
         else:
-            node = Node(op, params, parents, values, out, cell, -1)
+            # keep only the values the rule reads (under checkpointing every kept output may be
+            # what a recomputation starts from)
+            reads = None if self.checkpointing else READS.get(op)
+            if reads is None:
+                node = Node(op, params, parents, values, out, cell, -1)
+            else:
+                args, kept = _saved(op, reads, parents, values, out, single)
+                node = Node(op, params, parents, args, kept, cell, -2)
         cell.node = node
         t = object.__new__(AutodiffTensor)
         t._data = cell
@@ -142,3 +149,61 @@ class AutodiffBackend(Decorator):
             return t
         make = AutodiffTensor._make
         return (t, *(make(Cell(o, None, False), dev, o._dtype) for o in out[1:]))
+
+
+#: ``{op: [what its per-input rules read, for each mask of inputs needing a gradient]}``
+_BY_MASK: dict[Op, list[Reads]] = {}
+
+
+def _by_mask(op: Op, reads: tuple[Reads, ...]) -> list[Reads]:
+    table = []
+    for mask in range(1 << len(reads)):
+        need = [r for i, r in enumerate(reads) if mask >> i & 1]
+        table.append(Reads(frozenset().union(*(r.inputs for r in need)),
+                           frozenset().union(*(r.outputs for r in need))))
+    _BY_MASK[op] = table
+    return table
+
+
+def _saved(op: Op, reads: Reads | tuple[Reads, ...], parents: tuple[Node | Cell | None, ...],
+           values: tuple[Tensor, ...], out: Any, single: bool
+           ) -> tuple[tuple[Tensor | None, ...], Any]:
+    """``values`` and ``out`` with None for the intermediates the rule does not read (the
+    inputs that come from a node, and the first output); leaves and constants are kept (a
+    leaf's cell holds its value anyway)."""
+    n = len(values)
+    args: tuple[Tensor | None, ...]
+    if n == 1:  # one to three inputs spelled out: a comprehension costs a call of its own
+        p0 = parents[0]
+        ins = reads.inputs if isinstance(reads, Reads) else reads[0].inputs
+        args = (None if type(p0) is Node and 0 not in ins else values[0],)
+    elif n == 2:
+        p0, p1 = parents
+        if not isinstance(reads, Reads):  # a rule per input: those that need a gradient
+            reads = (_BY_MASK.get(op) or _by_mask(op, reads))[
+                (p0 is not None) + 2 * (p1 is not None)]
+        ins = reads.inputs
+        args = (None if type(p0) is Node and 0 not in ins else values[0],
+                None if type(p1) is Node and 1 not in ins else values[1])
+    elif n == 3:
+        p0, p1, p2 = parents
+        if not isinstance(reads, Reads):
+            reads = (_BY_MASK.get(op) or _by_mask(op, reads))[
+                (p0 is not None) + 2 * (p1 is not None) + 4 * (p2 is not None)]
+        ins = reads.inputs
+        args = (None if type(p0) is Node and 0 not in ins else values[0],
+                None if type(p1) is Node and 1 not in ins else values[1],
+                None if type(p2) is Node and 2 not in ins else values[2])
+    else:
+        if not isinstance(reads, Reads):
+            mask = sum(1 << i for i, p in enumerate(parents) if p is not None)
+            reads = (_BY_MASK.get(op) or _by_mask(op, reads))[mask]
+        ins = reads.inputs
+        args = tuple([None if type(p) is Node and i not in ins else v
+                      for i, (v, p) in enumerate(zip(values, parents, strict=True))])
+    outs = reads.outputs if isinstance(reads, Reads) else reads[0].outputs
+    if single:
+        return args, out if 0 in outs else None
+    return args, (out[0] if 0 in outs else None,
+                  *(o if i in outs else Unsaved(o._data.shape, o._dtype, o._device)
+                    for i, o in enumerate(out[1:], 1)))

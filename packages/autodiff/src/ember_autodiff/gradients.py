@@ -12,7 +12,7 @@ from ember._creation import ones_like
 from ember._tensor import Tensor
 from ember.ops import movement
 
-from ._tape import Cell, Node
+from ._tape import Cell, Node, Unsaved
 from .rules import RULES, sum_to
 
 if TYPE_CHECKING:
@@ -166,10 +166,31 @@ def _on_graph(n: Node, args: Sequence[Tensor], out: Any, device: Any) -> tuple[A
     """``create_graph``: a node's inputs and output as autodiff tensors, so that the rule's
     own ops are recorded and the gradients can be differentiated again."""
     assert n.parents is not None
-    lifted = tuple(_lift(a, p, device) for a, p in zip(args, n.parents, strict=True))
+
+    def lift(value: Any, p: Node | Cell | None) -> Any:
+        if isinstance(value, Unsaved):  # the rule reads no value of it
+            return Unsaved(value.shape, value._dtype, device)
+        return _lift(value, p, device)
+
+    lifted = tuple(lift(a, p) for a, p in zip(args, n.parents, strict=True))
     if n.op.outputs == 1:
-        return lifted, _lift(out, n, device)
-    return lifted, (_lift(out[0], n, device), *(_lift(o, None, device) for o in out[1:]))
+        return lifted, lift(out, n)
+    return lifted, (lift(out[0], n), *(lift(o, None) for o in out[1:]))
+
+
+def _described(n: Node, args: Sequence[Tensor | None], out: Any, device: Any
+               ) -> tuple[tuple[Any, ...], Any]:
+    """A node's saved inputs and outputs, with an `Unsaved` where it kept no value: the
+    intermediates among its inputs (described by their nodes) and its first output."""
+    assert n.parents is not None
+    described = tuple(
+        a if a is not None else Unsaved(p.shape, p.dtype, device)  # type: ignore[union-attr]
+        for a, p in zip(args, n.parents, strict=True))
+    if n.op.outputs == 1:
+        return described, Unsaved(n.shape, n.dtype, device) if out is None else out
+    if out[0] is None:
+        out = (Unsaved(n.shape, n.dtype, device), *out[1:])
+    return described, out
 
 
 Window = tuple[tuple[int, ...], Tensor]
@@ -287,6 +308,8 @@ def run_backward(root: AutodiffTensor, grad_output: Tensor | None, retain_graph:
             out = recompute.value(n)
         else:
             args, out = n.args, n.out  # type: ignore[assignment]
+            if n.depth == -2:  # kept what its rule reads: describe the rest
+                args, out = _described(n, args, out, g._device)
         if create_graph:
             args, out = _on_graph(n, args, out, device)
         rule = RULES[n.op]

@@ -9,13 +9,15 @@ constant ``x`` never computes ``g @ w.T``).
 Rules use ember ops only, so they run on any inner device, and on an inner autodiff device
 they are recorded themselves: that is how ``autodiff<autodiff<cpu>>`` gives second derivatives.
 Gradients of broadcast inputs are summed back to the input's shape by the backward pass.
+
+`READS` says which values a rule reads; the tape saves only those (see its section below).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import ember
 import ember.functional as F
@@ -23,7 +25,7 @@ from ember._apply import apply
 from ember._tensor import Tensor
 from ember.ops import Op, composite, creation, elementwise, linalg, movement, nn, reduction
 
-__all__ = ["RULES", "sum_to"]
+__all__ = ["READS", "RULES", "Reads", "sum_to"]
 
 Grads = tuple[Tensor | None, ...]
 Rule = Callable[..., Grads]
@@ -638,3 +640,71 @@ def _cross_entropy(g: Tensor, out: tuple[Tensor, Tensor, Tensor], logits: Tensor
     if _recorded(logits):  # the row logsumexp, differentiably (see `_recorded`)
         lse = F.logsumexp(logits.to(dtype=lse.dtype), dim=1)
     return F.cross_entropy_backward(g, logits, target, lse, out[2], **params), None
+
+
+
+# -- what each rule reads ---------------------------------------------------------------------
+# A node saves for its backward only the values its rule reads, as PyTorch's functions pick what
+# they ``save_for_backward``: an activation stays alive only while some rule still needs it.  A
+# residual ``x + f(x)``, a cast, a reshape or a Linear's output is read by no rule of its own, so
+# under mixed precision a float32 copy and its bfloat16 twin are not both kept.  An op without an
+# entry saves all its inputs and outputs.  A rule may read the shape, dtype and device of every
+# input and output: for the values not kept it gets an `Unsaved` that has just those.
+
+
+class Reads(NamedTuple):
+    """The positions of the inputs and of the outputs whose *values* a rule reads."""
+
+    inputs: frozenset[int] = frozenset()
+    outputs: frozenset[int] = frozenset()
+
+
+def _reads(inputs: Sequence[int] = (), outputs: Sequence[int] = ()) -> Reads:
+    return Reads(frozenset(inputs), frozenset(outputs))
+
+
+#: ``READS[op]``: what ``RULES[op]`` reads; for a rule given per input (a tuple), one `Reads`
+#: per input, of which the tape keeps the union over the inputs that need a gradient
+READS: dict[Op, Reads | tuple[Reads, ...]] = {}
+
+_NOTHING = _reads()
+_X, _Y, _OUT = _reads((0,)), _reads((1,)), _reads((), (0,))
+for _op in (elementwise.log, elementwise.log1p, elementwise.sin, elementwise.cos,
+            elementwise.asin, elementwise.acos, elementwise.atan, elementwise.sinh,
+            elementwise.cosh, elementwise.erf, elementwise.abs, elementwise.clamp,
+            reduction.var, reduction.prod, reduction.cumprod):
+    READS[_op] = _X
+for _op in (elementwise.exp, elementwise.expm1, elementwise.sqrt, elementwise.rsqrt,
+            elementwise.tan, elementwise.tanh, elementwise.sigmoid, elementwise.reciprocal,
+            composite.softmax, composite.log_softmax):
+    READS[_op] = _OUT
+for _op in (elementwise.neg, elementwise.add, elementwise.sub, creation.cast, reduction.sum,
+            reduction.mean, reduction.cumsum, movement.reshape, movement.contiguous,
+            movement.flip, movement.tril, movement.triu, movement.permute, movement.expand,
+            movement.slice, movement.pad, movement.cat, nn.avg_pool2d,
+            nn.adaptive_avg_pool2d, nn.interpolate):
+    READS[_op] = _NOTHING
+for _op in (elementwise.remainder, elementwise.atan2, elementwise.maximum,
+            elementwise.minimum):
+    READS[_op] = _reads((0, 1))
+for _op in (movement.masked_fill, movement.gather, movement.scatter_add, movement.scatter,
+            movement.index_select, nn.embedding):
+    READS[_op] = _Y  # the mask or the indices
+READS[elementwise.where] = _X  # the condition
+for _op in (reduction.max, reduction.min):
+    READS[_op] = _reads((0,), (0,))
+for _op in (movement.sort, movement.topk):
+    READS[_op] = _reads((), (1,))  # the indices
+READS[nn.max_pool2d] = _reads((0,), (1,))
+# one entry per input: ``a @ w`` with a constant ``a`` keeps ``w`` only
+READS[elementwise.mul] = (_Y, _X)
+READS[elementwise.div] = (_Y, _reads((1,), (0,)))
+READS[elementwise.pow] = (_reads((0, 1)), _reads((0, 1), (0,)))
+READS[linalg.matmul] = (_Y, _X)
+READS[composite.linear] = (_Y, _X, _NOTHING)
+READS[nn.conv1d] = READS[nn.conv2d] = (_Y, _reads((0, 1)))  # conv2d's kernel takes w
+READS[nn.conv_transpose1d] = READS[nn.conv_transpose2d] = (_Y, _X)
+# the norms and the loss read their input and row statistics, not their (full-size) output
+READS[composite.layer_norm] = _reads((0, 1), (1, 2))
+READS[composite.rms_norm] = _reads((0, 1), (1,))
+READS[composite.cross_entropy] = _reads((0, 1), (1, 2))
