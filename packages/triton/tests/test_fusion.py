@@ -199,5 +199,9 @@ def test_argmax_is_refused_and_runs_unfused(fdev: ember.Device) -> None:
     x = ember.tensor(a, device=fdev)
     ember_fusion.reset_stats(fdev)
     got = (x * 2).argmax(dim=1).numpy()
-    assert ember_fusion.stats(fdev).eager_ops == 1
+    stats = ember_fusion.stats(fdev)
+    # argmax is never recorded: it runs eagerly (and the product it reads with it, or before
+    # it in a flush of its own)
+    assert stats.eager_ops >= 1 and stats.kernels_launched <= 1
+    assert stats.eager_ops + stats.ops_recorded == 2
     np.testing.assert_array_equal(got, a.argmax(axis=1))

@@ -7,6 +7,7 @@ sorted, shapes have no -1, binary inputs already share one dtype.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -107,7 +108,10 @@ def clamp(x: np.ndarray, min: Any, max: Any) -> np.ndarray:
 
 def _reduce(f: Any, **kw: Any) -> Any:
     def kernel(x: np.ndarray, dims: tuple[int, ...], keepdim: bool, **more: Any) -> np.ndarray:
-        out = np.asarray(f(x, axis=dims, keepdims=keepdim, **kw, **more))
+        with warnings.catch_warnings():
+            # the mean of nothing is nan (0 / 0), which numpy computes and warns about
+            warnings.simplefilter("ignore", RuntimeWarning)
+            out = np.asarray(f(x, axis=dims, keepdims=keepdim, **kw, **more))
         return out if out.dtype == bool else out.astype(x.dtype)
     return kernel
 
