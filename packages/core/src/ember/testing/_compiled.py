@@ -57,6 +57,7 @@ UNTRACEABLE: dict[str, str] = {
     "dropout-statistics-*": "as rand-*",
     "multinomial-chi-square": "as rand-* (multinomial also checks its weights on the host)",
     "randperm-permutation": "as rand-*",
+    "bernoulli-means": "as rand-* (bernoulli also checks its probabilities on the host)",
     "setitem-rebinds-and-keeps-host-copies": "the check compares host copies taken before "
                                              "and after the assignment",
     "error-two-devices-names-both": "after the errors, the check reads a sum on the host",
