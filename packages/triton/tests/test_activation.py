@@ -50,21 +50,6 @@ def gelu_grad_oracle(x: np.ndarray, approximate: str) -> np.ndarray:
     return cdf + x * np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)  # type: ignore[no-any-return]
 
 
-@pytest.fixture
-def launches(dev: ember.Device, monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
-    """Kernel launches on ``triton-interpret`` (and its decorator stacks) by kernel name."""
-    be = dev.backend
-    seen: Counter[str] = Counter()
-    real = be.launch
-
-    def counting(kernel: Any, grid: Any, *args: Any, **meta: Any) -> Any:
-        seen[getattr(kernel, "__name__", None) or kernel.fn.__name__] += 1
-        return real(kernel, grid, *args, **meta)
-
-    monkeypatch.setattr(be, "launch", counting)
-    return seen
-
-
 def _tensor(x: np.ndarray, dtype: str, device: Any) -> tuple[ember.Tensor, np.ndarray]:
     """``x`` in ``dtype`` on ``device``, and its rounded values in float64 (the oracle's input)."""
     t = ember.tensor(x, dtype=getattr(ember, dtype), device=device)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from typing import Any
 
 import ember
 import ember.functional as F
@@ -26,21 +25,6 @@ FWD = Counter(attn_fwd=1)
 BWD = Counter(attn_bwd_delta=1, attn_bwd_dkdv=1, attn_bwd_dq=1)
 
 rng = np.random.default_rng(7)
-
-
-@pytest.fixture
-def launches(dev: ember.Device, monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
-    """Kernel launches on ``triton-interpret`` (and its autodiff stack) by kernel name."""
-    be = dev.backend
-    seen: Counter[str] = Counter()
-    real = be.launch
-
-    def counting(kernel: Any, grid: Any, *args: Any, **meta: Any) -> Any:
-        seen[getattr(kernel, "__name__", None) or kernel.fn.__name__] += 1
-        return real(kernel, grid, *args, **meta)
-
-    monkeypatch.setattr(be, "launch", counting)
-    return seen
 
 
 @pytest.fixture

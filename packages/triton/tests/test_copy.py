@@ -10,7 +10,6 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from collections.abc import Iterator
-from typing import Any
 
 import ember
 import numpy as np
@@ -20,21 +19,6 @@ from ember_triton import _codegen
 
 rng = np.random.default_rng(5)
 DTYPES = ["float32", "bfloat16", "float16", "float64", "int64", "int32", "int8", "uint8", "bool"]
-
-
-@pytest.fixture
-def launches(dev: ember.Device, monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
-    """Kernel launches on ``triton-interpret`` by kernel name."""
-    be = dev.backend
-    seen: Counter[str] = Counter()
-    real = be.launch
-
-    def counting(kernel: Any, grid: Any, *args: Any, **meta: Any) -> Any:
-        seen[getattr(kernel, "__name__", None) or kernel.fn.__name__] += 1
-        return real(kernel, grid, *args, **meta)
-
-    monkeypatch.setattr(be, "launch", counting)
-    return seen
 
 
 @pytest.fixture

@@ -16,16 +16,9 @@ __all__ = ["AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AvgPool2d", "MaxPool1d", "
 Size = int | Sequence[int]
 
 
-class MaxPool2d(Module):
-    """Maximum over ``kernel_size`` windows (``stride`` defaults to ``kernel_size``).
-
-    Examples
-    --------
-    >>> import ember
-    >>> from ember import nn
-    >>> nn.MaxPool2d(2)(ember.arange(16.).reshape(1, 1, 4, 4)).tolist()
-    [[[[5.0, 7.0], [13.0, 15.0]]]]
-    """
+class _MaxPoolNd(Module):
+    """What `MaxPool1d` and `MaxPool2d` share: PyTorch's options (``stride`` defaults to
+    ``kernel_size``)."""
 
     def __init__(self, kernel_size: Size, stride: Size | None = None, padding: Size = 0,
                  dilation: Size = 1, return_indices: bool = False,
@@ -38,13 +31,25 @@ class MaxPool2d(Module):
         self.return_indices = return_indices
         self.ceil_mode = ceil_mode
 
-    def forward(self, x: Tensor) -> Any:
-        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation,
-                            self.ceil_mode, self.return_indices)
-
     def extra_repr(self) -> str:
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
                 f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+
+class MaxPool2d(_MaxPoolNd):
+    """Maximum over ``kernel_size`` windows (``stride`` defaults to ``kernel_size``).
+
+    Examples
+    --------
+    >>> import ember
+    >>> from ember import nn
+    >>> nn.MaxPool2d(2)(ember.arange(16.).reshape(1, 1, 4, 4)).tolist()
+    [[[[5.0, 7.0], [13.0, 15.0]]]]
+    """
+
+    def forward(self, x: Tensor) -> Any:
+        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation,
+                            self.ceil_mode, self.return_indices)
 
 
 class AvgPool2d(Module):
@@ -81,7 +86,7 @@ class AdaptiveAvgPool2d(Module):
         return f"output_size={self.output_size}"
 
 
-class MaxPool1d(Module):
+class MaxPool1d(_MaxPoolNd):
     """Maximum over ``kernel_size`` windows of the last axis of ``[N, C, L]`` or ``[C, L]``.
 
     Examples
@@ -92,24 +97,9 @@ class MaxPool1d(Module):
     [[[3.0, 5.0]]]
     """
 
-    def __init__(self, kernel_size: Size, stride: Size | None = None, padding: Size = 0,
-                 dilation: Size = 1, return_indices: bool = False,
-                 ceil_mode: bool = False) -> None:
-        super().__init__()
-        self.kernel_size = kernel_size
-        self.stride = stride if stride is not None else kernel_size
-        self.padding = padding
-        self.dilation = dilation
-        self.return_indices = return_indices
-        self.ceil_mode = ceil_mode
-
     def forward(self, x: Tensor) -> Any:
         return P.max_pool1d(x, self.kernel_size, self.stride, self.padding, self.dilation,
                             self.ceil_mode, self.return_indices)
-
-    def extra_repr(self) -> str:
-        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
-                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
 
 
 class AdaptiveMaxPool2d(Module):
