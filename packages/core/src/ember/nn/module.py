@@ -198,17 +198,23 @@ class Module:
 
     # -- traversal ------------------------------------------------------------------------------
 
-    def named_modules(self, prefix: str = "", memo: set[int] | None = None
-                      ) -> Iterator[tuple[str, Module]]:
-        """This module and every submodule, with dotted paths (each module once)."""
-        memo = set() if memo is None else memo
-        if id(self) in memo:
-            return
-        memo.add(id(self))
+    def named_modules(self, prefix: str = "", memo: set[int] | None = None,
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, Module]]:
+        """This module and every submodule, with dotted paths.
+
+        A module reachable by several paths is listed once, at its first path, unless
+        ``remove_duplicate=False`` (then once per path), as in PyTorch.
+        """
+        if remove_duplicate:
+            memo = set() if memo is None else memo
+            if id(self) in memo:
+                return
+            memo.add(id(self))
         yield prefix, self
         for name, m in self._modules.items():
             if m is not None:
-                yield from m.named_modules(f"{prefix}.{name}" if prefix else name, memo)
+                yield from m.named_modules(f"{prefix}.{name}" if prefix else name, memo,
+                                           remove_duplicate)
 
     def modules(self) -> Iterator[Module]:
         for _, m in self.named_modules():
@@ -223,46 +229,61 @@ class Module:
         for _, m in self.named_children():
             yield m
 
-    def _named(self, table: str, prefix: str, recurse: bool,
+    def _named(self, table: str, prefix: str, recurse: bool, remove_duplicate: bool = True,
                persistent_only: bool = False) -> Iterator[tuple[str, Tensor]]:
         seen: set[int] = set()
-        mods = self.named_modules(prefix) if recurse else iter([(prefix, self)])
+        mods = (self.named_modules(prefix, remove_duplicate=remove_duplicate) if recurse
+                else iter([(prefix, self)]))
         for path, m in mods:
             entries: dict[str, Tensor | None] = getattr(m, table)
             for name, t in entries.items():
-                if t is None or id(t) in seen:
+                if t is None or (remove_duplicate and id(t) in seen):
                     continue
                 if persistent_only and name in m._non_persistent:
                     continue
                 seen.add(id(t))
                 yield (f"{path}.{name}" if path else name), t
 
-    def named_parameters(self, prefix: str = "", recurse: bool = True
-                         ) -> Iterator[tuple[str, Tensor]]:
-        """``(dotted path, tensor)`` of every parameter (shared ones once).
+    def named_parameters(self, prefix: str = "", recurse: bool = True,
+                         remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:
+        """``(dotted path, tensor)`` of every parameter.
+
+        A parameter shared by several modules (tied embeddings) is listed once, at its first
+        path, unless ``remove_duplicate=False`` (then once per path), as in PyTorch; so
+        ``parameters()`` gives an optimizer each parameter once.
 
         Examples
         --------
         >>> from ember import nn
         >>> [n for n, _ in nn.Sequential(nn.Linear(2, 2)).named_parameters()]
         ['0.weight', '0.bias']
+        >>> emb, head = nn.Embedding(5, 2), nn.Linear(2, 5, bias=False)
+        >>> head.weight = emb.weight                       # weight tying
+        >>> [n for n, _ in nn.Sequential(emb, head).named_parameters()]
+        ['0.weight']
+        >>> [n for n, _ in nn.Sequential(emb, head).named_parameters(remove_duplicate=False)]
+        ['0.weight', '1.weight']
         """
-        return self._named("_parameters", prefix, recurse)
+        return self._named("_parameters", prefix, recurse, remove_duplicate)
 
     def parameters(self, recurse: bool = True) -> Iterator[Tensor]:
+        """Every parameter, a shared one once (see :meth:`named_parameters`)."""
         for _, p in self.named_parameters(recurse=recurse):
             yield p
 
     def trainable_parameters(self) -> Iterator[Tensor]:
-        """The parameters that are not frozen."""
+        """The parameters that are not frozen (a shared one once)."""
+        seen: set[int] = set()
         for m in self.modules():
             for name, p in m._parameters.items():
-                if p is not None and m._trainable.get(name, True):
+                if p is not None and m._trainable.get(name, True) and id(p) not in seen:
+                    seen.add(id(p))
                     yield p
 
-    def named_buffers(self, prefix: str = "", recurse: bool = True
-                      ) -> Iterator[tuple[str, Tensor]]:
-        return self._named("_buffers", prefix, recurse)
+    def named_buffers(self, prefix: str = "", recurse: bool = True,
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:
+        """``(dotted path, tensor)`` of every buffer (a shared one once, as parameters)."""
+        return self._named("_buffers", prefix, recurse, remove_duplicate)
 
     def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
         for _, b in self.named_buffers(recurse=recurse):
@@ -293,12 +314,19 @@ class Module:
         return self.train(False)
 
     def requires_grad_(self, requires_grad: bool = True) -> Module:
-        """Freeze (``False``) or unfreeze every parameter; frozen ones get no gradient."""
+        """Freeze (``False``) or unfreeze every parameter; frozen ones get no gradient.
+
+        A parameter shared by several of the submodules stays one tensor.
+        """
+        done: dict[int, tuple[Tensor, Tensor]] = {}  # as in `to`: old tensors kept alive
         for m in self.modules():
             for name, p in m._parameters.items():
                 m._trainable[name] = requires_grad
                 if p is not None:
-                    m._parameters[name] = as_leaf(p, requires_grad)
+                    seen = done.get(id(p))
+                    if seen is None:
+                        seen = done[id(p)] = (p, as_leaf(p, requires_grad))
+                    m._parameters[name] = seen[1]
         return self
 
     def freeze(self) -> Module:
@@ -354,6 +382,16 @@ class Module:
         from .._dtype import float64
 
         return self.to(dtype=float64)
+
+    def half(self) -> Module:
+        from .._dtype import float16
+
+        return self.to(dtype=float16)
+
+    def bfloat16(self) -> Module:
+        from .._dtype import bfloat16
+
+        return self.to(dtype=bfloat16)
 
     @property
     def device(self) -> Device | None:
