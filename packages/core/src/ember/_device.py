@@ -6,6 +6,7 @@ A device string is ``name[:index]`` wrapped by decorators: ``autodiff<fusion<cpu
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import threading
@@ -77,6 +78,54 @@ class _Registry:
 REGISTRY = _Registry()
 _LOCK = threading.RLock()
 _CACHE: dict[str, Device] = {}
+LOG = logging.getLogger("ember.device")
+
+#: ember's own device families and decorators: ``name -> (distribution, core extra, folder of
+#: the clone, entry-point name)``, so that an unknown name says which package to install.
+#: ``tests/core/test_install_hints.py`` checks it against every ``pyproject.toml``.
+PROVIDERS: dict[str, tuple[str, str | None, str, str]] = {
+    "cpu": ("ember-backend-cpu", "cpu", "packages/backend-cpu", "cpu"),
+    "opencl": ("ember-backend-opencl", "opencl", "packages/backend-opencl", "opencl"),
+    "cuda": ("ember-backend-cuda", "cuda", "packages/backend-cuda", "cuda"),
+    "rocm": ("ember-backend-rocm", "rocm", "packages/backend-rocm", "rocm"),
+    "triton-interpret": ("ember-triton", "triton", "packages/triton", "triton"),
+    "autodiff": ("ember-autodiff", "autodiff", "packages/autodiff", "autodiff"),
+    "fusion": ("ember-fusion", "fusion", "packages/fusion", "fusion"),
+    "numpyref": ("ember-backend-numpyref", None, "examples/third-party-backend", "numpyref"),
+}
+
+
+def install_hint(name: str) -> str:
+    """What to install for the device family or decorator ``name``, or ``""`` if not ember's.
+
+    Examples
+    --------
+    >>> from ember._device import install_hint
+    >>> "ember-fusion" in install_hint("fusion"), install_hint("myfpga")
+    (True, '')
+    """
+    provider = PROVIDERS.get(name)
+    if provider is None:
+        return ""
+    dist, extra, folder, entry_point = provider
+    from importlib import metadata
+
+    try:
+        metadata.distribution(dist)
+    except metadata.PackageNotFoundError:
+        pip = f'pip install "ember[{extra}]", or ' if extra else ""
+        return f"it is provided by {dist}: {pip}from a clone: pip install -e {folder}"
+    disabled = os.environ.get("EMBER_PLUGINS_DISABLE", "")
+    if entry_point in {s.strip() for s in disabled.split(",")}:
+        return (f"{dist} is installed, but EMBER_PLUGINS_DISABLE={disabled!r} turns its plugin "
+                f"{entry_point!r} off")
+    return (f"{dist} is installed, but its plugin {entry_point!r} did not register (an "
+            f"EmberPluginWarning says why)")
+
+
+def _unknown(what: str, known: str, name: str) -> str:
+    hint = install_hint(name)
+    return f"{what} (known: {known}); {hint}" if hint else f"{what} (known: {known})"
 
 
 def _ensure_plugins() -> None:
@@ -204,7 +253,8 @@ def _build(text: str) -> Device:
         spec = REGISTRY.decorators.get(name)
         if spec is None:
             known = ", ".join(sorted(REGISTRY.decorators)) or "none installed"
-            raise ValueError(f"unknown decorator {name!r} in device {text!r} (known: {known})")
+            raise ValueError(_unknown(f"unknown decorator {name!r} in device {text!r}", known,
+                                      name))
         inner = device(inner_text)
         backend = spec.factory(inner, **options)
         return Device(name, None, inner, backend, options)
@@ -215,7 +265,7 @@ def _build(text: str) -> Device:
     dspec = REGISTRY.devices.get(name)
     if dspec is None:
         known = ", ".join(sorted(REGISTRY.devices)) or "none installed"
-        raise ValueError(f"unknown device {name!r} (known: {known})")
+        raise ValueError(_unknown(f"unknown device {name!r}", known, name))
     index = int(idx) if idx is not None else (0 if dspec.indexed else None)
     ok, reason = dspec.probe()
     if not ok:
@@ -262,13 +312,68 @@ _LOCAL = threading.local()
 
 
 def default_device() -> Device:
-    """The device new tensors go to: ``EMBER_DEVICE`` or ``cpu``, overridable per thread."""
+    """The device new tensors go to, overridable per thread with :func:`use_device`.
+
+    ``EMBER_DEVICE`` when set (an error if it names no usable device); otherwise ``cpu``; and
+    where ``cpu`` is not installed or not available, the best available device: the highest
+    ``DeviceSpec.priority`` (cuda 20, rocm 15, opencl 5, cpu 0, triton-interpret -10), said
+    once on the ``ember.device`` logger.
+
+    Examples
+    --------
+    >>> import ember
+    >>> ember.default_device()
+    device('cpu')
+    """
     local = getattr(_LOCAL, "stack", None)
     if local:
         return local[-1]  # type: ignore[no-any-return]  # list of Device, set by use_device
     if not _DEFAULT:
-        _DEFAULT.append(device(os.environ.get("EMBER_DEVICE", "cpu")))
+        with _LOCK:
+            if not _DEFAULT:
+                env = os.environ.get("EMBER_DEVICE", "")
+                _DEFAULT.append(device(env) if env else _best_default())
     return _DEFAULT[0]
+
+
+def _best_default() -> Device:
+    """``cpu`` where it is usable, else the available device of highest priority (logged)."""
+    _ensure_plugins()
+    cpu = REGISTRY.devices.get("cpu")
+    if cpu is not None:
+        ok, reason = _probe(cpu)
+        if ok:
+            return device("cpu")
+        why = f"the 'cpu' device is unavailable: {reason}"
+    else:
+        why = f"there is no 'cpu' device ({install_hint('cpu')})"
+    tried: list[str] = []
+    for spec in sorted(REGISTRY.devices.values(), key=lambda s: (-s.priority, s.name)):
+        if spec is cpu:
+            continue
+        ok, reason = _probe(spec)
+        if ok:
+            try:
+                dev = device(f"{spec.name}:0" if spec.indexed else spec.name)
+            except DeviceUnavailableError as exc:
+                reason = str(exc)
+            else:
+                LOG.warning("ember: the default device is %r because %s; EMBER_DEVICE chooses "
+                            "another", str(dev), why)
+                return dev
+        tried.append(f"{spec.name} ({reason})")
+    others = ", ".join(tried) or "none installed"
+    raise DeviceUnavailableError(
+        f"no device can be the default device: {why}; other devices: {others}")
+
+
+def _probe(spec: DeviceSpec) -> tuple[bool, str]:
+    """``(available, reason)``; a probe that raises counts as unavailable."""
+    try:
+        ok, reason = spec.probe()
+    except Exception as exc:  # a probe must never take ember down
+        return False, f"probe failed: {type(exc).__name__}: {exc}"
+    return bool(ok), reason or ("" if ok else "no reason given")
 
 
 @contextmanager
