@@ -136,6 +136,10 @@ def _compile_one(args: tuple[str, int]) -> str | None:
         options = {"num_warps": spec["options"].get("num_warps", 4)}
         if "num_stages" in spec["options"]:
             options["num_stages"] = spec["options"]["num_stages"]
+        # the GPU launches compile with FP fusion (FMA contraction), Triton's default there;
+        # say so rather than leave it to a default that Triton >= 3.9 warns about in every
+        # worker process and means to change
+        options["enable_fp_fusion"] = spec["options"].get("enable_fp_fusion", True)
         triton.compile(src, target=GPUTarget("cuda", arch, 32), options=options)
     except Exception as exc:  # reported with the spec: the point of this tool
         origin = spec["origin"]
