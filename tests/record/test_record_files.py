@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 from pathlib import Path
 
@@ -287,3 +288,100 @@ def test_optimizer_record_of_another_model_names_parameter_and_shapes(tmp_path: 
                                           r"float32 \[2, 3\], the parameter is float32 \[3, 2\]"):
         record.load(opt_b, tmp_path / "o.safetensors")
     assert opt_b.param_groups[0]["lr"] == 0.5 and opt_b.state == {}
+
+
+def _load_in_a_child(path: Path) -> str:
+    """Load ``path`` in a child process limited to 2 GiB of address space and 60 seconds, and
+    return its stderr: a reader that waits on a FIFO or reads ``/dev/zero`` without limit fails
+    the test instead of hanging CI or exhausting the machine's memory."""
+    import resource
+    import subprocess
+    import sys
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    code = "import sys\nfrom ember import record\nrecord.load_tensors(sys.argv[1])\n"
+    proc = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
+                          text=True, timeout=60, preexec_fn=limit, check=False)
+    assert proc.returncode == 1, proc.stderr
+    return proc.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs os.mkfifo and resource")
+def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path: Path) -> None:
+    path = tmp_path / "pipe.safetensors"
+    os.mkfifo(path)
+    assert re.search(r"RecordError: .*pipe\.safetensors: .*a FIFO \(named pipe\), not a "
+                     r"regular file", _load_in_a_child(path))
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
+def test_a_link_to_dev_zero_is_refused_naming_link_and_target(tmp_path: Path) -> None:
+    path = tmp_path / "zero.safetensors"
+    path.symlink_to("/dev/zero")
+    assert re.search(r"RecordError: .*zero\.safetensors: .*symbolic link to /dev/zero, which "
+                     r"is a character device, not a regular file", _load_in_a_child(path))
+    with pytest.raises(RecordError, match="character device"):
+        record.load(_model(0), path)
+
+
+def test_a_folder_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "dir.safetensors"
+    path.mkdir()
+    with pytest.raises(RecordError, match=r"dir\.safetensors: .*a folder, not a regular file"):
+        record.read_metadata(path)
+
+
+def test_a_link_to_a_regular_record_is_followed(tmp_path: Path) -> None:
+    record.save_tensors(tmp_path / "real.safetensors", {"w": ember.arange(3)})
+    (tmp_path / "link.safetensors").symlink_to(tmp_path / "real.safetensors")
+    out, _ = record.load_tensors(tmp_path / "link.safetensors")
+    assert out["w"].tolist() == [0, 1, 2]
+
+
+def _raw_record(path: Path, header: dict[str, object], body: bytes) -> None:
+    text = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(text)) + text + body)
+
+
+def test_a_header_longer_than_the_file_is_refused_before_reading(tmp_path: Path) -> None:
+    path = tmp_path / "long.safetensors"
+    path.write_bytes(struct.pack("<Q", 50_000_000) + b'{"a": 1}')
+    with pytest.raises(RecordError, match=r"long\.safetensors: .*16 bytes.*header claims "
+                                          r"50000000 bytes but the file has 8"):
+        record.load_tensors(path)
+
+
+@pytest.mark.parametrize("shape", [[1 << 20, 1 << 20], [1 << 40, 1 << 40, 1 << 40]])
+def test_a_header_lying_about_a_shape_names_file_and_key(tmp_path: Path,
+                                                         shape: list[int]) -> None:
+    # offsets that agree with the lying shape but point far past the end of the file: the
+    # reader must refuse from the header alone (an int64 product would wrap for the second)
+    path = tmp_path / "lie.safetensors"
+    need = int(np.prod(shape, dtype=object)) * 4
+    _raw_record(path, {"w": {"dtype": "F32", "shape": shape, "data_offsets": [0, need]}},
+                b"\x00" * 16)
+    with pytest.raises(RecordError, match=rf"lie\.safetensors: .*key 'w': shape "
+                                          rf"\[{shape[0]}, .*needs data bytes 0\.\.{need} "
+                                          r"but the file has 16 after the header"):
+        record.load_tensors(path)
+
+
+def test_offsets_that_disagree_with_dtype_times_shape_name_file_and_key(tmp_path: Path) -> None:
+    path = tmp_path / "off.safetensors"
+    _raw_record(path, {"w": {"dtype": "F64", "shape": [2, 3], "data_offsets": [0, 24]}},
+                b"\x00" * 24)
+    with pytest.raises(RecordError, match=r"off\.safetensors: .*key 'w': shape \[2, 3\] of F64 "
+                                          r"needs 48 bytes, the offsets give 24"):
+        record.load_tensors(path)
+
+
+def test_a_record_truncated_inside_its_data_names_the_key(tmp_path: Path) -> None:
+    path = tmp_path / "cut.safetensors"
+    record.save_tensors(path, {"a": ember.ones(4), "b": ember.ones(1000)})
+    data = path.read_bytes()
+    path.write_bytes(data[:-100])
+    with pytest.raises(RecordError, match=r"cut\.safetensors: .*key 'b': .*needs data bytes "
+                                          r"16\.\.4016 but the file has 3916"):
+        record.load_tensors(path)

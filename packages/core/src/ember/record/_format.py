@@ -8,8 +8,11 @@ little-endian data.  Nothing is ever unpickled.
 
 from __future__ import annotations
 
+import io
 import json
+import math
 import os
+import stat
 import struct
 import tempfile
 import zlib
@@ -98,66 +101,77 @@ def write_file(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray],
 def read_file(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """Read and check a safetensors file: arrays in file order, and the metadata.
 
+    Only a regular file is read (a symbolic link to one is followed, as PyTorch and safetensors
+    do); a FIFO, a device, a socket or a folder is refused before a byte is read, so that a
+    path to ``/dev/zero`` or a pipe cannot make the reader wait or allocate without end.  The
+    header is checked against the file's size, and every tensor's offsets against its dtype and
+    shape, before the data is read: no allocation is larger than the file.
+
     Raises
     ------
     RecordError
-        For a missing, truncated or corrupted file, naming the file (and the key, if one).
+        For a missing, non-regular, truncated or corrupted file, naming the file (and the key,
+        if one).
     """
     p = Path(path)
-    try:
-        data = p.read_bytes()
-    except OSError as exc:
-        raise RecordError(f"{p}: cannot read the record: {exc.strerror or exc}") from exc
+    with _open_regular(p) as f:
+        size = os.fstat(f.fileno()).st_size
 
-    def bad(why: str) -> RecordError:
-        return RecordError(f"{p}: not a valid safetensors record ({len(data)} bytes): {why}")
+        def bad(why: str) -> RecordError:
+            return RecordError(f"{p}: not a valid safetensors record ({size} bytes): {why}")
 
-    if len(data) < 8:
-        raise bad("the file is shorter than the 8-byte header length (truncated?)")
-    (n,) = struct.unpack("<Q", data[:8])
-    if n > MAX_HEADER or 8 + n > len(data):
-        raise bad(f"the header claims {n} bytes but the file has {len(data) - 8} after the "
-                  "length (truncated or not a safetensors file)")
-    try:
-        header = json.loads(data[8:8 + n].decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise bad(f"the header is not valid JSON: {exc}") from None
-    if not isinstance(header, dict):
-        raise bad("the header is not a JSON object")
-    raw_meta = header.pop("__metadata__", None) or {}
-    if not isinstance(raw_meta, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in raw_meta.items()):
-        raise bad("__metadata__ must map strings to strings")
-    body = memoryview(data)[8 + n:]
-    entries = []
-    for key, info in header.items():
-        if not isinstance(info, dict) or not {"dtype", "shape", "data_offsets"} <= set(info):
-            raise bad(f"key {key!r}: entry needs dtype, shape and data_offsets")
-        code, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
-        if code not in SAFETENSORS_DTYPES:
-            raise RecordError(f"{p}: key {key!r}: dtype {code!r} is not supported by ember "
-                              f"(supported: {', '.join(SAFETENSORS_DTYPES)})")
-        if not (isinstance(shape, list) and all(isinstance(s, int) and s >= 0 for s in shape)):
-            raise bad(f"key {key!r}: invalid shape {shape!r}")
-        if not (isinstance(offsets, list) and len(offsets) == 2 and all(
-                isinstance(o, int) for o in offsets) and 0 <= offsets[0] <= offsets[1]):
-            raise bad(f"key {key!r}: invalid data_offsets {offsets!r}")
-        dtype = _np_dtype(SAFETENSORS_DTYPES[code])
-        need = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        if offsets[1] - offsets[0] != need:
-            raise bad(f"key {key!r}: shape {shape} of {code} needs {need} bytes, the offsets "
-                      f"give {offsets[1] - offsets[0]}")
-        entries.append((offsets[0], offsets[1], key, shape, dtype))
-    entries.sort(key=lambda e: (e[0], e[1]))
-    pos = 0
-    for start, end, key, _, _ in entries:
-        if start != pos:
-            raise bad(f"key {key!r}: data starts at byte {start}, expected {pos} "
-                      "(overlapping or gapped tensors)")
-        pos = end
-    if pos != len(body):
-        raise bad(f"the tensors cover {pos} data bytes but the file has {len(body)} "
-                  "(truncated or extended)")
+        if size < 8:
+            raise bad("the file is shorter than the 8-byte header length (truncated?)")
+        (n,) = struct.unpack("<Q", _read_exactly(p, f, 8))
+        if n > MAX_HEADER or 8 + n > size:
+            raise bad(f"the header claims {n} bytes but the file has {size - 8} after the "
+                      "length (truncated or not a safetensors file)")
+        try:
+            header = json.loads(_read_exactly(p, f, n).decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise bad(f"the header is not valid JSON: {exc}") from None
+        if not isinstance(header, dict):
+            raise bad("the header is not a JSON object")
+        raw_meta = header.pop("__metadata__", None) or {}
+        if not isinstance(raw_meta, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in raw_meta.items()):
+            raise bad("__metadata__ must map strings to strings")
+        entries = []
+        for key, info in header.items():
+            if not isinstance(info, dict) or not {"dtype", "shape", "data_offsets"} <= set(info):
+                raise bad(f"key {key!r}: entry needs dtype, shape and data_offsets")
+            code, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
+            if code not in SAFETENSORS_DTYPES:
+                raise RecordError(f"{p}: key {key!r}: dtype {code!r} is not supported by ember "
+                                  f"(supported: {', '.join(SAFETENSORS_DTYPES)})")
+            if not (isinstance(shape, list) and all(
+                    type(s) is int and s >= 0 for s in shape)):
+                raise bad(f"key {key!r}: invalid shape {shape!r}")
+            if not (isinstance(offsets, list) and len(offsets) == 2 and all(
+                    type(o) is int for o in offsets) and 0 <= offsets[0] <= offsets[1]):
+                raise bad(f"key {key!r}: invalid data_offsets {offsets!r}")
+            dtype = _np_dtype(SAFETENSORS_DTYPES[code])
+            # exact integers: numpy's int64 product would wrap for a header that lies
+            need = math.prod(shape) * dtype.itemsize
+            if offsets[1] - offsets[0] != need:
+                raise bad(f"key {key!r}: shape {shape} of {code} needs {need} bytes, the "
+                          f"offsets give {offsets[1] - offsets[0]}")
+            if offsets[1] > size - 8 - n:
+                raise bad(f"key {key!r}: shape {shape} of {code} needs data bytes "
+                          f"{offsets[0]}..{offsets[1]} but the file has {size - 8 - n} "
+                          "after the header (truncated, or a header that lies)")
+            entries.append((offsets[0], offsets[1], key, shape, dtype))
+        entries.sort(key=lambda e: (e[0], e[1]))
+        pos = 0
+        for start, end, key, _, _ in entries:
+            if start != pos:
+                raise bad(f"key {key!r}: data starts at byte {start}, expected {pos} "
+                          "(overlapping or gapped tensors)")
+            pos = end
+        if pos != size - 8 - n:
+            raise bad(f"the tensors cover {pos} data bytes but the file has {size - 8 - n} "
+                      "(truncated or extended)")
+        body = memoryview(_read_exactly(p, f, pos))
     sums = _checksums(p, raw_meta)
     arrays: dict[str, np.ndarray] = {}
     by_key = {e[2]: e for e in entries}
@@ -172,6 +186,61 @@ def read_file(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], dict
         arr = np.frombuffer(chunk, dtype=dtype.newbyteorder("<")).reshape(shape)
         arrays[key] = arr.astype(dtype, copy=False)
     return arrays, {k: v for k, v in raw_meta.items() if k != CHECKSUMS}
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character "
+                       "device"), (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a folder"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _open_regular(p: Path) -> io.FileIO:
+    """Open ``p`` for reading if it is (or links to) a regular file; else a `RecordError`.
+
+    The mode is checked before opening (opening a FIFO for reading waits for a writer) and again
+    on the open descriptor, which is opened non-blocking, so that a file swapped for a FIFO or a
+    device in between is refused too instead of hanging.
+    """
+    def refuse(mode: int) -> RecordError:
+        what = _kind(mode)
+        via = ""
+        if p.is_symlink():
+            via = f"a symbolic link to {os.path.realpath(p)}, which is "
+        return RecordError(f"{p}: cannot read the record: the path is {via}{what}, not a "
+                           "regular file (records are read only from regular files)")
+
+    try:
+        st = os.stat(p)
+        if not stat.S_ISREG(st.st_mode):
+            raise refuse(st.st_mode)
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except OSError as exc:
+        raise RecordError(f"{p}: cannot read the record: {exc.strerror or exc}") from exc
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise refuse(mode)
+        return os.fdopen(fd, "rb", buffering=0)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _read_exactly(p: Path, f: io.FileIO, n: int) -> bytearray:
+    """``n`` bytes from ``f``; a file that shrank since its size was taken is a `RecordError`."""
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = f.readinto(view[got:])
+        if not k:
+            raise RecordError(f"{p}: the record ended after {got} of {n} expected bytes "
+                              "(truncated while being read?)")
+        got += k
+    return buf
 
 
 def _checksums(p: Path, meta: dict[str, str]) -> dict[str, str]:
