@@ -73,7 +73,12 @@ def test_piped_output_is_plain_lines_per_epoch(reference):
     assert ESC not in out
     epoch_lines = [ln for ln in out.splitlines() if ln.startswith("epoch ")]
     assert [ln.split(" | ")[0] for ln in epoch_lines] == [f"epoch {i}/4" for i in range(1, 5)]
-    assert "valid loss" in epoch_lines[-1] and "accuracy" in epoch_lines[-1]
+    # an epoch's later splits continue on indented lines: "        | valid loss ..."
+    last = out[out.rindex("epoch 4/4"):].splitlines()
+    block = [last[0], *(ln for ln in last[1:] if ln.startswith("  ") and "|" in ln)]
+    assert any("| valid loss" in ln for ln in block) and "accuracy" in block[0]
+    # 80 columns, but for the lines naming a file (the temporary folder's path is long)
+    assert max(len(ln) for ln in out.splitlines() if " /" not in ln) <= 80
     assert "RESULT completed epochs=4" in out
 
 

@@ -8,6 +8,7 @@ shows rich progress bars on a terminal; `ember_train._dashboard.Dashboard` a liv
 from __future__ import annotations
 
 import sys
+import textwrap
 import time
 from dataclasses import dataclass, field
 from typing import Any, TextIO
@@ -67,16 +68,39 @@ SHORT = {"items_per_s": "items/s", "epoch_time_s": "time", "memory_mib": "mem"}
 PROCESS_WIDE = {"memory_mib"}
 
 
+LINE_WIDTH = 80  # plain logs and the summary stay readable on an 80-column terminal
+
+
 def epoch_line(view: RunView, epoch: int, results: dict[str, dict[str, float | None]],
                best: bool = False) -> str:
+    """``epoch 3/25 | train loss 0.31 ...``, one line per split (the later ones indented
+    under the first), each wrapped at `LINE_WIDTH` between a metric's name and value pairs."""
     width = len(str(view.epochs))
-    parts = [f"epoch {epoch:>{width}}/{view.epochs}"]
-    for split, values in results.items():
-        # process-wide figures are shown once, with the training split
-        items = [f"{SHORT.get(k, k)} {view.fmt(k, v)}" for k, v in values.items()
+    head = f"epoch {epoch:>{width}}/{view.epochs}"
+    pad = " " * len(head)
+    lines: list[str] = []
+    for i, (split, values) in enumerate(results.items()):
+        # process-wide figures are shown once, with the training split; a no-break space
+        # keeps each name with its value when the line is wrapped
+        items = [f"{SHORT.get(k, k)}\N{NO-BREAK SPACE}{view.fmt(k, v)}"
+                 for k, v in values.items()
                  if v is not None and (split == "train" or k not in PROCESS_WIDE)]
-        parts.append(f"{split} " + " ".join(items))
-    return " | ".join(parts) + ("  *best*" if best else "")
+        lines += textwrap.wrap(" ".join([split, *items]), width=LINE_WIDTH,
+                               initial_indent=f"{head if i == 0 else pad} | ",
+                               subsequent_indent=f"{pad} |   ", break_long_words=False,
+                               break_on_hyphens=False)
+    text = "\n".join(lines).replace("\N{NO-BREAK SPACE}", " ") or head
+    return text + ("  *best*" if best else "")
+
+
+def summary_rows(table: dict[str, dict[str, str]]) -> tuple[list[str], list[list[str]]]:
+    """The final metrics as ``(header, rows)``: a row per metric, a column per split, so the
+    table stays as narrow as its splits however many metrics there are."""
+    metrics = list(dict.fromkeys(m for values in table.values() for m in values))
+    header = ["metric", *table]
+    rows = [[SHORT.get(m, m), *(values.get(m, "") for values in table.values())]
+            for m in metrics]
+    return header, rows
 
 
 class Renderer:
@@ -117,9 +141,12 @@ class PlainRenderer(Renderer):
         self._print("summary")
         for k, v in lines:
             self._print(f"  {k}: {v}")
-        for split, values in table.items():
-            self._print(f"  {split}: " + " ".join(f"{SHORT.get(k, k)} {v}"
-                                                  for k, v in values.items()))
+        header, rows = summary_rows(table)
+        widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+        for r in [header, *rows]:
+            cells = [c.ljust(w) if i == 0 else c.rjust(w)
+                     for i, (c, w) in enumerate(zip(r, widths, strict=True))]
+            self._print(("  " + "  ".join(cells)).rstrip())
 
 
 class ProgressRenderer(Renderer):
@@ -186,15 +213,16 @@ def summary_table(lines: list[tuple[str, str]], table: dict[str, dict[str, str]]
     from rich.table import Table
 
     head = Table.grid(padding=(0, 2))
+    head.add_column(no_wrap=True)
+    head.add_column(overflow="fold")  # a long path folds onto the next line, never cut
     for k, v in lines:
         head.add_row(f"[bold]{k}", v)
-    metrics = list(dict.fromkeys(m for values in table.values() for m in values))
+    header, rows = summary_rows(table)
     t = Table(title="final metrics", title_justify="left")
-    t.add_column("split")
-    for m in metrics:
-        t.add_column(SHORT.get(m, m), justify="right")
-    for split, values in table.items():
-        t.add_row(split, *(values.get(m, "") for m in metrics))
+    for i, name in enumerate(header):
+        t.add_column(name, justify="left" if i == 0 else "right", no_wrap=True)
+    for row in rows:
+        t.add_row(*row)
     return Group(head, t)
 
 
