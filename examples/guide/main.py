@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -55,8 +56,31 @@ def main(argv: list[str] | None = None) -> int:
     if known.data is not None:
         infer += ["--data", known.data]
     rc = subprocess.call(infer)
+    print(f"\n== saved in {known.artifacts} ==", *saved(known.artifacts), sep="\n", flush=True)
     print(f"\ntotal {time.perf_counter() - t0:.1f} s", flush=True)
     return rc
+
+
+def saved(artifacts: str) -> list[str]:
+    """A line per file the run left in ``artifacts``: model, config, metrics, checkpoints, plots
+    (what ``infer.py`` and a person looking at the run need), then anything else there."""
+    root = Path(artifacts)
+    groups = {
+        "model": sorted(root.glob("*.safetensors")),
+        "config": [root / "config.json"],
+        "metrics": [*sorted(root.glob("metrics/*.jsonl")), root / "test_metrics.json"],
+        "checkpoints": sorted(root.glob("checkpoints/*")),
+        "plots": sorted(root.glob("plots/*.png")),
+    }
+    listed = {p for paths in groups.values() for p in paths}
+    groups["other"] = sorted(p for p in root.rglob("*") if p.is_file() and p not in listed
+                             and not any(q in p.parents for q in listed))
+    lines = []
+    for what, paths in groups.items():
+        paths = [p for p in paths if p.exists()]
+        label = f"{what} ({len(paths)})" if len(paths) > 1 else what
+        lines += [f"{label if i == 0 else '':<16}{p}" for i, p in enumerate(paths)]
+    return lines
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -54,3 +55,34 @@ def test_guide_trains_on_idx_files_and_infers_in_a_new_process(tmp_path):
     want = json.loads((art / "test_metrics.json").read_text())["accuracy"]
     assert accuracy == want  # the same weights and test split as at the end of training
     assert accuracy > 0.5  # well above chance (0.1) on this easy task
+
+
+def _guide_main() -> object:
+    spec = importlib.util.spec_from_file_location("guide_main", GUIDE / "main.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_main_job_lists_every_file_it_saved(tmp_path):
+    """The listing that ends ``main.py`` names the model, config, metric logs, checkpoints and
+    each plot, and accounts for every file of the artifacts folder."""
+    data, art = tmp_path / "mnist", tmp_path / "artifacts"
+    data.mkdir()
+    _write_mnist(data, n_train=40, n_test=20)
+    train = subprocess.run(
+        [sys.executable, str(GUIDE / "train.py"), "--data", str(data), "--artifacts", str(art),
+         "--epochs", "1", "--batch-size", "20"],
+        capture_output=True, text=True, env=ENV, timeout=600, check=False)
+    assert train.returncode == 0, train.stdout + train.stderr
+    lines = _guide_main().saved(str(art))  # type: ignore[attr-defined]
+    paths = [Path(ln[16:]) for ln in lines]
+    labels = [ln[:16].strip() for ln in lines if ln[:16].strip()]
+    assert all(p.exists() for p in paths)
+    plots = sorted((art / "plots").glob("*.png"))
+    assert len(plots) >= 5 and [p for p in paths if p.parent.name == "plots"] == plots
+    assert labels[:2] == ["model", "config"] and f"plots ({len(plots)})" in labels
+    assert art / "model.safetensors" in paths and art / "test_metrics.json" in paths
+    on_disk = {p for p in art.rglob("*") if p.is_file()}
+    assert on_disk == {f for f in on_disk if any(p == f or p in f.parents for p in paths)}
