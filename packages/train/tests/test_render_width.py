@@ -61,3 +61,21 @@ def test_plain_summary_and_epoch_lines_fit_80_columns() -> None:
     joined = " ".join(ln.split("| ", 1)[1] for ln in lines)
     assert "macro_precision 4.123" in joined and "items/s 8.123" in joined
     assert line.endswith("*best*")
+
+
+def test_live_dashboard_at_80_columns_cuts_nothing() -> None:
+    from ember_train._dashboard import Dashboard
+
+    view = RunView(name="guide", device="autodiff<fusion<cpu>>", epochs=25, epoch=3,
+                   split="train", step=10, steps=40, running_loss=0.31,
+                   step_losses=[1.0, 0.8, 0.6, 0.5], epoch_times=[1.2, 1.1])
+    view.history = {s: [{"loss": 1 / (i + 1), "accuracy": 0.5 + i / 20, "macro_precision": 0.25,
+                         "epoch_time_s": 1.2, "items_per_s": 1234.5, "memory_mib": 310.0}
+                        for i in range(3)] for s in ("train", "valid")}
+    console = Console(width=80, height=40, record=True, file=io.StringIO(), color_system=None)
+    console.print(Dashboard(view, console=console).render())
+    text = console.export_text()
+    assert "…" not in text and max(len(line) for line in text.splitlines()) <= 80
+    assert "device autodiff<fusion<cpu>>  epoch 3/25" in text
+    assert "10/40 loss 0.3100" in text and "mem 310" in text
+    assert "─ macro_precision ─" in text and "train 0.3333 valid 0.3333" in text
