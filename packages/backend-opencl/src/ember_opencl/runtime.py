@@ -14,8 +14,14 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 import pyopencl.tools as cl_tools
+from ember._errors import allocation_error
 
 GROUP = 64
+
+# the status codes of an allocation the device cannot make
+_ALLOCATION_FAILURES = frozenset({
+    cl.status_code.INVALID_BUFFER_SIZE, cl.status_code.MEM_OBJECT_ALLOCATION_FAILURE,
+    cl.status_code.OUT_OF_RESOURCES, cl.status_code.OUT_OF_HOST_MEMORY})
 
 __all__ = ["GROUP", "CLArray", "Runtime", "compute_type", "ctype", "is_float",
            "list_devices", "load_expr", "select_devices", "store_expr"]
@@ -162,14 +168,27 @@ class Runtime:
         self.fp64 = "cl_khr_fp64" in ext
         self.fp16 = "cl_khr_fp16" in ext
         self.max_group = int(device.max_work_group_size)
+        self.max_alloc = int(device.max_mem_alloc_size)
         self._programs: dict[str, cl.Program] = {}
         self._kernels: dict[tuple[str, str], cl.Kernel] = {}
 
     # -- memory -------------------------------------------------------------------------------
 
     def empty(self, shape: tuple[int, ...], dtype: np.dtype[Any]) -> CLArray:
+        """A new contiguous array; a failed allocation is an `ember.OutOfMemoryError` naming
+        the shape, dtype and bytes (core's dispatch adds the op and the device)."""
         nbytes = max(math.prod(shape) * np.dtype(dtype).itemsize, 8)
-        return CLArray(self.pool.allocate(nbytes), shape, dtype)
+        if nbytes > self.max_alloc:  # the driver's error would not say why (or not be raised)
+            raise allocation_error(shape, dtype, nbytes, reason=(
+                f"the OpenCL device {self.device.name.strip()!r} allocates at most "
+                f"{self.max_alloc} bytes at once"))
+        try:
+            buffer = self.pool.allocate(nbytes)
+        except cl.Error as exc:
+            if getattr(exc, "code", None) not in _ALLOCATION_FAILURES:
+                raise
+            raise allocation_error(shape, dtype, nbytes, reason=f"OpenCL: {exc}") from exc
+        return CLArray(buffer, shape, dtype)
 
     def upload(self, array: np.ndarray) -> CLArray:
         # Note: not np.ascontiguousarray, which turns 0-d arrays into 1-d ones

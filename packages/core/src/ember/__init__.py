@@ -129,6 +129,7 @@ from ._errors import (
     DivisionByZeroError as DivisionByZeroError,
     DTypeError as DTypeError,
     EmberPluginWarning as EmberPluginWarning,
+    OutOfMemoryError as OutOfMemoryError,
     RecordError as RecordError,
     ShapeError as ShapeError,
 )

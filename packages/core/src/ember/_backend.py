@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._dtype import DType
-from ._errors import DTypeError
+from ._errors import DTypeError, OutOfMemoryError, allocation_error
 from ._trace import TRACE, VALUE_SHAPED
 
 if TYPE_CHECKING:
@@ -28,6 +28,10 @@ if TYPE_CHECKING:
 __all__ = ["Backend", "Decorator", "Kernel"]
 
 Kernel = Callable[..., Any]
+
+# how numpy refuses a size beyond the address space (before trying to allocate it)
+_TOO_BIG = ("array is too big", "Maximum allowed dimension exceeded",
+            "Maximum allowed size exceeded")
 
 
 class Backend:
@@ -99,26 +103,32 @@ class Backend:
         if kernel is None:
             raise NotImplementedError(f"op {op.name!r} is not implemented on device {self.device}")
         n = len(args)
-        if TRACE:  # ember.compile is recording: the kernel call is part of the program
-            tracer = TRACE[0]
-            if op.name in VALUE_SHAPED:
-                tracer.value_shaped(op.name)
-            tracer.note_args(args)
-            payloads = [a._data for a in args]
-            out = kernel(*payloads, **params)
-            tracer.record(kernel, payloads, params, out, op.outputs != 1)
-        # one and two inputs spelled out: a comprehension is a call of its own on Python 3.11
-        elif params:
-            if n == 1:
-                out = kernel(args[0]._data, **params)
+        try:  # free unless raised (Python 3.11's zero-cost exceptions)
+            if TRACE:  # ember.compile is recording: the kernel call is part of the program
+                tracer = TRACE[0]
+                if op.name in VALUE_SHAPED:
+                    tracer.value_shaped(op.name)
+                tracer.note_args(args)
+                payloads = [a._data for a in args]
+                out = kernel(*payloads, **params)
+                tracer.record(kernel, payloads, params, out, op.outputs != 1)
+            # one and two inputs spelled out: a comprehension is a call of its own on Python 3.11
+            elif params:
+                if n == 1:
+                    out = kernel(args[0]._data, **params)
+                else:
+                    out = kernel(*[a._data for a in args], **params)
+            elif n == 2:
+                out = kernel(args[0]._data, args[1]._data)
+            elif n == 1:
+                out = kernel(args[0]._data)
             else:
-                out = kernel(*[a._data for a in args], **params)
-        elif n == 2:
-            out = kernel(args[0]._data, args[1]._data)
-        elif n == 1:
-            out = kernel(args[0]._data)
-        else:
-            out = kernel(*[a._data for a in args])
+                out = kernel(*[a._data for a in args])
+        except (MemoryError, ValueError) as exc:
+            oom = self.memory_error(op, args, params, exc)
+            if oom is None or oom is exc:
+                raise
+            raise oom from exc
         device = self.device
         if op.outputs == 1:
             t = object.__new__(device.tensor_type)
@@ -130,6 +140,40 @@ class Backend:
         dtype: Any = op.result_rule(args, params)
         make = device.tensor_type._make
         return tuple(make(o, device, d) for o, d in zip(out, dtype, strict=True))
+
+    def memory_error(self, op: Op, args: Sequence[Tensor], params: dict[str, Any],
+                     exc: BaseException) -> OutOfMemoryError | None:
+        """The `OutOfMemoryError` that ``exc``, raised by ``op``'s kernel, stands for; ``None``
+        if ``exc`` is no allocation failure (it is then re-raised as it is).
+
+        Called by :meth:`dispatch` only when a kernel raises.  A `MemoryError` is one (the
+        shape and dtype are taken from it where it carries them, as backends' own
+        `OutOfMemoryError` and numpy's do, else from a creation op's parameters), and so is
+        numpy's `ValueError` for a size beyond the address space.  The error names the op and
+        this device; a backend whose allocator fails another way overrides this.
+        """
+        if isinstance(exc, ValueError):
+            if not str(exc).startswith(_TOO_BIG):
+                return None
+        elif not isinstance(exc, MemoryError):
+            return None
+        if isinstance(exc, OutOfMemoryError) and exc.device is not None:
+            return exc  # complete already (raised by a dispatch inside this kernel)
+        shape = getattr(exc, "shape", None)
+        dtype = getattr(exc, "dtype", None)
+        nbytes = getattr(exc, "nbytes", None)
+        if isinstance(exc, OutOfMemoryError):
+            reason = exc.reason
+        elif shape is not None:  # numpy's own: its message says no more than the fields
+            reason = ""
+        else:
+            reason = f"{type(exc).__name__}: {exc}"
+        if shape is None and "shape" in params:
+            shape, dtype, nbytes = params["shape"], params.get("dtype"), None
+        if shape is None and args:
+            inputs = ", ".join(f"{tuple(a.shape)} {a._dtype.name}" for a in args)
+            reason = f"inputs {inputs}" + (f"; {reason}" if reason else "")
+        return allocation_error(shape, dtype, nbytes, self.device, op=op.name, reason=reason)
 
     def require(self, dtype: DType) -> None:
         if not self.supports(dtype):

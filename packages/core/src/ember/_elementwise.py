@@ -43,7 +43,13 @@ def _binary(op: Op, a: Tensor | Scalar, b: Tensor | Scalar, kind: str) -> Tensor
                 check_broadcast(op, a, b)
             fast = a._device.dispatch_binary
             if fast is not None:
-                out = fast(op, a, b)
+                try:
+                    out = fast(op, a, b)
+                except MemoryError as exc:  # named as `Backend.dispatch` names it
+                    oom = a._device.backend.memory_error(op, (a, b), _NO_PARAMS, exc)
+                    if oom is None or oom is exc:
+                        raise
+                    raise oom from exc
                 if out is not None:
                     return out
             return a._device.dispatch(op, (a, b), _NO_PARAMS)  # type: ignore[no-any-return]

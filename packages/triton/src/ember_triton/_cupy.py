@@ -10,7 +10,7 @@ import ml_dtypes
 import numpy as np
 
 from ._array import DeviceArray
-from ._memory import Memory
+from ._memory import Memory, allocation_failed
 
 __all__ = ["CupyMemory", "CupyPointer"]
 
@@ -97,7 +97,10 @@ class CupyMemory(Memory):
         # on the development VM's CPU (device calls stubbed out)
         if self._many and self._get_device() != self.index:
             self.device.use()
-        storage = self._alloc(nbytes or 1)
+        try:
+            storage = self._alloc(nbytes or 1)
+        except MemoryError as exc:  # CuPy's OutOfMemoryError: named for ember (free unless raised)
+            raise allocation_failed(shape, dtype, nbytes, exc) from exc
         a = _new_array(DeviceArray)
         a.memory = self
         a.storage = storage

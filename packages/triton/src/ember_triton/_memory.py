@@ -13,10 +13,20 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+from ember._errors import OutOfMemoryError, allocation_error
 
 from ._array import DeviceArray, int_shape
 
-__all__ = ["HostMemory", "HostPointer", "Memory"]
+__all__ = ["HostMemory", "HostPointer", "Memory", "allocation_failed"]
+
+
+def allocation_failed(shape: tuple[int, ...], dtype: Any, nbytes: int,
+                      exc: MemoryError) -> OutOfMemoryError:
+    """The `ember.OutOfMemoryError` for a storage of ``nbytes`` meant for ``shape`` elements of
+    ``dtype`` that a memory layer could not allocate (``exc``, the allocator's error); core's
+    dispatch adds the op and the device."""
+    reason = exc.reason if isinstance(exc, OutOfMemoryError) else f"{type(exc).__name__}: {exc}"
+    return allocation_error(shape, dtype, nbytes, reason=reason)
 
 
 class Memory:
@@ -54,7 +64,10 @@ class Memory:
         """A contiguous array over a new allocation of ``nbytes`` (``shape`` a tuple of ints,
         ``dtype`` a numpy dtype, ``strides`` its contiguous strides): the output of every
         recorded elementwise launch, one call on the per-op path."""
-        storage, ptr = self.allocate_at(nbytes)
+        try:
+            storage, ptr = self.allocate_at(nbytes)
+        except MemoryError as exc:
+            raise allocation_failed(shape, dtype, nbytes, exc) from exc
         return DeviceArray.fresh(self, storage, shape, dtype, ptr, strides)
 
     def synchronize(self) -> None:
@@ -96,8 +109,11 @@ class Memory:
         shape = int_shape(shape)
         if not isinstance(dtype, np.dtype):
             dtype = np.dtype(dtype)
-        n = math.prod(shape)
-        storage, ptr = self.allocate_at(max(n, 1) * dtype.itemsize)
+        nbytes = max(math.prod(shape), 1) * dtype.itemsize
+        try:
+            storage, ptr = self.allocate_at(nbytes)
+        except MemoryError as exc:
+            raise allocation_failed(shape, dtype, nbytes, exc) from exc
         return DeviceArray.fresh(self, storage, shape, dtype, ptr)
 
     def empty_many(self, specs: Sequence[tuple[tuple[int, ...], Any]]) -> list[DeviceArray]:
@@ -110,7 +126,11 @@ class Memory:
             shape, dtype = int_shape(shape), np.dtype(dtype)
             layout.append((shape, dtype, at))
             at += -(-max(math.prod(shape), 1) * dtype.itemsize // 256) * 256
-        storage, base = self.allocate_at(max(at, 1))
+        try:
+            storage, base = self.allocate_at(max(at, 1))
+        except MemoryError as exc:
+            shape, dtype, _ = max(layout, key=lambda s: math.prod(s[0]) * s[1].itemsize)
+            raise allocation_failed(shape, dtype, max(at, 1), exc) from exc
         fresh = DeviceArray.fresh
         return [fresh(self, storage, shape, dtype, base + start, None, start // dtype.itemsize)
                 for shape, dtype, start in layout]
@@ -120,7 +140,11 @@ class Memory:
         if not flat.flags.c_contiguous:
             flat = flat.copy()
         data = flat.reshape(-1).view(np.uint8) if flat.size else np.zeros(flat.itemsize, np.uint8)
-        return DeviceArray(self, self.upload(data), flat.shape, flat.dtype)
+        try:
+            storage = self.upload(data)
+        except MemoryError as exc:
+            raise allocation_failed(flat.shape, flat.dtype, data.nbytes, exc) from exc
+        return DeviceArray(self, storage, flat.shape, flat.dtype)
 
     def to_numpy(self, a: DeviceArray) -> np.ndarray:
         """A host copy of a *contiguous* array."""
@@ -181,7 +205,11 @@ class HostMemory(Memory):
 
     def allocate(self, nbytes: int) -> np.ndarray:
         # 16-byte aligned like device allocations: Triton assumes aligned pointers
-        buf = np.empty(nbytes + 16, np.uint8)
+        try:
+            buf = np.empty(nbytes + 16, np.uint8)
+        except (MemoryError, ValueError) as exc:  # ValueError: beyond the address space
+            why = "host memory" if isinstance(exc, MemoryError) else f"host memory: {exc}"
+            raise allocation_error(None, None, nbytes, reason=why) from exc
         start = (-buf.ctypes.data) % 16
         self.allocated += nbytes
         return buf[start:start + nbytes]
