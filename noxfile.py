@@ -1,7 +1,7 @@
 """ember's single entry point for lint, typecheck, tests, conformance, benchmarks, docs, demo.
 
 ``bash scripts/test.sh`` runs ``nox --no-install -db none -s lint typecheck tests conformance
-conformance_compiled``
+conformance_compiled install``
 inside the workspace's ``.venv`` (set up by ``scripts/setup.sh``).  With a virtualenv backend
 (``nox -db uv``) each session installs the workspace into its own environment first.
 """
@@ -16,7 +16,8 @@ from pathlib import Path
 
 import nox
 
-nox.options.sessions = ["lint", "typecheck", "tests", "conformance", "conformance_compiled"]
+nox.options.sessions = ["lint", "typecheck", "tests", "conformance", "conformance_compiled",
+                        "install"]
 nox.options.reuse_existing_virtualenvs = True
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -140,6 +141,35 @@ def conformance_compiled(session: nox.Session, device: str) -> None:
                 f"--ember-device={device}", "--ember-compile",
                 f"--ember-sample={COMPILED_DEVICES[device]}", *session.posargs,
                 success_codes=[0])
+
+
+@nox.session
+def install(session: nox.Session) -> None:
+    """The documented install in a fresh venv: wheels of the workspace (``scripts/wheels.sh``),
+    then ``pip install --find-links DIST "ember[opencl,testing]"`` (``ember[cpu]`` where OpenCL
+    is unavailable), checked by ``scripts/check_install.py`` from inside that venv."""
+    import shutil
+    import tempfile
+
+    backend = "opencl" if _available("opencl:0")[0] else "cpu"
+    tmp = Path(tempfile.mkdtemp(prefix="ember-install-"))
+    try:
+        dist, venv = tmp / "dist", tmp / "venv"
+        session.run("bash", "scripts/wheels.sh", str(dist), external=True)
+        session.log(f"install: creating a fresh venv in {venv}")
+        session.run(sys.executable, "-m", "venv", str(venv), external=True)
+        python = str(venv / "bin" / "python")
+        env = {"PYTHONPATH": None, "VIRTUAL_ENV": None, "EMBER_DEVICE": None,
+               "EMBER_PLUGINS_DISABLE": None, "EMBER_TEST_DEVICE": None}
+        session.run(python, "-m", "pip", "install", "--progress-bar", "off",
+                    "--find-links", str(dist), f"ember[{backend},testing]",
+                    external=True, env=env)
+        # out of the source tree, so that nothing of the workspace can be imported by accident
+        shutil.copy("scripts/check_install.py", tmp)
+        with session.chdir(tmp):
+            session.run(python, "check_install.py", backend, str(venv), external=True, env=env)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @nox.session

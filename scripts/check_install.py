@@ -1,0 +1,85 @@
+"""Check an installation of core + one backend extra, from inside the environment it went to.
+
+``nox -s install`` builds the wheels (``scripts/wheels.sh``), installs
+``pip install --find-links DIST "ember[BACKEND,testing]"`` into a fresh venv and runs this file
+with that venv's Python, out of the source tree::
+
+    python check_install.py BACKEND VENV
+
+It exits non-zero with the first thing that is not as documented: where ember was imported from,
+which ember distributions are installed, the default device (and the message that says why when
+``cpu`` is absent), a matmul and a reduction against values worked out by hand, the "unknown
+decorator" error naming the package to install, and a sample of the conformance suite through
+``python -m ember.testing`` (which needs the pytest that ``ember[testing]`` brings).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+# the device each backend extra's installation must default to
+DEFAULT_DEVICE = {"opencl": "opencl:0", "cpu": "cpu"}
+DIST = {"opencl": "ember-backend-opencl", "cpu": "ember-backend-cpu"}
+
+
+def check(ok: bool, what: str, detail: str = "") -> None:
+    """Say ``what`` was checked; on failure, also ``detail``, and stop."""
+    print(f"install check: {'ok' if ok else 'FAILED'}: {what}", flush=True)
+    if not ok:
+        sys.exit(f"install check failed: {what}\n{detail}")
+
+
+def main(backend: str, venv: Path) -> None:
+    code = (
+        "import ember\n"
+        "x = ember.tensor([[2., 3.], [4., 5.]])\n"
+        "print(ember.__file__)\n"
+        "print(x.device)\n"
+        "print((x @ x + 1).tolist())\n"
+        "print(x.sum(dim=1).tolist())\n"
+        "try:\n"
+        f"    ember.device('autodiff<{DEFAULT_DEVICE[backend]}>')\n"
+        "    print('no error')\n"
+        "except ValueError as exc:\n"
+        "    print(exc)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=False)
+    check(proc.returncode == 0, "a tensor program runs", proc.stderr)
+    where, dev, matmul, rowsum, unknown = proc.stdout.strip().splitlines()
+
+    check(Path(where).resolve().is_relative_to(venv.resolve()),
+          f"ember is imported from the new environment ({where})")
+    ours = sorted(d.metadata["Name"] for d in metadata.distributions()
+                  if d.metadata["Name"].startswith("ember"))
+    check(ours == sorted(["ember", DIST[backend]]),
+          f"the ember distributions installed are ember and {DIST[backend]} ({ours})")
+    check(dev == DEFAULT_DEVICE[backend],
+          f"the default device is {DEFAULT_DEVICE[backend]} ({dev})")
+    # [[2,3],[4,5]] @ itself = [[2*2+3*4, 2*3+3*5], [4*2+5*4, 4*3+5*5]] = [[16,21],[28,37]]
+    check(matmul == "[[17.0, 22.0], [29.0, 38.0]]", f"x @ x + 1 ({matmul})")
+    check(rowsum == "[5.0, 9.0]", f"x.sum(dim=1) ({rowsum})")
+    said = [line for line in proc.stderr.splitlines() if "default device" in line]
+    if backend == "cpu":
+        check(not proc.stderr.strip(), f"nothing is printed with cpu installed ({proc.stderr!r})")
+    else:
+        check(len(said) == 1 and DEFAULT_DEVICE[backend] in said[0]
+              and "ember-backend-cpu" in said[0],
+              f"the fallback from cpu is said once, naming the device and the package ({said})")
+    check("ember-autodiff" in unknown and 'pip install "ember[autodiff]"' in unknown,
+          f"an unknown decorator names its package ({unknown})")
+
+    suite = subprocess.run(
+        [sys.executable, "-m", "ember.testing", "--device", DEFAULT_DEVICE[backend],
+         "--ember-sample=80"], capture_output=True, text=True, check=False)
+    tail = suite.stdout.strip().splitlines()[-1:] or [""]
+    check(suite.returncode == 0 and " passed" in tail[-1],
+          f"python -m ember.testing runs a sample of the conformance suite ({tail[-1]})",
+          suite.stdout[-4000:] + suite.stderr[-4000:])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], Path(sys.argv[2]))
