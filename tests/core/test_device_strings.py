@@ -60,10 +60,22 @@ def test_nested_decorator_strings_round_trip(passthrough):
 
 
 def test_mixing_devices_names_both(passthrough):
+    from ember.testing.cases.errors import peer_device
+
     a = ember.tensor([1.0], device="passthrough<cpu>")
-    b = ember.tensor([1.0])
-    with pytest.raises(ember.DeviceMismatchError, match=r"passthrough<cpu>.*cpu|cpu.*passthrough"):
+    b = ember.tensor([1.0], device=peer_device(ember.device("cpu")))  # other hardware
+    with pytest.raises(ember.DeviceMismatchError,
+                       match=r"add: tensors are on different devices: passthrough<cpu> and "
+                             r"cpu-peer"):
         a + b
+
+
+def test_a_tensor_of_the_inner_device_is_a_constant_of_the_stack(passthrough):
+    a = ember.tensor([1.0, 2.0], device="passthrough<passthrough<cpu>>")
+    for inner in ("cpu", "passthrough<cpu>"):
+        b = ember.tensor([3.0, 4.0], device=inner)
+        assert str((b * a).device) == str((a - b).device) == "passthrough<passthrough<cpu>>"
+        assert (b * a - a).tolist() == [2.0, 6.0]
 
 
 @pytest.fixture

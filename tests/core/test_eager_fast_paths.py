@@ -13,11 +13,16 @@ X = np.arange(4 * 5 * 6, dtype=np.float32).reshape(4, 5, 6)
 
 
 def test_matmul_of_fitting_matrices_on_two_devices_names_op_and_devices() -> None:
-    a = ember.ones(3, 3)
+    from ember.testing.cases.errors import peer_device
+
+    a = ember.ones(3, 3, device=peer_device(ember.device("cpu")))  # other hardware
     b = ember.ones(3, 3, device="autodiff<cpu>")
     with pytest.raises(DeviceMismatchError, match=r"matmul: tensors are on different devices: "
-                                                  r"cpu and autodiff<cpu>"):
+                                                  r"cpu-peer and autodiff<cpu>"):
         a @ b
+    # a cpu tensor is a constant of autodiff<cpu> (the same hardware): the fast path lifts it
+    c = ember.full((3, 3), 2.0)
+    assert str((c @ b).device) == "autodiff<cpu>" and (c @ b).tolist() == [[6.0] * 3] * 3
 
 
 @pytest.mark.parametrize("shapes", [((2, 3), (3, 4)), ((5, 2, 3), (5, 3, 4)), ((3,), (3, 2)),

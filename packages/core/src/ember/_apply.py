@@ -15,7 +15,8 @@ if TYPE_CHECKING:
     from ._tensor import Tensor
     from .ops import Op
 
-__all__ = ["apply", "broadcast_shapes", "default_float", "normalize_dim", "normalize_dims"]
+__all__ = ["apply", "broadcast_shapes", "default_float", "lift_constants", "normalize_dim",
+           "normalize_dims"]
 
 Scalar = bool | int | float
 
@@ -32,9 +33,61 @@ def apply(op: Op, *args: Tensor, **params: Any) -> Any:
     if len(args) > 1:
         for a in args[1:]:
             if a._device is not dev:
-                raise DeviceMismatchError(
-                    f"{op.name}: tensors are on different devices: {dev} and {a._device}")
+                args = lift_constants(op, args)
+                dev = args[0]._device
+                break
     return dev.dispatch(op, args, params)
+
+
+def lift_constants(op: Op, args: Sequence[Tensor]) -> tuple[Tensor, ...]:
+    """``args`` on one device: the deepest decorator stack among them, each tensor of one of its
+    inner devices wrapped as a constant of it (no gradient), as `ember.tensor` makes one.
+
+    A mask made on ``cpu`` meets an ``autodiff<cpu>`` tensor (the same hardware); so do ``cpu``
+    and ``fusion<cpu>`` tensors with an ``autodiff<fusion<cpu>>`` one.  Any other pair of
+    devices is a `DeviceMismatchError` naming both: tensors never change hardware implicitly.
+    Only called once `apply` has seen two devices, so the one-device path pays nothing.
+
+    Examples
+    --------
+    >>> import ember
+    >>> w = ember.ones(3, device="autodiff<cpu>", requires_grad=True)
+    >>> y = w * ember.tensor([1.0, 2.0, 3.0])   # the cpu tensor is a constant here
+    >>> str(y.device), y.sum().backward()[w].tolist()
+    ('autodiff<cpu>', [1.0, 2.0, 3.0])
+    """
+    target = args[0]._device
+    depth = _depth(target)
+    for a in args[1:]:
+        n = _depth(a._device)
+        if n > depth:
+            target, depth = a._device, n
+    out = []
+    for a in args:
+        dev = a._device
+        if dev is not target:
+            chain = []
+            up: Device | None = target
+            while up is not None and up is not dev:
+                chain.append(up)
+                up = up.inner
+            if up is None:
+                first = args[0]._device
+                other = dev if dev is not first else target
+                raise DeviceMismatchError(
+                    f"{op.name}: tensors are on different devices: {first} and {other}")
+            for decorator in reversed(chain):
+                a = decorator.backend.wrap(a)  # type: ignore[attr-defined]  # a Decorator
+        out.append(a)
+    return tuple(out)
+
+
+def _depth(device: Device) -> int:
+    n = 0
+    d = device.inner
+    while d is not None:
+        n, d = n + 1, d.inner
+    return n
 
 
 def create(op: Op, device: Device, **params: Any) -> Any:

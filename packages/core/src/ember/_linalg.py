@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from . import _dtype as dt
 from ._apply import apply, as_tensor_pair, broadcast_shapes
-from ._errors import DeviceMismatchError, DTypeError, ShapeError
+from ._errors import DTypeError, ShapeError
 from .amp._state import AUTOCAST, autocast_inputs
 from .ops import linalg as la
 
@@ -36,9 +36,8 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
         sa, sb = a._data.shape, b._data.shape
         if len(sa) == len(sb) >= 2 and sa[-1] == sb[-2] and sa[:-2] == sb[:-2]:
             dev = a._device
-            if b._device is not dev:
-                raise DeviceMismatchError(
-                    f"{la.matmul.name}: tensors are on different devices: {dev} and {b._device}")
+            if b._device is not dev:  # a constant of an inner device, or an error
+                return apply(la.matmul, a, b)  # type: ignore[no-any-return]
             return dev.dispatch(la.matmul, (a, b), {})  # type: ignore[no-any-return]
     a, b = as_tensor_pair(a, b)
     if a.ndim == 0 or b.ndim == 0:
