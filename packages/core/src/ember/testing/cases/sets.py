@@ -29,6 +29,24 @@ for _d in (dt.int64, dt.int32, dt.float32):
          lambda t: ember.unique(t, return_inverse=True, return_counts=True), _unique, [v],
          (_d, dt.int64, dt.int64), grad=())
 
+
+def _unique_dim(v: np.ndarray, axis: int) -> Any:
+    values, inverse, counts = np.unique(v, return_inverse=True, return_counts=True, axis=axis)
+    return values, inverse.reshape(-1), counts
+
+
+for _d in (dt.int64, dt.float32):
+    for _axis in (0, -1):
+        cid = f"unique-dim{_axis}-{_d.name}"
+        # five slices, three of them twice, in a shuffled order (and a permuted view)
+        base = np.asarray(sample((5, 2, 3) if _axis == 0 else (3, 2, 5), _d, rng_for(cid),
+                                 "small"))
+        v = Arg(np.ascontiguousarray(np.take(base, [2, 0, 4, 1, 2, 4, 3, 0], axis=_axis)),
+                "permuted", (), _d)
+        case(cid, "sets",
+             lambda t, a=_axis: ember.unique(t, dim=a, return_inverse=True, return_counts=True),
+             lambda x, a=_axis: _unique_dim(x, a), [v], (_d, dt.int64, dt.int64), grad=())
+
 for _d in (dt.int64, dt.int32):
     cid = f"bincount-{_d.name}"
     v = Arg(np.asarray(sample((9,), _d, rng_for(cid), "small")) * 2, "", (), _d)
