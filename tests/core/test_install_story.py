@@ -245,3 +245,20 @@ def test_the_testing_extra_brings_pytest() -> None:
     # and the suite's runner really needs it (what the extra is for)
     source = (ROOT / "packages/core/src/ember/testing/__main__.py").read_text()
     assert "import pytest" in source
+
+
+def test_the_conformance_suite_without_a_device_runs_on_the_default_device(
+        registry: dict[str, DeviceSpec], monkeypatch: pytest.MonkeyPatch) -> None:
+    from ember.testing.plugin import devices_from
+
+    class Config:
+        def getoption(self, name: str) -> list[str]:
+            assert name == "ember_device"
+            return []
+
+    monkeypatch.setenv("EMBER_PLUGINS_DISABLE", "cpu")
+    monkeypatch.delenv("EMBER_TEST_DEVICE", raising=False)
+    registry["fakeopencl"] = _spec("fakeopencl", 5)
+    assert devices_from(Config()) == ["fakeopencl:0"]  # type: ignore[arg-type]
+    monkeypatch.setenv("EMBER_TEST_DEVICE", "cpu,autodiff<cpu>")
+    assert devices_from(Config()) == ["cpu", "autodiff<cpu>"]  # type: ignore[arg-type]

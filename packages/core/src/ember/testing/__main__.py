@@ -11,7 +11,8 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m ember.testing", description=__doc__)
     parser.add_argument("--device", action="append", default=[],
-                        help="device string (repeatable; default $EMBER_TEST_DEVICE or cpu)")
+                        help="device string (repeatable; default $EMBER_TEST_DEVICE, else ember's "
+                             "default device: cpu where installed)")
     args, rest = parser.parse_known_args(argv)
     opts = [f"--ember-device={d}" for d in args.device]
     # warnings are errors, as in ember's own test runs (a later -W in ``rest`` overrides);

@@ -26,7 +26,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--ember-device", action="append", default=[], metavar="DEVICE",
         help="device string(s) to run the ember conformance suite on (repeat or separate with "
-             "commas; default: $EMBER_TEST_DEVICE or cpu)")
+             "commas; default: $EMBER_TEST_DEVICE, else ember's default device, which is cpu "
+             "where installed)")
     group.addoption(
         "--ember-compile", action="store_true", default=False,
         help="run every case through ember.compile: trace on the case's inputs, replay on "
@@ -38,7 +39,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def devices_from(config: pytest.Config) -> list[str]:
-    raw = config.getoption("ember_device") or [os.environ.get("EMBER_TEST_DEVICE") or "cpu"]
+    raw = config.getoption("ember_device") or [os.environ.get("EMBER_TEST_DEVICE") or ""]
+    if raw == [""]:  # ember's default device: cpu, or the best one installed where cpu is not
+        import ember
+
+        raw = [str(ember.default_device())]
     out: list[str] = []
     for item in raw:
         out.extend(_split_devices(item))
