@@ -277,3 +277,32 @@ def test_dropout_in_a_training_step_matches_eager_under_the_same_seed() -> None:
         np.testing.assert_allclose(got, want, **TOL)
         _assert_same_params(ea, ca, f"at step {i}")
     assert cstep.stats.replays >= 3, cstep.stats
+
+
+def _untied(seed: int) -> nn.Module:
+    """Two Linear layers whose weights start as one payload: the second's weight is
+    ``first.weight.detach().clone()`` (a clone shares its source's payload until either is
+    given a new value), then each trains on its own."""
+    ember.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(5, 5), nn.Tanh(), nn.Linear(5, 5), nn.Tanh(),
+                          nn.Linear(5, 3)).to(DEV)
+    model[2].weight = nn.Parameter(model[0].weight.detach().clone())
+    return model
+
+
+@pytest.mark.parametrize("make_opt", [lambda ps: optim.SGD(ps, lr=0.5),
+                                      lambda ps: optim.AdamW(ps, lr=0.05)],
+                         ids=["sgd", "adamw"])
+def test_parameters_that_shared_a_payload_train_apart_in_replays(
+        make_opt: Callable[[Any], optim.Optimizer]) -> None:
+    ea, ca = _untied(3), _untied(3)
+    eo, co = make_opt(ea.parameters()), make_opt(ca.parameters())
+    eager, compiled = _stepper(ea, eo), ember.compile(_stepper(ca, co))
+    for i in range(6):
+        x, y = _batch(8, i % 3)
+        want, got = float(eager(x, y).item()), float(compiled(x, y).item())
+        assert got == pytest.approx(want, rel=2e-5, abs=2e-6), f"step {i}"
+    _assert_same_params(ea, ca, "after 6 steps")
+    assert compiled.stats.replays >= 3, compiled.stats
+    assert any("shared one payload" in r for r in compiled.stats.reasons) or \
+        compiled.stats.warmups >= 1, compiled.stats

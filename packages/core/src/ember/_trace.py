@@ -159,6 +159,7 @@ class Tracer:
         self.holder: dict[int, Any] = {}        # id(payload) -> ("arg", i) | tensor holder
         self.seen: dict[int, Any] = {}          # id(tensor) -> tensor, classified already
         self.replaced: dict[int, tuple[Tensor, Any]] = {}  # id(t) -> (t, payload before)
+        self.replaced_payloads: dict[int, Tensor] = {}     # id(payload before) -> first t
         self.new_state: str | None = None      # why this trace made state (a warm-up)
         #: host numbers the call changed (a step count): (dict, key, how a replay recomputes)
         self.host_writes: list[tuple[dict[Any, Any], Any, Callable[[], Any]]] = []
@@ -214,7 +215,17 @@ class Tracer:
         if id(t) not in self.replaced:
             self.replaced[id(t)] = (t, t._data)
             payload = peek_payload(t)
-            if payload is not None and id(payload) not in self.slot:
+            if payload is None:
+                return
+            other = self.replaced_payloads.setdefault(id(payload), t)
+            if other is not t and self.new_state is None:
+                # two tensors held one payload (``b = a.detach().clone()`` shares it) and each
+                # gets its own new value: the program has one slot for both, so a replay would
+                # read one tensor for the other's uses.  After this call they hold separate
+                # payloads: it is a warm-up, and the next call traces them apart.
+                self.new_state = (f"two tensors ({other.dtype.name} {list(other.shape)}) "
+                                  "shared one payload until this call gave each its own value")
+            if id(payload) not in self.slot:
                 # what gets a new value is the identity that lasts: it beats any other holder
                 self.holder[id(payload)] = t
 
