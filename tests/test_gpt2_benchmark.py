@@ -71,3 +71,43 @@ def test_script_runs_on_the_cpu_and_reports_every_mode(gpt2: Any, tmp_path: Path
     assert set(result["ms_per_step"]) == {"torch eager", "ember eager", "ember compiled"}
     assert all(ms > 0 for ms in result["ms_per_step"].values())
     assert "loss check: PASS" in printed and "tokens/s" in printed
+
+
+def test_compiled_gradients_under_autocast_equal_eager_on_new_batches(gpt2: Any) -> None:
+    """With the weights fixed, a compiled step's gradients on each new batch equal eager's
+    (bf16 autocast; the trace's batch differs from every replay's).  The hardware device is
+    ``$EMBER_GPT2_DEVICE`` (``cuda:0`` on a GPU machine), ``cpu`` by default."""
+    import os
+
+    import numpy as np
+
+    import ember
+
+    hw = os.environ.get("EMBER_GPT2_DEVICE", "cpu")
+    setup = gpt2.prepare(gpt2.TINY, hw, batch=4, precision="bf16", n_batches=3)
+    dev = f"autodiff<{hw}>"
+    model = sys.modules["_gpt2"].gpt2(ember, setup.cfg, device=dev)
+    model.load_state_dict(setup.state)
+    names, params = zip(*model.named_parameters(), strict=True)
+    data = [(ember.tensor(x, device=dev), ember.tensor(y, device=dev)) for x, y in setup.data]
+
+    def grads(x: Any, y: Any) -> Any:
+        with ember.autocast(setup.device_type, dtype=ember.bfloat16):
+            loss = model(x, y)
+        g = loss.backward()
+        return loss, [g[p] for p in params]
+
+    def host(out: Any) -> list[np.ndarray]:
+        loss, gs = out
+        return [loss.detach().numpy().astype(np.float64),
+                *(g.numpy().astype(np.float64) for g in gs)]
+
+    eager = [host(grads(*b)) for b in data]
+    compiled = ember.compile(grads)
+    got = [host(compiled(*b)) for b in data]
+    assert compiled.stats.traces == 1 and compiled.stats.replays == 2
+    assert not np.array_equal(eager[0][0], eager[1][0])  # the batches differ
+    for b, (want, have) in enumerate(zip(eager, got, strict=True)):
+        for name, w, h in zip(("loss", *names), want, have, strict=True):
+            np.testing.assert_allclose(h, w, rtol=1e-5, atol=1e-6,
+                                       err_msg=f"batch {b}: {name}")
