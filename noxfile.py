@@ -77,9 +77,11 @@ def _pytest(session: nox.Session, *args: str) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff over every package, the tests, examples and benchmarks."""
+    """ruff over every package, the tests, examples and benchmarks; and plugins import core's
+    machinery from ``ember.backend`` only (``scripts/check_plugin_api.py``)."""
     _install(session)
     session.run("ruff", "check", "packages", "tests", "examples", "benchmarks", "noxfile.py")
+    session.run("python", "scripts/check_plugin_api.py")
 
 
 @nox.session

@@ -166,3 +166,26 @@ def test_using_an_absent_device_raises_its_reason(ghost: None) -> None:
         ember.device("ghostgpu")
     with pytest.raises(ember.DeviceUnavailableError, match=r"libghost\.so"):
         ember.zeros(2, device="ghostgpu:0")
+
+
+def test_plugins_import_core_through_ember_backend_only() -> None:
+    """``scripts/check_plugin_api.py`` finds every form of a private import, and no package
+    but core (nor an example) has one: ``ember.backend`` is the whole plugin contract."""
+    import importlib.util
+    from pathlib import Path
+
+    import ember.backend
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "check_plugin_api.py"
+    spec = importlib.util.spec_from_file_location("check_plugin_api", path)
+    assert spec is not None and spec.loader is not None
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    source = ("import ember\nfrom ember.backend import Backend\nfrom ember._device import Device\n"
+              "from ember import _dtype, ops\nimport ember._tensor as t\n"
+              "def f():\n    from ember._apply import apply\n")
+    assert list(check.private_imports(source)) == [
+        (3, "ember._device"), (4, "ember._dtype"), (5, "ember._tensor"), (7, "ember._apply")]
+    assert check.main([]) == 0
+    for name in ember.backend.__all__:
+        assert getattr(ember.backend, name) is not None, name

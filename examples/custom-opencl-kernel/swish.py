@@ -16,7 +16,7 @@ import numpy as np
 import pyopencl as cl
 
 import ember
-from ember._apply import apply
+from ember.backend import apply
 from ember.ops import Op
 
 __all__ = ["install", "swish"]

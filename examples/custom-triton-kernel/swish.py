@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import ember
-from ember._apply import apply
+from ember.backend import apply
 from ember.ops import Op
 
 __all__ = ["install", "swish"]

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import ember
-from ember._plugins import conformance_skips
+from ember.backend import conformance_skips
 
 
 def test_entry_point_registers_the_device_as_available() -> None:

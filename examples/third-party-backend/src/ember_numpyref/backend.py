@@ -1,6 +1,6 @@
 """The ``numpyref`` device: payloads are numpy arrays, kernels are one table.
 
-A backend subclasses ``ember._backend.Backend`` (the contract of docs/design.md): say which
+A backend subclasses ``ember.backend.Backend`` (the contract of docs/design.md): say which
 dtypes you hold, move data in and out, and map every primitive (``ember.ops.primitives()``) to
 a kernel.
 """
@@ -13,7 +13,7 @@ import numpy as np
 
 import ember
 from ember import ops
-from ember._backend import Backend
+from ember.backend import Backend
 
 from . import kernels, nn
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from ember._tensor import Tensor
+from ember.backend import Tensor
 from ember.ops import Op
 
 __all__ = ["Cell", "Node", "Unsaved"]

@@ -9,11 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ember._backend import Decorator
-from ember._device import Device
-from ember._grad_mode import STATE
-from ember._tensor import Tensor
-from ember._trace import TRACE
+from ember.backend import GRAD_MODE as STATE
+from ember.backend import TRACE, Decorator, Device, Tensor
 from ember.ops import Op
 
 from ._tape import Cell, Node, Unsaved

@@ -7,9 +7,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import ember
-from ember._apply import apply, scalar_tensor
-from ember._creation import ones_like
-from ember._tensor import Tensor
+from ember.backend import Tensor, apply, ones_like, scalar_tensor
 from ember.ops import movement
 
 from ._tape import Cell, Node, Unsaved

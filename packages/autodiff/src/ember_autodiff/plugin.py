@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ember._device import DecoratorSpec
+from ember.backend import DecoratorSpec
 from ember.hookspecs import hookimpl
 
 if TYPE_CHECKING:
-    from ember._device import Device
+    from ember.backend import Device
 
     from .backend import AutodiffBackend
 

@@ -21,8 +21,7 @@ from typing import Any, NamedTuple
 
 import ember
 import ember.functional as F
-from ember._apply import apply
-from ember._tensor import Tensor
+from ember.backend import Tensor, apply
 from ember.ops import Op, composite, creation, elementwise, linalg, movement, nn, reduction
 
 __all__ = ["READS", "RULES", "Reads", "sum_to"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ember._tensor import Tensor
+from ember.backend import Tensor
 
 if TYPE_CHECKING:
     from ._tape import Cell

@@ -14,7 +14,7 @@ from typing import Any
 
 import ember
 import numpy as np
-from ember._tensor import Tensor
+from ember.backend import Tensor
 
 __all__ = ["check_grads", "numerical_grads"]
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from ember import _dtype
-from ember._backend import Backend, Kernel
-from ember._host import dtype_of_numpy, numpy_dtype
+from ember.backend import ALL_DTYPES, Backend, DType, Kernel, dtype_of_numpy, numpy_dtype
 
 from . import (
     activation,
@@ -56,7 +54,7 @@ class CpuBackend(Backend):
     """
 
     name = "cpu"
-    dtypes = frozenset(_dtype.ALL_DTYPES)
+    dtypes = frozenset(ALL_DTYPES)
 
     #: `ember.compile` writes a dying input's ufunc result in place (see ``_inplace``)
     inplace = CpuInplace()
@@ -65,10 +63,10 @@ class CpuBackend(Backend):
         self.kernels = dict(KERNELS)
         super().__init__()
 
-    def from_numpy(self, array: np.ndarray, dtype: _dtype.DType) -> np.ndarray:
+    def from_numpy(self, array: np.ndarray, dtype: DType) -> np.ndarray:
         return np.array(array, dtype=numpy_dtype(dtype), copy=True)
 
-    def to_numpy(self, payload: np.ndarray, dtype: _dtype.DType) -> np.ndarray:
+    def to_numpy(self, payload: np.ndarray, dtype: DType) -> np.ndarray:
         # a copy: the caller may write into it, and the tensor must not change
         return np.array(payload, dtype=numpy_dtype(dtype), copy=True)
 
@@ -85,7 +83,7 @@ class CpuBackend(Backend):
     def dlpack_device(self) -> tuple[int, int]:
         return (1, 0)  # kDLCPU
 
-    def from_dlpack(self, obj: Any) -> tuple[np.ndarray, _dtype.DType]:
+    def from_dlpack(self, obj: Any) -> tuple[np.ndarray, DType]:
         """A payload sharing the producer's host memory, and its ember dtype."""
         arr = np.from_dlpack(obj)
         return arr, dtype_of_numpy(arr.dtype)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from ember._host import numpy_dtype
+from ember.backend import numpy_dtype
 from ember.ops import creation as cr
 
 from ._common import BF16, F16, F32, F64, quiet

@@ -14,7 +14,7 @@ import math
 from typing import Any
 
 import numpy as np
-from ember._errors import DTypeError, ShapeError
+from ember.backend import DTypeError, ShapeError
 from ember.ops import composite as cops
 
 from ._common import F32, LOW, quiet

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ember._device import DeviceSpec
+from ember.backend import DeviceSpec
 from ember.hookspecs import hookimpl
 
 if TYPE_CHECKING:

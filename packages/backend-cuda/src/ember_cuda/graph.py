@@ -39,9 +39,7 @@ from collections.abc import Callable
 from typing import Any
 
 import ember
-from ember import _capture
-from ember._capture import CaptureError
-from ember._tensor import Tensor
+from ember.backend import CaptureError, Tensor, capturing
 from ember.nn._values import lower, lower_to
 
 __all__ = ["CaptureError", "CudaGraph", "graph"]
@@ -162,7 +160,7 @@ def graph(step: Callable[[], Any], *, device: Any = "cuda:0", warmup: int = 3) -
         be.capture_keep = keep  # scalars uploaded for the step stay alive with the graph
         be.use_cublas = False
         try:
-            with cupy.cuda.using_allocator(pool.malloc), _capture.capturing(rec):
+            with cupy.cuda.using_allocator(pool.malloc), capturing(rec):
                 stream.begin_capture()
                 try:
                     output = step()

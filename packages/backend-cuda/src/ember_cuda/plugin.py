@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from ember._device import DeviceSpec
+from ember.backend import DeviceSpec
 from ember.hookspecs import hookimpl
 
 from .probe import device_count, probe
@@ -20,7 +20,7 @@ def _factory(index: int) -> TritonBackend:
                            "set in this process (the triton-interpret device sets it)")
     ok, reason = probe()
     if not ok:
-        from ember._errors import DeviceUnavailableError
+        from ember.backend import DeviceUnavailableError
 
         raise DeviceUnavailableError(f"device 'cuda:{index}' is unavailable: {reason}")
     from ember_triton import CupyMemory, TritonBackend

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import ember
 import numpy as np
-from ember import _dtype
-from ember._backend import Backend, Kernel
-from ember._host import numpy_dtype
+from ember.backend import Backend, DType, Kernel, numpy_dtype
 
 from . import creation, elementwise, linalg, movement, nn, reduction
 from .runtime import CLArray, Runtime
@@ -16,8 +15,8 @@ from .strided import contiguous
 __all__ = ["OpenCLBackend"]
 
 # float16 and bfloat16 everywhere: stored as 16 bits, computed in float (see runtime.py)
-_BASE_DTYPES = (_dtype.float16, _dtype.bfloat16, _dtype.float32, _dtype.int8, _dtype.int16,
-                _dtype.int32, _dtype.int64, _dtype.uint8, _dtype.bool_)
+_BASE_DTYPES = (ember.float16, ember.bfloat16, ember.float32, ember.int8, ember.int16,
+                ember.int32, ember.int64, ember.uint8, ember.bool_)
 
 
 class OpenCLBackend(Backend):
@@ -50,12 +49,12 @@ class OpenCLBackend(Backend):
         self.runtime = rt = Runtime(dev)
         dtypes = set(_BASE_DTYPES)
         if rt.fp64:
-            dtypes.add(_dtype.float64)
+            dtypes.add(ember.float64)
         self.dtypes = frozenset(dtypes)
         self.kernels: dict[Any, Kernel] = {}
         for module in (creation, elementwise, reduction, movement, linalg, nn):
             self.kernels.update(module.kernels(rt))
-        from ember._plugins import extra_kernels
+        from ember.backend import extra_kernels
 
         self.kernels.update(extra_kernels("opencl"))  # custom ops other plugins provide
         super().__init__()
@@ -64,15 +63,15 @@ class OpenCLBackend(Backend):
     def device_name(self) -> str:
         return str(self.runtime.device.name).strip()
 
-    def from_numpy(self, array: np.ndarray, dtype: _dtype.DType) -> CLArray:
+    def from_numpy(self, array: np.ndarray, dtype: DType) -> CLArray:
         host = np.require(np.asarray(array, dtype=numpy_dtype(dtype)), requirements="C")
         if host.dtype == np.bool_:
             host = host.view(np.uint8)
         out = self.runtime.upload(host)
-        out.dtype = np.dtype(host.dtype if dtype is not _dtype.bool_ else np.bool_)
+        out.dtype = np.dtype(host.dtype if dtype is not ember.bool_ else np.bool_)
         return out
 
-    def to_numpy(self, payload: CLArray, dtype: _dtype.DType) -> np.ndarray:
+    def to_numpy(self, payload: CLArray, dtype: DType) -> np.ndarray:
         dense = contiguous(self.runtime, payload)
         host = self.runtime.read(dense)
         return host.astype(numpy_dtype(dtype), copy=False)

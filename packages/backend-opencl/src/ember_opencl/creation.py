@@ -11,7 +11,7 @@ import math
 from typing import Any
 
 import numpy as np
-from ember._host import numpy_dtype
+from ember.backend import numpy_dtype
 from ember.ops import creation as cr
 
 from . import elementwise

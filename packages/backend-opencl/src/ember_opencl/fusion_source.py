@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from ember import ops
-from ember._host import numpy_dtype
+from ember.backend import numpy_dtype
 
 from .elementwise import binary_expr, cast_expr, clamp_expr, unary_expr
 from .reduction import _arg_helper, _spec

@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
-from ember._device import DeviceSpec
+from ember.backend import DeviceSpec
 from ember.hookspecs import hookimpl
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 import pyopencl.tools as cl_tools
-from ember._errors import allocation_error
+from ember.backend import allocation_error
 
 GROUP = 64
 

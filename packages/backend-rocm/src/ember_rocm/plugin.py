@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from ember._device import DeviceSpec
+from ember.backend import DeviceSpec
 from ember.hookspecs import hookimpl
 
 from .probe import device_count, probe
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 def _factory(index: int) -> TritonBackend:
     ok, reason = probe()
     if not ok:
-        from ember._errors import DeviceUnavailableError
+        from ember.backend import DeviceUnavailableError
 
         raise DeviceUnavailableError(f"device 'rocm:{index}' is unavailable: {reason}")
     # CuPy's memory layer is the same on ROCm builds of CuPy

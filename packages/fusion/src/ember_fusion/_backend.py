@@ -8,8 +8,7 @@ from types import MethodType
 from typing import TYPE_CHECKING, Any
 
 from ember import Tensor
-from ember._backend import Backend, Decorator
-from ember._trace import TRACE, HostFloat, HostInt
+from ember.backend import TRACE, Backend, Decorator, HostFloat, HostInt
 
 from ._compiler import FusedKernel, ReferenceCompiler
 from ._graph import SHAPE_RULES, VIEW_RULES, Handle, Node, Shape, computed, numel
@@ -18,7 +17,7 @@ from ._stream import FusionStats, Stream
 
 if TYPE_CHECKING:
     from ember import DType
-    from ember._device import Device
+    from ember.backend import Device
     from ember.ops import Op
 
     from ._partition import Plan
@@ -319,7 +318,7 @@ def _decision_key(op: Op, shapes: list[Shape], params: dict[str, Any]) -> tuple[
 
 
 def _compiler_for(inner: Device) -> Any:
-    from ember._plugins import plugin_manager
+    from ember.backend import plugin_manager
 
     compiler = plugin_manager().hook.ember_fusion_compiler(backend=inner.backend.name)
     if compiler is None:

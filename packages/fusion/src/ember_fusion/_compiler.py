@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ember import DType
-    from ember._device import Device
+    from ember.backend import Device
     from ember.ops import Op
 
 __all__ = ["FusedGroup", "FusedKernel", "FusionCompiler", "GroupNode", "ReferenceCompiler"]

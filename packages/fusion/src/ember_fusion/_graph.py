@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ember import ops
-from ember._apply import broadcast_shapes
+from ember.backend import broadcast_shapes
 
 if TYPE_CHECKING:
     from ember import DType, Tensor

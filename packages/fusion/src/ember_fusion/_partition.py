@@ -25,7 +25,7 @@ from ._graph import VIEW_RULES, Node, Shape, numel
 
 if TYPE_CHECKING:
     from ember import DType
-    from ember._device import Device
+    from ember.backend import Device
     from ember.ops import Op
 
 __all__ = ["Plan", "analyse"]

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from ember._trace import TRACE
+from ember.backend import TRACE
 
 from ._graph import Handle, Node, Shape
 from ._partition import Plan, analyse

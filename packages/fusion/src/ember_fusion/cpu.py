@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from ember import ops
-from ember._host import numpy_dtype
+from ember.backend import numpy_dtype
 
 from ._compiler import FusedGroup, FusedKernel
 from ._graph import SHAPE_RULES

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ember._device import DecoratorSpec, Device
+from ember.backend import DecoratorSpec, Device
 from ember.hookspecs import hookimpl
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 from ember import ops
-from ember._host import numpy_dtype
+from ember.backend import numpy_dtype
 
 from ._fusion_source import (
     REDUCE,

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from ember._errors import OutOfMemoryError, allocation_error
+from ember.backend import OutOfMemoryError, allocation_error
 
 from ._array import DeviceArray, int_shape
 

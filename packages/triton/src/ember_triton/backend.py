@@ -13,9 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from ember import _dtype
-from ember._backend import Backend
-from ember._host import numpy_dtype
+from ember.backend import ALL_DTYPES, Backend, DType, numpy_dtype
 
 from . import (
     _aot,
@@ -110,7 +108,7 @@ class TritonBackend(Backend):
     array([0., 2., 4.])
     """
 
-    dtypes = frozenset(_dtype.ALL_DTYPES)
+    dtypes = frozenset(ALL_DTYPES)
 
     def __init__(self, memory: Memory, name: str = "triton",
                  matmul_precision: str = "ieee") -> None:
@@ -295,10 +293,10 @@ class TritonBackend(Backend):
 
     # -- Backend ----------------------------------------------------------------------------
 
-    def from_numpy(self, array: np.ndarray, dtype: _dtype.DType) -> DeviceArray:
+    def from_numpy(self, array: np.ndarray, dtype: DType) -> DeviceArray:
         return self.memory.from_numpy(np.asarray(array, dtype=numpy_dtype(dtype)))
 
-    def to_numpy(self, payload: DeviceArray, dtype: _dtype.DType | None) -> np.ndarray:
+    def to_numpy(self, payload: DeviceArray, dtype: DType | None) -> np.ndarray:
         # a fresh host copy: the caller may write into it
         out = self.memory.to_numpy(contiguous(self, payload))
         if self._errors_pending:

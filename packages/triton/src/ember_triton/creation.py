@@ -6,8 +6,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from ember._dtype import DType
-from ember._host import numpy_dtype
+from ember.backend import DType, numpy_dtype
 from ember.ops import creation as cr
 
 from ._array import DeviceArray, kind_of

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from ember import ops
-from ember._host import numpy_dtype
+from ember.backend import numpy_dtype
 
 from ._array import DeviceArray
 from ._codegen import collapse

@@ -1,0 +1,69 @@
+"""The plugin contract: everything a backend or decorator package takes from core.
+
+ember's plugins (``ember_cpu``, ``ember_opencl``, ``ember_triton``, ``ember_cuda``,
+``ember_rocm``, ``ember_autodiff``, ``ember_fusion``, ``ember_remote``) and third-party backends
+import core's machinery from this module only, never from ``ember._*`` (``nox -s lint`` checks
+it with ``scripts/check_plugin_api.py``).  What is here is kept stable; what is not here may
+change without notice.
+
+**Backends and decorators** — a *primitive backend* subclasses `Backend`, fills its table
+``kernels: {Op: Kernel}`` and moves data with ``from_numpy``/``to_numpy``; a *decorator*
+subclasses `Decorator` and overrides ``dispatch``.  `DeviceSpec` and `DecoratorSpec` are what a
+plugin's ``ember_devices``/``ember_decorators`` hooks return (see `ember.hookspecs`); `Device` is
+the object core builds from them.
+
+**Data types** — `DType`, `ALL_DTYPES`, and the numpy dtype of each (`numpy_dtype`,
+`dtype_of_numpy`).
+
+**Errors** — what kernels raise for bad input (`ShapeError`, `DTypeError`), a missing device
+(`DeviceUnavailableError`), and an allocation that failed (`allocation_error` builds an
+`OutOfMemoryError` naming shape, dtype, bytes and device).
+
+**Ops on tensors** — `Tensor`, `apply` (run an op on tensors through their device stack: what a
+decorator's rule or a custom op calls), `scalar_tensor`, `broadcast_shapes`, `ones_like`, and
+`GRAD_MODE` (this thread's grad mode: ``GRAD_MODE.enabled``).
+
+**Tracing and capture** — `TRACE` is the stack of open `ember.compile` traces (a decorator that
+defers work records it there; `HostFloat`/`HostInt` are host numbers a trace re-reads at each
+replay); `capturing` and `CaptureError` let a backend record device work (a CUDA graph) while
+core's in-place writes are redirected.
+
+**Plugins** — `plugin_manager` (the pluggy manager), `extra_kernels` (kernels other plugins
+registered for a backend) and `conformance_skips` (a device's declared skips).
+"""
+
+from __future__ import annotations
+
+from ._apply import apply, broadcast_shapes, scalar_tensor
+from ._backend import Backend, Decorator, Kernel
+from ._capture import CaptureError, capturing
+from ._creation import ones_like
+from ._device import DecoratorSpec, Device, DeviceSpec
+from ._dtype import ALL_DTYPES, DType
+from ._errors import (
+    DeviceUnavailableError,
+    DTypeError,
+    OutOfMemoryError,
+    ShapeError,
+    allocation_error,
+)
+from ._grad_mode import STATE as GRAD_MODE
+from ._host import dtype_of_numpy, numpy_dtype
+from ._plugins import conformance_skips, extra_kernels, plugin_manager
+from ._tensor import Tensor
+from ._trace import TRACE, HostFloat, HostInt
+
+__all__ = [
+    # backends and decorators
+    "Backend", "Decorator", "Kernel", "Device", "DeviceSpec", "DecoratorSpec",
+    # data types
+    "DType", "ALL_DTYPES", "numpy_dtype", "dtype_of_numpy",
+    # errors
+    "ShapeError", "DTypeError", "DeviceUnavailableError", "OutOfMemoryError", "allocation_error",
+    # ops on tensors
+    "Tensor", "apply", "scalar_tensor", "broadcast_shapes", "ones_like", "GRAD_MODE",
+    # tracing and capture
+    "TRACE", "HostFloat", "HostInt", "capturing", "CaptureError",
+    # plugins
+    "plugin_manager", "extra_kernels", "conformance_skips",
+]
