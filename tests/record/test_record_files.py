@@ -7,6 +7,7 @@ import os
 import re
 import struct
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -255,6 +256,63 @@ def test_optimizer_state_round_trips_and_resumes_identically(tmp_path: Path) -> 
     run(resumed, opt2, 2)
     for k, v in torch_free.state_dict().items():
         assert v.numpy().tobytes() == resumed.state_dict()[k].numpy().tobytes(), k
+
+
+@pytest.mark.parametrize("line_search_fn", [None, "strong_wolfe"])
+def test_lbfgs_state_round_trips_and_resumes_identically(tmp_path: Path,
+                                                         line_search_fn: str | None) -> None:
+    # LBFGS keeps flat vectors, lists of them (the curvature history) and host numbers
+    g = ember.Generator(3)
+    x = ember.randn(16, 4, generator=g, device=AD)
+    y = ember.randn(16, 2, generator=g, device=AD)
+
+    def start(seed: int) -> tuple[nn.Module, optim.LBFGS]:
+        model = nn.Sequential(nn.Linear(4, 3, generator=ember.Generator(seed)), nn.Tanh(),
+                              nn.Linear(3, 2, generator=ember.Generator(seed + 1))).to(AD)
+        model = model.to(ember.float64)
+        return model, optim.LBFGS(model.parameters(), lr=0.5, max_iter=3, history_size=4,
+                                  line_search_fn=line_search_fn)
+
+    def run(model: nn.Module, opt: optim.LBFGS, steps: int) -> list[float]:
+        def closure() -> Any:
+            loss = ((model(x.to(ember.float64)) - y.to(ember.float64)) ** 2).mean()
+            return loss, loss.backward()
+        return [float(opt.step(closure).item()) for _ in range(steps)]
+
+    model, opt = start(0)
+    first = run(model, opt, 3)
+    assert len(opt.state[id(opt.param_groups[0]["params"][0])]["old_dirs"]) == 4  # it rotated
+    record.save(model, tmp_path / "m.safetensors")
+    record.save(opt, tmp_path / "o.safetensors")
+    straight = run(model, opt, 3)
+    assert straight[-1] < first[0]  # it trains
+
+    resumed, opt2 = start(7)
+    record.load(resumed, tmp_path / "m.safetensors")
+    record.load(opt2, tmp_path / "o.safetensors")
+    assert run(resumed, opt2, 3) == straight
+    for k, v in model.state_dict().items():
+        assert v.numpy().tobytes() == resumed.state_dict()[k].numpy().tobytes(), k
+
+    # the state matters: a fresh optimizer from the same weights takes other steps
+    fresh, opt3 = start(7)
+    record.load(fresh, tmp_path / "m.safetensors")
+    assert run(fresh, opt3, 3) != straight
+
+
+def test_lbfgs_record_missing_a_history_tensor_names_it(tmp_path: Path) -> None:
+    from ember.record._format import read_file, write_file
+
+    w = ember.tensor([1.0, -2.0], device=AD, requires_grad=True)
+    opt = optim.LBFGS([w], max_iter=4)
+    opt.step(lambda: ((w - 3.0) ** 4).sum())
+    record.save(opt, tmp_path / "o.safetensors")
+    arrays, meta = read_file(tmp_path / "o.safetensors")
+    assert "state.0.old_dirs.0" in arrays
+    del arrays["state.0.old_dirs.0"]
+    write_file(tmp_path / "bad.safetensors", arrays, meta)
+    with pytest.raises(RecordError, match=r"bad.safetensors.*'state.0.old_dirs.0'"):
+        record.load(optim.LBFGS([w], max_iter=4), tmp_path / "bad.safetensors")
 
 
 def test_scheduler_state_round_trips(tmp_path: Path) -> None:

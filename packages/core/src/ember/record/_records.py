@@ -149,8 +149,9 @@ def load(obj: Any, path: PathLike, *, strict: bool = True, cast: bool = False,
     if isinstance(obj, Optimizer):
         tensors, meta = load_tensors(path)
         _expect_kind(path, meta, "optimizer")
+        state = _optimizer_state(path, tensors, meta)
         try:
-            obj.load_state_dict(_optimizer_state(path, tensors, meta))
+            obj.load_state_dict(state)
         except (ValueError, KeyError) as exc:
             raise RecordError(f"{path}: cannot load the optimizer state: {exc}") from None
         return None
@@ -169,14 +170,31 @@ def _expect_kind(path: PathLike, meta: Mapping[str, str], kind: str) -> None:
                           f"not {kind!r}")
 
 
+#: how a tensor inside a list of optimizer state (`LBFGS`'s curvature history) is written in
+#: the JSON of the scalars: ``{"tensor": key}``, ``key`` the tensor's name in the file
+_TENSOR_REF = "tensor"
+
+
 def _optimizer_record(opt: Any) -> tuple[dict[str, Tensor], dict[str, str]]:
     sd = opt.state_dict()
     tensors: dict[str, Tensor] = {}
     scalars: dict[str, dict[str, Any]] = {}
     for idx, entry in sd["state"].items():
         for name, value in entry.items():
+            key = f"state.{idx}.{name}"
             if isinstance(value, Tensor):
-                tensors[f"state.{idx}.{name}"] = value
+                tensors[key] = value
+            elif isinstance(value, list | tuple):
+                # a list may hold tensors (LBFGS's old_dirs/old_stps): each is stored under
+                # its own key, and the list in the JSON refers to it by that key
+                items: list[Any] = []
+                for i, v in enumerate(value):
+                    if isinstance(v, Tensor):
+                        tensors[f"{key}.{i}"] = v
+                        items.append({_TENSOR_REF: f"{key}.{i}"})
+                    else:
+                        items.append(v)
+                scalars.setdefault(str(idx), {})[name] = items
             else:
                 scalars.setdefault(str(idx), {})[name] = value
     try:
@@ -194,12 +212,29 @@ def _optimizer_state(path: PathLike, tensors: Mapping[str, Tensor],
         scalars = json.loads(meta.get("scalars", "{}"))
     except (KeyError, json.JSONDecodeError) as exc:
         raise RecordError(f"{path}: optimizer metadata is missing or corrupted: {exc}") from None
+    referenced: set[str] = set()
+
+    def resolve(v: Any) -> Any:
+        if isinstance(v, dict) and set(v) == {_TENSOR_REF}:
+            key = v[_TENSOR_REF]
+            if key not in tensors:
+                raise RecordError(f"{path}: the optimizer state refers to tensor {key!r}, "
+                                  "which the file does not hold")
+            referenced.add(key)
+            return tensors[key]
+        if isinstance(v, list):
+            return [resolve(x) for x in v]
+        return v
+
     state: dict[int, dict[str, Any]] = {}
     for idx, entry in scalars.items():
-        state.setdefault(int(idx), {}).update(entry)
+        state.setdefault(int(idx), {}).update({k: resolve(v) for k, v in entry.items()})
     for key, value in tensors.items():
+        if key in referenced:
+            continue
         parts = key.split(".", 2)
-        if len(parts) != 3 or parts[0] != "state" or not parts[1].isdigit():
+        if (len(parts) != 3 or parts[0] != "state" or not parts[1].isdigit()
+                or "." in parts[2]):
             raise RecordError(f"{path}: unexpected key {key!r} in an optimizer record")
         state.setdefault(int(parts[1]), {})[parts[2]] = value
     return {"state": state, "param_groups": groups}
