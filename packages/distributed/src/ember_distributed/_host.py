@@ -37,6 +37,7 @@ def reduce_dtype(a: np.ndarray) -> np.ndarray:
 def mean_in_place(total: np.ndarray, n: int) -> np.ndarray:
     """``total / n`` in ``total``'s dtype; integers round toward zero (NCCL's average)."""
     if np.issubdtype(total.dtype, np.integer):
-        return (np.sign(total) * (np.abs(total) // n)).astype(total.dtype)
+        out: np.ndarray = (np.sign(total) * (np.abs(total) // n)).astype(total.dtype)
+        return out
     total /= n
     return total

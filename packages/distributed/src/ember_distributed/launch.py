@@ -78,7 +78,12 @@ def _stop(procs: list[subprocess.Popen[bytes]], grace: float) -> None:
     pids = [p.pid for p in procs if p.returncode is None]
     for pid in pids:
         _signal(pid, signal.SIGTERM)
-    timer = threading.Timer(grace, lambda: [_signal(pid, signal.SIGKILL) for pid in pids])
+
+    def kill() -> None:
+        for pid in pids:
+            _signal(pid, signal.SIGKILL)
+
+    timer = threading.Timer(grace, kill)
     timer.daemon = True
     timer.start()
 

@@ -163,7 +163,7 @@ class NCCLCommunicator(Communicator):
         n = tensor.numel()
         src, src_ptr = self._source(tensor)
         out, out_ptr = self._output(tensor, tuple(tensor.shape))
-        nccl_op = getattr(self.nccl, _OPS[op], None)
+        nccl_op: Any = getattr(self.nccl, _OPS[op], None)
         scale = op == "mean" and nccl_op is None  # NCCL < 2.10 has no average: sum, divide
         if scale:
             nccl_op = self.nccl.NCCL_SUM
@@ -199,7 +199,7 @@ class NCCLCommunicator(Communicator):
         count = tensor.numel() // self.world_size
         _, src_ptr = self._source(tensor)
         out, out_ptr = self._output(tensor, shape)
-        nccl_op = getattr(self.nccl, _OPS[op], None)
+        nccl_op: Any = getattr(self.nccl, _OPS[op], None)
         scale = op == "mean" and nccl_op is None
         if scale:
             nccl_op = self.nccl.NCCL_SUM
