@@ -36,11 +36,14 @@ Examples
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import ember
 from ember.backend import CaptureError, Tensor, capturing
 from ember.nn._values import lower, lower_to
+
+if TYPE_CHECKING:
+    from ember_triton.backend import TritonBackend
 
 __all__ = ["CaptureError", "CudaGraph", "graph"]
 
@@ -123,8 +126,8 @@ class CudaGraph:
             raise ValueError(f"the recorded input lives on {dst.device}, not on the graph's "
                              f"device {self._base}")
         s = lower(src).to(self._base).to(dtype=dst.dtype)
-        elementwise(self._base.backend, "r = x0", [s._data], d._data.dtype, out=d._data,
-                    widen=False)
+        elementwise(cast("TritonBackend", self._base.backend), "r = x0", [s._data],
+                    d._data.dtype, out=d._data, widen=False)
 
 
 def graph(step: Callable[[], Any], *, device: Any = "cuda:0", warmup: int = 3) -> CudaGraph:

@@ -173,11 +173,11 @@ def index_select(rt: Runtime, x: CLArray, index: CLArray, dim: int) -> CLArray:
                       np.int64(index.strides[0]), np.int64(index.shape[0]), np.int64(inner),
                       np.int64(x.shape[dim]))
         return out
-    shape = list(x.shape)
-    shape[dim] = index.shape[0]
+    view_shape = list(x.shape)
+    view_shape[dim] = index.shape[0]
     strides = [0] * x.ndim
     strides[dim] = index.strides[0]
-    return gather(rt, x, index.view(tuple(shape), tuple(strides), index.offset), dim)
+    return gather(rt, x, index.view(tuple(view_shape), tuple(strides), index.offset), dim)
 
 
 _SCATTER = """

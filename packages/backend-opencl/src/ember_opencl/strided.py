@@ -144,7 +144,8 @@ __kernel void general32({', '.join(gparams + tail)})
 
 
 def _long8(vals: Sequence[int]) -> Any:
-    return cltypes.make_long8(*vals, *([0] * (MAXD - len(vals))))
+    # make_long8 is created at import time (pyopencl.cltypes fills its globals in a loop)
+    return cltypes.make_long8(*vals, *([0] * (MAXD - len(vals))))  # type: ignore[attr-defined]
 
 
 def run_map(rt: Runtime, expr: str, inputs: Sequence[CLArray], *,
