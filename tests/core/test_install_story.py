@@ -181,6 +181,44 @@ def test_an_installed_but_unregistered_plugin_is_told_apart_from_a_missing_one(
         ember.device("fusion<cpu>")
 
 
+# -- Tensor.cpu() -----------------------------------------------------------------------------
+
+def test_cpu_without_a_cpu_device_names_the_package_and_the_host_readers(
+        registry: dict[str, DeviceSpec], monkeypatch: pytest.MonkeyPatch) -> None:
+    _not_installed(monkeypatch, "ember-backend-cpu")
+    monkeypatch.delitem(_CACHE, "cpu", raising=False)  # built by an earlier test
+    registry["fakeopencl"] = _spec("fakeopencl", 5)
+    x = ember.tensor([1.5, -2.0], device="fakeopencl:0")
+    with pytest.raises(ValueError, match=r"^Tensor.cpu\(\): unknown device 'cpu' \(known: "
+                       r"fakeopencl\); it is provided by ember-backend-cpu: pip install "
+                       r"\"ember\[cpu\]\".*use .numpy\(\), .tolist\(\) or .item\(\)"):
+        x.cpu()
+    assert x.numpy().tolist() == x.tolist() == [1.5, -2.0]  # what the message offers works
+
+
+def test_cpu_of_another_device_is_a_copy_on_cpu(registry: dict[str, DeviceSpec]) -> None:
+    real = _CACHE.pop("cpu", None)
+    try:
+        registry["fakeopencl"] = _spec("fakeopencl", 5)
+        registry["cpu"] = _spec("cpu", 0, indexed=False)
+        x = ember.tensor([[1.5, -2.0]], dtype=ember.float64, device="fakeopencl:0")
+        y = x.cpu()
+        assert y.device is ember.device("cpu") and y.device is not x.device
+        assert y.dtype is ember.float64 and y.tolist() == x.tolist()
+    finally:  # the real cpu device comes back, or none if there was none
+        _CACHE.pop("cpu", None)
+        if real is not None:
+            _CACHE["cpu"] = real
+
+
+@pytest.mark.parametrize("dev", ["cpu", "autodiff<cpu>", "fusion<cpu>", "autodiff<fusion<cpu>>"])
+def test_cpu_of_a_tensor_on_cpu_hardware_is_itself_and_keeps_the_graph(dev: str) -> None:
+    x = ember.tensor([1.0, 3.0], device=dev, requires_grad=dev.startswith("autodiff"))
+    assert x.cpu() is x
+    if dev.startswith("autodiff"):
+        assert ((x.cpu() ** 2).sum().backward()[x]).tolist() == [2.0, 6.0]
+
+
 def test_a_name_that_is_not_embers_gets_no_install_hint() -> None:
     with pytest.raises(ValueError, match=r"^unknown device 'myfpga' \(known: [^)]*\)$"):
         ember.device("myfpga")

@@ -156,7 +156,33 @@ class Tensor:
         return out
 
     def cpu(self) -> Tensor:
-        return self.to("cpu")
+        """This tensor on the ``cpu`` device: itself where its hardware already is the cpu
+        (``cpu``, ``autodiff<cpu>``, ``fusion<cpu>``, ...: the graph is kept, as PyTorch's
+        ``.cpu()`` of a CPU tensor returns it), else a copy on plain ``cpu``.
+
+        Where no ``cpu`` device is installed (core with OpenCL only, say), it raises a
+        ``ValueError`` naming the package to install; ``.numpy()``, ``.tolist()`` and
+        ``.item()`` read a tensor of any device to the host without it.
+
+        Examples
+        --------
+        >>> import ember
+        >>> x = ember.tensor([1.0, 2.0], device="autodiff<cpu>", requires_grad=True)
+        >>> x.cpu() is x
+        True
+        """
+        if self._device.base.name == "cpu":
+            return self
+        from ._device import device
+
+        try:
+            cpu = device("cpu")
+        except (ValueError, RuntimeError) as exc:
+            # Note: PyTorch always has its CPU backend; ember's is a plugin
+            raise type(exc)(
+                f"Tensor.cpu(): {exc}. To read this tensor of {self._device} to the host "
+                "without a cpu device, use .numpy(), .tolist() or .item()") from None
+        return self.to(cpu)
 
     def type_as(self, other: Tensor) -> Tensor:
         return self.to(dtype=other._dtype)
