@@ -122,11 +122,11 @@ class Dashboard(Renderer):
                       if any(r.get(name) is not None for r in rows)}
             grid, lo, hi = braille_plot(series, width=plot_w, height=plot_h)
             body = Text()
-            for i, row in enumerate(grid):
+            for i, cells in enumerate(grid):
                 label = v.fmt(name, hi) if i == 0 else v.fmt(name, lo) if i == len(grid) - 1 \
                     else ""
                 body.append(f"{label:>9} ")
-                for ch, owner in row:
+                for ch, owner in cells:
                     body.append(ch, style=COLOURS.get(owner or "", "white"))
                 body.append("\n")
             for s, vals in series.items():

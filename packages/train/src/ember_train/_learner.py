@@ -227,7 +227,7 @@ class Learner:
                 return StepOutput(*compiled(batch))
             fn.compiled = compiled  # type: ignore[attr-defined]  # for stats and tests
             self._compiled[kind] = fn
-        return fn  # type: ignore[no-any-return]  # a StepOutput maker
+        return fn
 
     def _lr(self) -> float | None:
         opt = self.optimizer
@@ -502,7 +502,7 @@ class Learner:
         v.formats = {m.name: m for m in self.metrics}
         self._renderer = self._make_renderer()
         self._renderer.start()
-        if stale:
+        if stale and self.checkpointer is not None:
             self._renderer.message(f"starting afresh: removed {stale} checkpoint(s) of an "
                                    f"earlier run from {self.checkpointer.directory}")
         if resumed is not None:

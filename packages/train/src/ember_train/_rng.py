@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -68,7 +68,9 @@ def _state_of(stream: Any) -> dict[str, Any]:
     if isinstance(stream, np.random.Generator):
         return {"kind": "numpy", "state": stream.bit_generator.state}
     if isinstance(stream, np.random.RandomState):
-        name, keys, pos, has_gauss, gauss = stream.get_state()
+        # the legacy tuple: numpy's global RandomState and any on MT19937 give it
+        name, keys, pos, has_gauss, gauss = cast("tuple[str, np.ndarray, int, int, float]",
+                                                 stream.get_state())
         return {"kind": "numpy-legacy", "state": [name, keys.tolist(), pos, has_gauss, gauss]}
     if isinstance(stream, random.Random):
         version, internal, gauss = stream.getstate()
@@ -116,7 +118,7 @@ class RandomStreams:
         self.streams: dict[str, Any] = {
             "ember.default": ember.default_generator,
             "numpy.global": np.random.mtrand._rand,
-            "python.random": random._inst,  # type: ignore[attr-defined]  # the module's Random
+            "python.random": random._inst,  # the module's Random
         }
         for name, s in (streams or {}).items():
             self.add(name, s)

@@ -27,7 +27,7 @@ class StepOutput:
         if self.num_items is not None:
             return self.num_items
         for t in (self.target, self.output):
-            if t is not None and getattr(t, "shape", ()):
+            if t is not None and getattr(t, "shape", None):
                 return int(t.shape[0])
         return 1
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 __all__ = ["braille_plot", "sparkline"]
 
@@ -41,7 +41,7 @@ def sparkline(values: Sequence[float | None], width: int = 40) -> str:
     return "".join(out)
 
 
-def braille_plot(series: dict[str, Sequence[float | None]], width: int = 40, height: int = 6,
+def braille_plot(series: Mapping[str, Sequence[float | None]], width: int = 40, height: int = 6,
                  ) -> tuple[list[list[tuple[str, str | None]]], float, float]:
     """Draw series (one y per epoch) as connected lines on a ``width`` x ``height`` cell grid.
 
