@@ -13,9 +13,10 @@ from typing import Any
 import numpy as np
 
 from ember import ops
+from ember.backend import DType
 
 
-def _np(dtype: Any) -> np.dtype[Any]:
+def _np(dtype: DType) -> np.dtype[Any]:
     return np.dtype(dtype.numpy_name)
 
 
@@ -26,22 +27,23 @@ def _rng(seed: int, offset: int) -> np.random.Generator:
     return np.random.default_rng([seed, offset])
 
 
-def rand(shape: Any, dtype: Any, seed: int, offset: int) -> np.ndarray:
+def rand(shape: tuple[int, ...], dtype: DType, seed: int, offset: int) -> np.ndarray:
     u = _rng(seed, offset).random(shape)
     if dtype.itemsize == 2:
         u = np.floor(u * 2048) / 2048  # a grid float16 holds exactly: never rounds up to 1
     return u.astype(_np(dtype))
 
 
-def randn(shape: Any, dtype: Any, seed: int, offset: int) -> np.ndarray:
+def randn(shape: tuple[int, ...], dtype: DType, seed: int, offset: int) -> np.ndarray:
     return _rng(seed, offset).standard_normal(shape).astype(_np(dtype))
 
 
-def randint(low: int, high: int, shape: Any, dtype: Any, seed: int, offset: int) -> np.ndarray:
+def randint(low: int, high: int, shape: tuple[int, ...], dtype: DType, seed: int,
+            offset: int) -> np.ndarray:
     return _rng(seed, offset).integers(low, high, size=shape).astype(_np(dtype))
 
 
-def arange(start: Any, stop: Any, step: Any, dtype: Any) -> np.ndarray:
+def arange(start: float, stop: float, step: float, dtype: DType) -> np.ndarray:
     n = max(math.ceil((stop - start) / step), 0)
     return (start + np.arange(n) * step).astype(_np(dtype))
 
@@ -57,7 +59,8 @@ def _keep_ints(f: Any) -> Any:
 
 
 def _pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.power(a, b)
+    out: np.ndarray = np.power(a, b)
+    return out
 
 
 UNARY = {
@@ -147,7 +150,7 @@ def pad(x: np.ndarray, pad: Any, value: Any) -> np.ndarray:
 
 
 def _index_grid(index: np.ndarray, dim: int) -> tuple[np.ndarray, ...]:
-    grid = list(np.indices(index.shape, sparse=True))
+    grid: list[np.ndarray] = list(np.indices(index.shape, sparse=True))
     grid[dim] = index
     return tuple(grid)
 

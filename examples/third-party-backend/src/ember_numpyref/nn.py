@@ -7,6 +7,7 @@ convolutions: ``weight[C, O/groups, *kernel]``).  1-D ops reuse the 2-D ones wit
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -33,7 +34,7 @@ def conv2d(x: np.ndarray, w: np.ndarray, stride: Any, padding: Any, dilation: An
     win = _windows(xp, (kh, kw), stride, dilation, (oh, ow))
     win = win.reshape(n, groups, cg, oh, ow, kh, kw)
     wg = w.reshape(groups, o // groups, cg, kh, kw)
-    out = np.einsum("ngchwij,goc ij->ngohw".replace(" ", ""), win, wg)
+    out: np.ndarray = np.einsum("ngchwij,goc ij->ngohw".replace(" ", ""), win, wg)
     return out.reshape(n, o, oh, ow).astype(x.dtype)
 
 
@@ -60,7 +61,7 @@ def conv_transpose2d(x: np.ndarray, w: np.ndarray, stride: Any, padding: Any,
     return conv2d(up, wf, (1, 1), (0, 0), dilation, groups)
 
 
-def _one_d(f: Any) -> Any:
+def _one_d(f: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
     def kernel(x: np.ndarray, w: np.ndarray, **p: Any) -> np.ndarray:
         q = {k: (v if isinstance(v, int) else (1 if k in ("stride", "dilation") else 0, v[0]))
              for k, v in p.items()}
@@ -119,7 +120,8 @@ def avg_pool2d(x: np.ndarray, kernel_size: Any, stride: Any, padding: Any, ceil_
     else:
         inside, _ = _pool_pad(inside, kernel_size, stride, padding, ones, ceil_mode, 0)
     count = _windows(inside, kernel_size, stride, ones, out).sum(axis=(-1, -2))
-    return (total / count).astype(x.dtype)
+    mean: np.ndarray = total / count
+    return mean.astype(x.dtype)
 
 
 def adaptive_avg_pool2d(x: np.ndarray, output_size: Any) -> np.ndarray:
