@@ -1,0 +1,416 @@
+"""`load`: an ONNX file as an `ember.nn.Module` that runs its graph with ember ops.
+
+Loading checks every node before anything is built (an unsupported op is one error listing
+them all), decodes attributes once, folds the nodes that depend only on constants, and places
+floating-point initializers as parameters under the graph's own dotted names
+(``layer1.0.conv1.weight``), so ``state_dict()`` reads like the exporter's.  Running walks the
+nodes in order: a node whose inputs are all host values (constants, and shapes read from
+tensors) computes on the host with numpy; every other node runs ember ops on the model's
+device stack, so the imported model trains under ``autodiff<...>`` and fuses under
+``fusion<...>``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .._creation import tensor as _tensor
+from .._device import Device, device as _device
+from .._tensor import Tensor
+from ..nn.module import Module, Parameter
+from . import _elementwise, _nn, _reduce, _shape  # noqa: F401  # register the op rules
+from ._dtypes import FROM_ONNX, ember_dtype
+from ._registry import OPS, OPSET_MAX, OPSET_MIN, Node, Run, is_host
+
+__all__ = ["OnnxModel", "UnsupportedOperatorError", "load"]
+
+
+class UnsupportedOperatorError(NotImplementedError):
+    """The graph uses operators ember cannot import (the message lists each node)."""
+
+
+def _onnx() -> Any:
+    try:
+        import onnx
+    except ImportError:  # pragma: no cover - depends on the environment
+        raise ImportError("ember.onnx needs the onnx package: pip install 'ember[onnx]'") \
+            from None
+    return onnx
+
+
+# -- reading the file ---------------------------------------------------------------------------
+
+def _read(path: Any) -> tuple[Any, str]:
+    onnx = _onnx()
+    if isinstance(path, onnx.ModelProto):
+        return path, "<ModelProto>"
+    where = os.fspath(path)
+    if not os.path.isfile(where):
+        raise FileNotFoundError(f"ember.onnx.load: no such file: {where!r}")
+    try:
+        model = onnx.load(where)
+    except Exception as exc:
+        raise ValueError(f"ember.onnx.load: {where!r} is not a readable ONNX model: "
+                         f"{type(exc).__name__}: {exc}") from exc
+    return model, where
+
+
+def _opset(model: Any, where: str) -> int:
+    versions = {o.domain: o.version for o in model.opset_import}
+    v = versions.get("", versions.get("ai.onnx"))
+    if v is None:
+        raise ValueError(f"ember.onnx.load: {where} imports no default-domain opset")
+    if not OPSET_MIN <= v <= OPSET_MAX:
+        raise ValueError(f"ember.onnx.load: {where} uses opset {v}; ember reads opsets "
+                         f"{OPSET_MIN}-{OPSET_MAX} (onnx.version_converter.convert_version "
+                         "can move a model between opsets)")
+    return int(v)
+
+
+def _attrs(onnx: Any, node: Any) -> dict[str, Any]:
+    from onnx import numpy_helper
+
+    out: dict[str, Any] = {}
+    for a in node.attribute:
+        if a.type == onnx.AttributeProto.TENSOR:
+            out[a.name] = numpy_helper.to_array(a.t)
+        elif a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+            out[a.name] = a  # a subgraph: rejected by the check
+        else:
+            v = onnx.helper.get_attribute_value(a)
+            if isinstance(v, bytes):
+                v = v.decode()
+            elif isinstance(v, list):
+                v = [x.decode() if isinstance(x, bytes) else x for x in v]
+            out[a.name] = v
+    return out
+
+
+def _constant(node: Node) -> np.ndarray:
+    at = node.attrs
+    if "value" in at:
+        return np.asarray(at["value"])
+    for key, dtype in (("value_float", np.float32), ("value_floats", np.float32),
+                       ("value_int", np.int64), ("value_ints", np.int64)):
+        if key in at:
+            return np.asarray(at[key], dtype=dtype)
+    raise NotImplementedError(f"{node.where()}: a Constant with attributes {sorted(at)} is "
+                              "not supported (value, value_float(s), value_int(s))")
+
+
+def _check(nodes: list[Node], model: Any, where: str) -> None:
+    """Every node must be supported; one error lists each one that is not."""
+    bad = []
+    for n, raw in zip(nodes, model.graph.node, strict=True):
+        domain = raw.domain or ""
+        if domain not in ("", "ai.onnx") or (n.op_type not in OPS and n.op_type != "Constant"):
+            dom = f" (domain {domain!r})" if domain not in ("", "ai.onnx") else ""
+            bad.append(f"{n.op_type}{dom} at node {n.name!r}")
+        elif any(not isinstance(v, str | int | float | list | np.ndarray)
+                 for v in n.attrs.values()):
+            bad.append(f"{n.op_type} at node {n.name!r} (a subgraph attribute)")
+    if bad:
+        supported = ", ".join(sorted([*OPS, "Constant"]))
+        raise UnsupportedOperatorError(
+            f"ember.onnx.load: {where} (opset {nodes[0].opset}) uses operators ember cannot "
+            f"import: {'; '.join(bad)}. Supported ops: {supported}")
+
+
+# -- naming parameters after the graph ------------------------------------------------------------
+
+class Scope(Module):
+    """A namespace in an imported model's parameter tree (``layer1`` of ``layer1.0.weight``);
+    it has no computation of its own."""
+
+
+def _part(text: str) -> str:
+    s = re.sub(r"[^0-9A-Za-z_]", "_", text)
+    return s or "_"
+
+
+def _place(root: Module, name: str, taken: set[str]) -> tuple[Module, str]:
+    """The module and attribute that hold the initializer ``name``."""
+    parts = [_part(p) for p in name.split(".")]
+    mod = root
+    for p in parts[:-1]:
+        child = mod._modules.get(p)
+        if child is None:
+            if p in mod._parameters or p in mod._buffers:
+                break
+            child = Scope()
+            mod.add_module(p, child)
+        mod = child
+    else:
+        leaf = parts[-1]
+        if leaf not in mod._modules and leaf not in mod._parameters and \
+                leaf not in mod._buffers and leaf not in ("forward", "training"):
+            full = ".".join(parts)
+            taken.add(full)
+            return mod, leaf
+    flat = _part(name.replace(".", "_"))
+    while flat in taken or flat in root._modules:
+        flat += "_"
+    taken.add(flat)
+    return root, flat
+
+
+# -- the module ---------------------------------------------------------------------------------
+
+class OnnxModel(Module):
+    """An imported ONNX graph.  Call it with the graph's inputs (positionally, or by name as
+    keywords); it returns a tensor, or a tuple for several outputs.
+
+    Attributes ``input_names``, ``output_names`` and ``opset`` describe the graph.
+    """
+
+    def __init__(self, model: Any, where: str, device: Device) -> None:
+        super().__init__()
+        onnx = _onnx()
+        from onnx import numpy_helper
+
+        opset = _opset(model, where)
+        g = model.graph
+        nodes = [Node(n.op_type, n.name or f"{n.op_type}_{i}", list(n.input), list(n.output),
+                      _attrs(onnx, n), opset) for i, n in enumerate(g.node)]
+        _check(nodes, model, where)
+        object.__setattr__(self, "opset", opset)
+        object.__setattr__(self, "source", where)
+        inits = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+        # how each initializer is used: as a host number (a shape), as state, or computed with
+        host_use: set[str] = set()
+        state_use: set[str] = set()
+        for n in nodes:
+            rule = OPS.get(n.op_type)
+            if rule is None:
+                continue
+            for i, name in enumerate(n.inputs):
+                if i in rule.host_inputs:
+                    host_use.add(name)
+                elif i in rule.state_inputs:
+                    state_use.add(name)
+        static: dict[str, np.ndarray] = {}
+        params: dict[str, np.ndarray] = {}
+        for name, arr in inits.items():
+            if arr.dtype.kind == "f" and name not in host_use and name not in state_use:
+                params[name] = arr
+            else:
+                static[name] = arr
+        # fold what depends on constants only
+        run_nodes: list[Node] = []
+        for n in nodes:
+            if n.op_type == "Constant":
+                static[n.outputs[0]] = _constant(n)
+                continue
+            rule = OPS[n.op_type]
+            ins = [i for i in n.inputs if i]
+            if rule.host is not None and ins and all(i in static for i in ins):
+                outs = _call_host(rule.host, n, [static[i] if i else None for i in n.inputs])
+                for name, v in zip(n.outputs, outs, strict=False):
+                    static[name] = v
+                continue
+            run_nodes.append(n)
+        object.__setattr__(self, "_nodes", run_nodes)
+        init_names = set(inits)
+        inputs = [v for v in g.input if v.name not in init_names]
+        object.__setattr__(self, "input_names", [v.name for v in inputs])
+        object.__setattr__(self, "output_names", [v.name for v in g.output])
+        object.__setattr__(self, "_input_types", [_value_type(v, where) for v in inputs])
+        # register what the remaining nodes and the outputs read
+        used = {i for n in run_nodes for i in n.inputs if i} | set(self.output_names)
+        taken: set[str] = set()
+        slots: dict[str, tuple[Module, str]] = {}
+        consts: dict[str, tuple[np.ndarray, Module, str]] = {}
+        for name, arr in params.items():
+            if name in used:
+                mod, attr = _place(self, name, taken)
+                setattr(mod, attr, Parameter(_tensor(_contiguous(arr),
+                                                     device=device)))
+                slots[name] = (mod, attr)
+        consts_root = Scope()
+        for name, arr in static.items():
+            if name not in used:
+                continue
+            if name in inits:
+                mod, attr = _place(self, name, taken)
+                persistent = True
+            else:
+                mod, attr = consts_root, _part(name)
+                while attr in mod._buffers:
+                    attr += "_"
+                persistent = False
+            if arr.dtype.kind in "fiub" and arr.dtype in _SUPPORTED_NP:
+                mod.register_buffer(attr, _tensor(_contiguous(arr), device=device),
+                                    persistent=persistent)
+                consts[name] = (arr, mod, attr)
+            else:
+                consts[name] = (arr, mod, "")
+        if consts_root._buffers:
+            self.add_module("constants", consts_root)
+        object.__setattr__(self, "_slots", slots)
+        object.__setattr__(self, "_consts", consts)
+        object.__setattr__(self, "_device", device)
+        # the last node that reads each value: it is dropped after that
+        last: dict[str, int] = {}
+        for k, n in enumerate(run_nodes):
+            for name in n.inputs:
+                last[name] = k
+        drop: list[list[str]] = [[] for _ in run_nodes]
+        for name, at in last.items():
+            if name not in self.output_names:
+                drop[at].append(name)
+        object.__setattr__(self, "_drop", drop)
+
+    # -- running -------------------------------------------------------------------------------
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        names = self.input_names
+        if len(args) > len(names):
+            raise TypeError(f"the ONNX model takes {len(names)} input(s) ({', '.join(names)}), "
+                            f"got {len(args)}")
+        given: dict[str, Any] = dict(zip(names, args, strict=False))
+        for k, v in kwargs.items():
+            if k not in names:
+                raise TypeError(f"the ONNX model has no input {k!r} (inputs: "
+                                f"{', '.join(names)})")
+            if k in given:
+                raise TypeError(f"input {k!r} given twice")
+            given[k] = v
+        missing = [n for n in names if n not in given]
+        if missing:
+            raise TypeError(f"the ONNX model is missing input(s) {', '.join(missing)}")
+        dev = self._run_device(given)
+        values: dict[str, Any] = {}
+        for name, expect in zip(names, self._input_types, strict=True):
+            values[name] = _check_input(name, given[name], expect, dev)
+        buffers: dict[int, Tensor] = {}
+        for name, (arr, mod, attr) in self._consts.items():
+            values[name] = arr
+            if attr:
+                buffers[id(arr)] = getattr(mod, attr)
+        for name, (mod, attr) in self._slots.items():
+            values[name] = getattr(mod, attr)
+        run = Run(dev, buffers)
+        for step, node in enumerate(self._nodes):
+            rule = OPS[node.op_type]
+            xs = [values[i] if i else None for i in node.inputs]
+            try:
+                if rule.host is not None and all(x is None or is_host(x) for x in xs):
+                    outs = _call_host(rule.host, node, xs)
+                else:
+                    outs = _as_tuple(rule.device(run, node, *_trim(xs)))
+            except Exception as exc:
+                exc.add_note(f"while running ONNX {node.where()} on {dev}, inputs "
+                             + ", ".join(_describe(x) for x in xs))
+                raise
+            for name, v in zip(node.outputs, outs, strict=False):
+                if name:
+                    values[name] = v
+            for name in self._drop[step]:
+                values.pop(name, None)
+        results = tuple(run.tensor(values[n]) for n in self.output_names)
+        return results[0] if len(results) == 1 else results
+
+    def _run_device(self, given: dict[str, Any]) -> Device:
+        for v in given.values():
+            if isinstance(v, Tensor):
+                return v.device
+        for _, t in self.named_parameters():
+            return t.device
+        for _, t in self.named_buffers():
+            return t.device
+        dev: Device = self._device
+        return dev
+
+    def extra_repr(self) -> str:
+        return (f"inputs={self.input_names}, outputs={self.output_names}, opset={self.opset}, "
+                f"nodes={len(self._nodes)}")
+
+
+_SUPPORTED_NP = {np.dtype(d) for d in ("float16", "float32", "float64", "int8", "int16",
+                                       "int32", "int64", "uint8", "bool")}
+
+
+def _value_type(v: Any, where: str) -> tuple[Any, list[Any] | None]:
+    tt = v.type.tensor_type
+    dtype = ember_dtype(tt.elem_type, f"{where}: input {v.name!r}") \
+        if tt.elem_type in FROM_ONNX else None
+    if not tt.HasField("shape"):
+        return dtype, None
+    dims: list[Any] = []
+    for d in tt.shape.dim:
+        dims.append(d.dim_value if d.HasField("dim_value") else (d.dim_param or "?"))
+    return dtype, dims
+
+
+def _check_input(name: str, v: Any, expect: tuple[Any, list[Any] | None], dev: Device) -> Any:
+    dtype, dims = expect
+    if isinstance(v, np.ndarray):
+        v = _tensor(v, device=dev)
+    if not isinstance(v, Tensor):
+        raise TypeError(f"input {name!r}: expected an ember.Tensor or numpy array, got "
+                        f"{type(v).__name__}")
+    if dtype is not None and v.dtype != dtype:
+        raise TypeError(f"input {name!r}: expected dtype {dtype.name}, got {v.dtype.name}")
+    if dims is not None:
+        ok = len(dims) == v.ndim and all(isinstance(d, str) or d == s
+                                         for d, s in zip(dims, v.shape, strict=False))
+        if not ok:
+            shown = "[" + ", ".join(str(d) for d in dims) + "]"
+            raise ValueError(f"input {name!r}: expected shape {shown}, got {list(v.shape)}")
+    return v
+
+
+def _contiguous(a: np.ndarray) -> np.ndarray:
+    return a if a.flags.c_contiguous else a.copy()
+
+
+def _trim(xs: list[Any]) -> list[Any]:
+    while xs and xs[-1] is None:
+        xs = xs[:-1]
+    return xs
+
+
+def _as_tuple(out: Any) -> tuple[Any, ...]:
+    return out if isinstance(out, tuple) else (out,)
+
+
+def _call_host(fn: Any, node: Node, xs: Sequence[Any]) -> tuple[Any, ...]:
+    out = fn(node, *_trim(list(xs)))
+    return tuple(np.asarray(o) for o in _as_tuple(out))
+
+
+def _describe(x: Any) -> str:
+    if x is None:
+        return "none"
+    kind = "host" if is_host(x) else "tensor"
+    dtype = x.dtype if is_host(x) else x.dtype.name
+    return f"{kind} {dtype} {list(x.shape)}"
+
+
+def load(path: str | os.PathLike[str] | Any, device: str | Device = "cpu") -> OnnxModel:
+    """Import an ONNX model as an `ember.nn.Module` on ``device`` (any device stack).
+
+    Floating-point initializers become parameters named after the graph (so
+    ``state_dict()`` is readable and the model can be fine-tuned); integer initializers and
+    constants are buffers.  An unsupported operator raises `UnsupportedOperatorError` naming
+    each offending node before anything is built.
+
+    Examples
+    --------
+    >>> import ember, ember.onnx, onnx, tempfile, os
+    >>> from onnx import helper, TensorProto
+    >>> g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+    ...     [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])],
+    ...     [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n"])])
+    >>> path = os.path.join(tempfile.mkdtemp(), "relu.onnx")
+    >>> onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    >>> ember.onnx.load(path)(ember.tensor([-1.0, 2.0])).tolist()
+    [0.0, 2.0]
+    """
+    model, where = _read(path)
+    return OnnxModel(model, where, _device(device))

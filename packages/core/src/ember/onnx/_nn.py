@@ -1,0 +1,358 @@
+"""Neural-network operators: MatMul, Gemm, Conv, ConvTranspose, pooling, normalization,
+Resize."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .. import _elementwise as E, _manipulation as M, _reduction as R, functional as F
+from .._creation import ones
+from .._linalg import matmul as _matmul
+from .._tensor import Tensor
+from ..nn import functional as NF
+from ._registry import Node, Run, op
+
+
+@op("MatMul")
+def matmul(r: Run, node: Node, a: Any, b: Any) -> Tensor:
+    return _matmul(r.tensor(a), r.tensor(b))
+
+
+@op("Gemm")
+def gemm(r: Run, node: Node, a: Any, b: Any, c: Any = None) -> Tensor:
+    at = node.attrs
+    alpha, beta = float(at.get("alpha", 1.0)), float(at.get("beta", 1.0))
+    ta, tb = r.tensor(a), r.tensor(b)
+    if at.get("transA", 0):
+        ta = ta.permute(1, 0)
+    if at.get("transB", 0) and alpha == 1.0 and (c is None or beta == 1.0):
+        tc = r.tensor(c) if c is not None else None
+        if tc is None or (tc.ndim == 1 and tc.shape[0] == tb.shape[0]):
+            return F.linear(ta, tb, tc)
+    if at.get("transB", 0):
+        tb = tb.permute(1, 0)
+    out = _matmul(ta, tb)
+    if alpha != 1.0:
+        out = out * alpha
+    if c is not None:
+        tc = r.tensor(c)
+        out = out + (tc * beta if beta != 1.0 else tc)
+    return out
+
+
+# -- padding and windows ----------------------------------------------------------------------
+
+def _spatial(node: Node, x: Tensor, kernel: Sequence[int]) -> tuple[
+        list[int], list[int], list[int], list[int]]:
+    """strides, dilations, pads at the start, pads at the end of each spatial axis."""
+    n = len(kernel)
+    at = node.attrs
+    strides = list(at.get("strides", [1] * n))
+    dil = list(at.get("dilations", [1] * n))
+    auto = at.get("auto_pad", "NOTSET")
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        begin, end = [], []
+        for i in range(n):
+            size = x.shape[2 + i]
+            out = -(-size // strides[i])
+            total = max((out - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 - size, 0)
+            small = total // 2
+            b = small if auto == "SAME_UPPER" else total - small
+            begin.append(b)
+            end.append(total - b)
+    elif auto == "VALID":
+        begin, end = [0] * n, [0] * n
+    elif auto == "NOTSET":
+        pads = list(at.get("pads", [0] * (2 * n)))
+        begin, end = pads[:n], pads[n:]
+    else:
+        raise ValueError(f"{node.where()}: auto_pad {auto!r} is not one of NOTSET, "
+                         "SAME_UPPER, SAME_LOWER, VALID")
+    return strides, dil, begin, end
+
+
+def _pad_explicit(x: Tensor, begin: Sequence[int], end: Sequence[int],
+                  value: float = 0.0) -> Tensor:
+    widths: list[int] = []
+    for b, e in zip(reversed(begin), reversed(end), strict=True):
+        widths += [b, e]
+    return M.pad(x, widths, mode="constant", value=value)
+
+
+def _rank_check(node: Node, x: Tensor, allowed: Sequence[int]) -> int:
+    n = x.ndim - 2
+    if n not in allowed:
+        raise NotImplementedError(
+            f"{node.where()}: {n}-D input {tuple(x.shape)} is not supported "
+            f"(supported: {', '.join(f'{k}-D' for k in allowed)} spatial)")
+    return n
+
+
+@op("Conv", note="1-D and 2-D; every auto_pad")
+def conv(r: Run, node: Node, x: Any, w: Any, b: Any = None) -> Tensor:
+    t, wt = r.tensor(x), r.tensor(w)
+    n = _rank_check(node, t, (1, 2))
+    kernel = list(node.attrs.get("kernel_shape", wt.shape[2:]))
+    strides, dil, begin, end = _spatial(node, t, kernel)
+    if begin != end:
+        t = _pad_explicit(t, begin, end)
+        begin = [0] * n
+    fn = F.conv2d if n == 2 else F.conv1d
+    return fn(t, wt, r.tensor(b) if b is not None else None, stride=tuple(strides),
+              padding=tuple(begin), dilation=tuple(dil), groups=node.attrs.get("group", 1))
+
+
+@op("ConvTranspose", note="1-D and 2-D; pads, output_padding, output_shape")
+def conv_transpose(r: Run, node: Node, x: Any, w: Any, b: Any = None) -> Tensor:
+    t, wt = r.tensor(x), r.tensor(w)
+    n = _rank_check(node, t, (1, 2))
+    at = node.attrs
+    kernel = list(at.get("kernel_shape", wt.shape[2:]))
+    strides = list(at.get("strides", [1] * n))
+    dil = list(at.get("dilations", [1] * n))
+    outpad = list(at.get("output_padding", [0] * n))
+    full = [(t.shape[2 + i] - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 for i in range(n)]
+    auto = at.get("auto_pad", "NOTSET")
+    if "output_shape" in at or auto in ("SAME_UPPER", "SAME_LOWER"):
+        shape = list(at["output_shape"])[-n:] if "output_shape" in at else \
+            [t.shape[2 + i] * strides[i] for i in range(n)]
+        total = [full[i] + outpad[i] - shape[i] for i in range(n)]
+        # as onnxruntime: the odd cell of padding goes at the end only for SAME_UPPER
+        if auto == "SAME_UPPER":
+            begin = [tt // 2 for tt in total]
+        else:
+            begin = [tt - tt // 2 for tt in total]
+        end = [tt - bb for tt, bb in zip(total, begin, strict=True)]
+    elif auto == "VALID":
+        begin, end = [0] * n, [0] * n
+    else:
+        pads = list(at.get("pads", [0] * (2 * n)))
+        begin, end = pads[:n], pads[n:]
+    bias = r.tensor(b) if b is not None else None
+    fn = F.conv_transpose2d if n == 2 else F.conv_transpose1d
+    group = at.get("group", 1)
+    if begin == end and all(0 <= p < max(s, d) for p, s, d in zip(outpad, strides, dil,
+                                                                  strict=True)) \
+            and min(begin, default=0) >= 0:
+        return fn(t, wt, bias, stride=tuple(strides), padding=tuple(begin),
+                  output_padding=tuple(outpad), groups=group, dilation=tuple(dil))
+    y = fn(t, wt, None, stride=tuple(strides), groups=group, dilation=tuple(dil))
+    # crop the pads (a negative pad grows the output with zeros), then the output padding
+    y = _pad_explicit(y, [-p for p in begin], [op_ - p for p, op_ in zip(end, outpad,
+                                                                           strict=True)])
+    if bias is not None:
+        y = y + bias.reshape((bias.shape[0],) + (1,) * n)
+    return y
+
+
+def _pool_geometry(node: Node, t: Tensor) -> tuple[list[int], list[int], list[int],
+                                                   list[int], list[int]]:
+    kernel = list(node.attrs["kernel_shape"])
+    strides, dil, begin, end = _spatial(node, t, kernel)
+    return kernel, strides, dil, begin, end
+
+
+def _ceil_extra(node: Node, t: Tensor, kernel: Sequence[int], strides: Sequence[int],
+                dil: Sequence[int], begin: Sequence[int], end: Sequence[int]) -> list[int]:
+    """Extra end padding that makes a floor-mode pool give ceil_mode's output size (ONNX
+    drops a last window that would start in the end padding)."""
+    extra = []
+    for i in range(len(kernel)):
+        size = t.shape[2 + i] + begin[i] + end[i]
+        eff = (kernel[i] - 1) * dil[i] + 1
+        out = -(-(size - eff) // strides[i]) + 1
+        if (out - 1) * strides[i] >= t.shape[2 + i] + begin[i]:
+            out -= 1
+        extra.append(max((out - 1) * strides[i] + eff - size, 0))
+    return extra
+
+
+@op("MaxPool", note="1-D and 2-D, ceil_mode, dilations; no Indices output")
+def max_pool(r: Run, node: Node, x: Any) -> Tensor:
+    t = r.tensor(x)
+    n = _rank_check(node, t, (1, 2))
+    if len([o for o in node.outputs if o]) > 1:
+        raise NotImplementedError(f"{node.where()}: the Indices output is not supported")
+    kernel, strides, dil, begin, end = _pool_geometry(node, t)
+    if node.attrs.get("ceil_mode", 0):
+        end = [e + x_ for e, x_ in zip(end, _ceil_extra(node, t, kernel, strides, dil, begin,
+                                                        end), strict=True)]
+    if any(begin) or any(end):
+        t = _pad_explicit(t, begin, end, value=-math.inf)
+    if n == 1:
+        return NF.max_pool1d(t, kernel[0], stride=strides[0], dilation=dil[0])  # type: ignore[return-value]  # no indices asked
+    return F.max_pool2d(t, tuple(kernel), stride=tuple(strides),  # type: ignore[return-value]  # no indices asked
+                        dilation=tuple(dil))
+
+
+@op("AveragePool", note="1-D and 2-D, ceil_mode, count_include_pad")
+def average_pool(r: Run, node: Node, x: Any) -> Tensor:
+    t = r.tensor(x)
+    n = _rank_check(node, t, (1, 2))
+    kernel, strides, dil, begin, end = _pool_geometry(node, t)
+    if any(d != 1 for d in dil):
+        raise NotImplementedError(f"{node.where()}: dilations {dil} are not supported")
+    extra = [0] * n
+    if node.attrs.get("ceil_mode", 0):
+        extra = _ceil_extra(node, t, kernel, strides, dil, begin, end)
+    if n == 1:  # as 2-D with a unit height
+        t = t.unsqueeze(2)
+        kernel, strides, begin, end, extra = ([1, *kernel], [1, *strides], [0, *begin],
+                                              [0, *end], [0, *extra])
+    include = bool(node.attrs.get("count_include_pad", 0))
+    # the window sum over the padded input, divided by how many of its cells count: padding
+    # counts when count_include_pad is set, the ceil_mode overhang never does
+    padded = _pad_explicit(t, begin, [e + x_ for e, x_ in zip(end, extra, strict=True)])
+    sums = F.avg_pool2d(padded, tuple(kernel), stride=tuple(strides)) * math.prod(kernel)
+    mask = ones((1, 1, *t.shape[2:]), dtype=t.dtype, device=t.device)
+    if include:
+        mask = _pad_explicit(mask, begin, end, value=1.0)
+        mask = _pad_explicit(mask, [0] * len(begin), extra)
+    else:
+        mask = _pad_explicit(mask, begin, [e + x_ for e, x_ in zip(end, extra, strict=True)])
+    counts = F.avg_pool2d(mask, tuple(kernel), stride=tuple(strides)) * math.prod(kernel)
+    out = sums / counts
+    return out.squeeze(2) if n == 1 else out
+
+
+@op("GlobalAveragePool")
+def global_average_pool(r: Run, node: Node, x: Any) -> Tensor:
+    t = r.tensor(x)
+    return R.mean(t, dim=tuple(range(2, t.ndim)), keepdim=True)
+
+
+@op("GlobalMaxPool")
+def global_max_pool(r: Run, node: Node, x: Any) -> Tensor:
+    t = r.tensor(x)
+    return R.amax(t, dim=tuple(range(2, t.ndim)), keepdim=True)
+
+
+# -- normalization ------------------------------------------------------------------------------
+
+def _per_channel(v: Tensor, ndim: int) -> Tensor:
+    return v.reshape((v.shape[0],) + (1,) * (ndim - 2))
+
+
+@op("BatchNormalization", state_inputs=(3, 4), note="inference (training_mode=0)")
+def batch_norm(r: Run, node: Node, x: Any, scale: Any, bias: Any, mean: Any,
+               var: Any) -> Tensor:
+    if node.attrs.get("training_mode", 0):
+        raise NotImplementedError(f"{node.where()}: training_mode=1 is not supported")
+    t = r.tensor(x)
+    eps = float(node.attrs.get("epsilon", 1e-5))
+    s, b, m, v = (_per_channel(r.tensor(a), t.ndim) for a in (scale, bias, mean, var))
+    return (t - m) * (E.rsqrt(v + eps) * s) + b
+
+
+@op("InstanceNormalization")
+def instance_norm(r: Run, node: Node, x: Any, scale: Any, bias: Any) -> Tensor:
+    t = r.tensor(x)
+    eps = float(node.attrs.get("epsilon", 1e-5))
+    dims = tuple(range(2, t.ndim))
+    mu = R.mean(t, dim=dims, keepdim=True)
+    d = t - mu
+    var = R.mean(d * d, dim=dims, keepdim=True)
+    return d * E.rsqrt(var + eps) * _per_channel(r.tensor(scale), t.ndim) + \
+        _per_channel(r.tensor(bias), t.ndim)
+
+
+@op("LayerNormalization", note="the Y output (not Mean, InvStdDev)")
+def layer_norm(r: Run, node: Node, x: Any, scale: Any, bias: Any = None) -> Tensor:
+    if len([o for o in node.outputs if o]) > 1:
+        raise NotImplementedError(f"{node.where()}: the Mean and InvStdDev outputs are not "
+                                  "supported")
+    t = r.tensor(x)
+    a = node.attrs.get("axis", -1) % t.ndim
+    eps = float(node.attrs.get("epsilon", 1e-5))
+    s = r.tensor(scale)
+    bt = r.tensor(bias) if bias is not None else None
+    norm = t.shape[a:]
+    if s.shape == norm and (bt is None or bt.shape == norm):
+        return F.layer_norm(t, norm, s, bt, eps=eps)
+    dims = tuple(range(a, t.ndim))
+    mu = R.mean(t, dim=dims, keepdim=True)
+    d = t - mu
+    y = d * E.rsqrt(R.mean(d * d, dim=dims, keepdim=True) + eps) * s
+    return y + bt if bt is not None else y
+
+
+# -- Resize ------------------------------------------------------------------------------------
+
+_COORD = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
+          "tf_half_pixel_for_nn")
+_NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+
+
+def _source(mode: str, out: int, size: int, scale: float) -> np.ndarray:
+    x = np.arange(out, dtype=np.float64)
+    if mode == "half_pixel":
+        return (x + 0.5) / scale - 0.5
+    if mode == "pytorch_half_pixel":
+        return (x + 0.5) / scale - 0.5 if out > 1 else np.zeros(out)
+    if mode == "align_corners":
+        return x * ((size - 1) / (out - 1)) if out > 1 else np.zeros(out)
+    if mode == "asymmetric":
+        return x / scale
+    return (x + 0.5) / scale  # tf_half_pixel_for_nn
+
+
+@op("Resize", host_inputs=(1, 2, 3),
+    note="nearest and linear; coordinate modes " + ", ".join(_COORD))
+def resize(r: Run, node: Node, x: Any, roi: Any = None, scales: Any = None,
+           sizes: Any = None) -> Tensor:
+    t = r.tensor(x)
+    at = node.attrs
+    mode = at.get("mode", "nearest")
+    coord = at.get("coordinate_transformation_mode", "half_pixel")
+    nearest = at.get("nearest_mode", "round_prefer_floor")
+    if mode not in ("nearest", "linear") or coord not in _COORD or nearest not in _NEAREST:
+        raise NotImplementedError(
+            f"{node.where()}: mode {mode!r}, coordinate_transformation_mode {coord!r}, "
+            f"nearest_mode {nearest!r} is not supported (modes nearest, linear; coordinate "
+            f"modes {', '.join(_COORD)}; nearest modes {', '.join(_NEAREST)})")
+    if at.get("antialias", 0) or at.get("axes") is not None:
+        raise NotImplementedError(f"{node.where()}: antialias and axes are not supported")
+    nd = t.ndim
+    sz = r.ints(sizes) if sizes is not None and r.host(sizes).size else None
+    sc = [float(v) for v in r.host(scales).reshape(-1)] if scales is not None and \
+        r.host(scales).size else None
+    if sz is None and sc is None:
+        raise ValueError(f"{node.where()}: neither scales nor sizes is given")
+    if sz is not None:
+        outs = sz
+        scs = [o / s for o, s in zip(outs, t.shape, strict=True)]
+    else:
+        assert sc is not None
+        scs = sc
+        outs = [math.floor(s * f) for s, f in zip(t.shape, sc, strict=True)]
+    for a in range(nd):
+        size, out = t.shape[a], outs[a]
+        if out == size and scs[a] == 1.0:
+            continue
+        src = _source(coord, out, size, scs[a])
+        if mode == "nearest":
+            if nearest == "round_prefer_floor":
+                idx = np.ceil(src - 0.5)
+            elif nearest == "round_prefer_ceil":
+                idx = np.floor(src + 0.5)
+            elif nearest == "floor":
+                idx = np.floor(src)
+            else:
+                idx = np.ceil(src)
+            i = np.clip(idx, 0, size - 1).astype(np.int64)
+            t = M.index_select(t, a, r.tensor(i))
+            continue
+        src = np.clip(src, 0, size - 1)
+        i0 = np.floor(src).astype(np.int64)
+        i1 = np.minimum(i0 + 1, size - 1)
+        lam = (src - i0).astype(np.dtype(t.dtype.numpy_name))
+        shape = [1] * nd
+        shape[a] = out
+        w = r.tensor(lam.reshape(shape))
+        lo, hi = M.index_select(t, a, r.tensor(i0)), M.index_select(t, a, r.tensor(i1))
+        t = lo + (hi - lo) * w
+    return t

@@ -1,0 +1,351 @@
+"""Shape and movement operators: Shape, Reshape, Slice, Gather, Concat, Expand, Pad, ...
+
+Most have a host form on numpy arrays: shape arithmetic runs on the host (see `_registry`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .. import _elementwise as E, _manipulation as M, _reduction as R
+from .._einsum import einsum as _einsum
+from .._tensor import Tensor
+from ._registry import Node, Run, op
+
+
+def _axis(a: int, ndim: int, node: Node) -> int:
+    if not -max(ndim, 1) <= a < max(ndim, 1):
+        raise ValueError(f"{node.where()}: axis {a} is out of range for rank {ndim}")
+    return a % max(ndim, 1)
+
+
+def _ints(v: Any) -> list[int]:
+    return [int(i) for i in np.asarray(v).reshape(-1)]
+
+
+# -- Shape, Size -------------------------------------------------------------------------------
+
+def _shape_of(node: Node, shape: Sequence[int]) -> np.ndarray:
+    n = len(shape)
+    start = node.attrs.get("start", 0)
+    end = node.attrs.get("end", n)
+    start, end = max(0, min(n, start % n if start < 0 else start)), \
+        max(0, min(n, end + n if end < 0 else end))
+    return np.array(list(shape)[start:end], dtype=np.int64)
+
+
+@op("Shape", host=lambda node, x: _shape_of(node, x.shape))
+def shape(r: Run, node: Node, x: Any) -> np.ndarray:
+    return _shape_of(node, x.shape)
+
+
+@op("Size", host=lambda node, x: np.array(x.size, np.int64))
+def size(r: Run, node: Node, x: Any) -> np.ndarray:
+    return np.array(math.prod(x.shape), np.int64)
+
+
+# -- reshaping -----------------------------------------------------------------------------------
+
+def _reshape_target(node: Node, shape: Sequence[int], target: list[int]) -> tuple[int, ...]:
+    allowzero = node.attrs.get("allowzero", 0)
+    out = [shape[i] if (t == 0 and not allowzero) else t for i, t in enumerate(target)]
+    if out.count(-1) > 1:
+        raise ValueError(f"{node.where()}: shape {target} has more than one -1")
+    if -1 in out:
+        known = math.prod(d for d in out if d != -1)
+        total = math.prod(shape)
+        if known == 0 or total % known:
+            raise ValueError(f"{node.where()}: cannot reshape {tuple(shape)} to {target}")
+        out[out.index(-1)] = total // known
+    if math.prod(out) != math.prod(shape):
+        raise ValueError(f"{node.where()}: cannot reshape {tuple(shape)} to {target}")
+    return tuple(out)
+
+
+@op("Reshape", host=lambda node, x, s: x.reshape(_reshape_target(node, x.shape, _ints(s))),
+    host_inputs=(1,))
+def reshape(r: Run, node: Node, x: Any, s: Any) -> Tensor:
+    t = r.tensor(x)
+    return t.reshape(_reshape_target(node, t.shape, r.ints(s)))
+
+
+def _flatten_shape(node: Node, shape: Sequence[int]) -> tuple[int, int]:
+    a = node.attrs.get("axis", 1)
+    a = a + len(shape) if a < 0 else a
+    return math.prod(shape[:a]), math.prod(shape[a:])
+
+
+@op("Flatten", host=lambda node, x: x.reshape(_flatten_shape(node, x.shape)))
+def flatten(r: Run, node: Node, x: Any) -> Tensor:
+    t = r.tensor(x)
+    return t.reshape(_flatten_shape(node, t.shape))
+
+
+def _squeezed(node: Node, shape: Sequence[int], axes: list[int] | None) -> tuple[int, ...]:
+    if axes is None:
+        return tuple(d for d in shape if d != 1)
+    axes_n = {_axis(a, len(shape), node) for a in axes}
+    for a in axes_n:
+        if shape[a] != 1:
+            raise ValueError(f"{node.where()}: cannot squeeze axis {a} of size {shape[a]} "
+                             f"(shape {tuple(shape)})")
+    return tuple(d for i, d in enumerate(shape) if i not in axes_n)
+
+
+def _squeeze_axes(node: Node, axes: Any) -> list[int] | None:
+    if axes is not None:
+        return _ints(axes)
+    a = node.attrs.get("axes")
+    return list(a) if a is not None else None
+
+
+@op("Squeeze", host=lambda node, x, axes=None: x.reshape(
+    _squeezed(node, x.shape, _squeeze_axes(node, axes))), host_inputs=(1,))
+def squeeze(r: Run, node: Node, x: Any, axes: Any = None) -> Tensor:
+    t = r.tensor(x)
+    ax = _squeeze_axes(node, r.host(axes) if axes is not None else None)
+    return t.reshape(_squeezed(node, t.shape, ax))
+
+
+def _unsqueezed(node: Node, shape: Sequence[int], axes: list[int]) -> tuple[int, ...]:
+    n = len(shape) + len(axes)
+    axes_n = sorted(_axis(a, n, node) for a in axes)
+    out = list(shape)
+    for a in axes_n:
+        out.insert(a, 1)
+    return tuple(out)
+
+
+@op("Unsqueeze", host=lambda node, x, axes=None: x.reshape(
+    _unsqueezed(node, x.shape, _squeeze_axes(node, axes) or [])), host_inputs=(1,))
+def unsqueeze(r: Run, node: Node, x: Any, axes: Any = None) -> Tensor:
+    t = r.tensor(x)
+    ax = _squeeze_axes(node, r.host(axes) if axes is not None else None) or []
+    return t.reshape(_unsqueezed(node, t.shape, ax))
+
+
+def _perm(node: Node, ndim: int) -> list[int]:
+    p = node.attrs.get("perm")
+    return list(p) if p is not None else list(range(ndim))[::-1]
+
+
+@op("Transpose", host=lambda node, x: np.transpose(x, _perm(node, x.ndim)))
+def transpose(r: Run, node: Node, x: Any) -> Tensor:
+    t = r.tensor(x)
+    return t.permute(*_perm(node, t.ndim))
+
+
+# -- joining and splitting -------------------------------------------------------------------
+
+@op("Concat", host=lambda node, *xs: np.concatenate(xs, axis=node.attrs["axis"]))
+def concat(r: Run, node: Node, *xs: Any) -> Tensor:
+    ts = [r.tensor(x) for x in xs]
+    ts = [t for t in ts if t.numel() or len(ts) == 1]
+    return M.cat(ts, dim=_axis(node.attrs["axis"], ts[0].ndim, node))
+
+
+def _split_sizes(node: Node, n: int, split: Any) -> list[int]:
+    if split is not None:
+        sizes = _ints(split)
+    elif "split" in node.attrs:
+        sizes = list(node.attrs["split"])
+    else:
+        k = node.attrs.get("num_outputs", len(node.outputs))
+        step = -(-n // k)
+        sizes = [min(step, n - i * step) for i in range(k)]
+    if sum(sizes) != n:
+        raise ValueError(f"{node.where()}: split sizes {sizes} do not add up to {n}")
+    return sizes
+
+
+def _host_split(node: Node, x: np.ndarray, split: Any = None) -> tuple[np.ndarray, ...]:
+    a = _axis(node.attrs.get("axis", 0), x.ndim, node)
+    sizes = _split_sizes(node, x.shape[a], split)
+    return tuple(np.split(x, np.cumsum(sizes)[:-1], axis=a))
+
+
+@op("Split", host=_host_split, host_inputs=(1,))
+def split(r: Run, node: Node, x: Any, s: Any = None) -> tuple[Tensor, ...]:
+    t = r.tensor(x)
+    a = _axis(node.attrs.get("axis", 0), t.ndim, node)
+    sizes = _split_sizes(node, t.shape[a], r.host(s) if s is not None else None)
+    return tuple(M.split(t, sizes, dim=a))
+
+
+# -- slicing and gathering -----------------------------------------------------------------------
+
+def _slices(node: Node, shape: Sequence[int], starts: list[int], ends: list[int],
+            axes: list[int] | None, steps: list[int] | None) -> tuple[slice, ...]:
+    nd = len(shape)
+    axes = axes if axes is not None else list(range(len(starts)))
+    steps = steps if steps is not None else [1] * len(starts)
+    out = [slice(None)] * nd
+    for s, e, a, st in zip(starts, ends, axes, steps, strict=True):
+        a = _axis(a, nd, node)
+        n = shape[a]
+        if st == 0:
+            raise ValueError(f"{node.where()}: a slice step is 0")
+        s = s + n if s < 0 else s
+        e = e + n if e < 0 else e
+        if st > 0:
+            s, e = min(max(s, 0), n), min(max(e, 0), n)
+            out[a] = slice(s, e, st)
+        else:
+            s, e = min(max(s, 0), n - 1), min(max(e, -1), n - 1)
+            out[a] = slice(s, e if e >= 0 else None, st)
+    return tuple(out)
+
+
+def _slice_args(xs: Sequence[Any]) -> tuple[list[int], list[int], list[int] | None,
+                                             list[int] | None]:
+    starts, ends, axes, steps = [*xs, None, None][:4]
+    return (_ints(starts), _ints(ends), _ints(axes) if axes is not None else None,
+            _ints(steps) if steps is not None else None)
+
+
+@op("Slice", host=lambda node, x, *a: x[_slices(node, x.shape, *_slice_args(a))],
+    host_inputs=(1, 2, 3, 4))
+def slice_(r: Run, node: Node, x: Any, *a: Any) -> Tensor:
+    t = r.tensor(x)
+    return t[_slices(node, t.shape, *_slice_args([r.host(v) if v is not None else None
+                                                   for v in a]))]
+
+
+def _host_gather(node: Node, x: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    a = _axis(node.attrs.get("axis", 0), x.ndim, node)
+    idx = np.where(idx < 0, idx + x.shape[a], idx)
+    return np.take(x, idx, axis=a)
+
+
+@op("Gather", host=_host_gather)
+def gather(r: Run, node: Node, x: Any, idx: Any) -> Tensor:
+    t = r.tensor(x)
+    a = _axis(node.attrs.get("axis", 0), t.ndim, node)
+    n = t.shape[a]
+    if isinstance(idx, np.ndarray):
+        h = np.where(idx < 0, idx + n, idx).astype(np.int64)
+        i = r.tensor(np.ascontiguousarray(h.reshape(-1)))
+        ishape = h.shape
+    else:
+        i = E.where(idx < 0, idx + n, idx)
+        ishape = i.shape
+        i = i.reshape(-1)
+    out = M.index_select(t, a, i)
+    return out.reshape(t.shape[:a] + tuple(ishape) + t.shape[a + 1:])
+
+
+@op("GatherElements", host=lambda node, x, i: np.take_along_axis(
+    x, np.where(i < 0, i + x.shape[node.attrs.get("axis", 0)], i), node.attrs.get("axis", 0)))
+def gather_elements(r: Run, node: Node, x: Any, idx: Any) -> Tensor:
+    t = r.tensor(x)
+    a = _axis(node.attrs.get("axis", 0), t.ndim, node)
+    i = r.tensor(idx)
+    i = E.where(i < 0, i + t.shape[a], i)
+    return M.gather(t, a, i)
+
+
+# -- broadcasting, tiling, padding -----------------------------------------------------------------
+
+@op("Expand", host=lambda node, x, s: np.broadcast_to(
+    x, np.broadcast_shapes(x.shape, tuple(_ints(s)))).copy(), host_inputs=(1,))
+def expand(r: Run, node: Node, x: Any, s: Any) -> Tensor:
+    t = r.tensor(x)
+    target = np.broadcast_shapes(t.shape, tuple(r.ints(s)))
+    if tuple(target) == t.shape:
+        return t
+    return M.broadcast_to(t, tuple(target))
+
+
+@op("Tile", host=lambda node, x, reps: np.tile(x, _ints(reps)), host_inputs=(1,))
+def tile(r: Run, node: Node, x: Any, reps: Any) -> Tensor:
+    return M.repeat(r.tensor(x), *r.ints(reps))
+
+
+_PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "replicate",
+              "wrap": "circular"}
+
+
+@op("Pad", host_inputs=(1, 2, 3), note="modes constant, reflect, edge, wrap")
+def pad(r: Run, node: Node, x: Any, pads: Any = None, value: Any = None,
+        axes: Any = None) -> Tensor:
+    t = r.tensor(x)
+    mode = node.attrs.get("mode", "constant")
+    if mode not in _PAD_MODES:
+        raise ValueError(f"{node.where()}: pad mode {mode!r} is not supported "
+                         f"({', '.join(_PAD_MODES)})")
+    p = r.ints(pads) if pads is not None else list(node.attrs.get("pads", []))
+    nd = t.ndim
+    ax = [_axis(a, nd, node) for a in r.ints(axes)] if axes is not None else list(range(nd))
+    k = len(ax)
+    if len(p) != 2 * k:
+        raise ValueError(f"{node.where()}: pads has {len(p)} values for {k} axes")
+    begin, end = [0] * nd, [0] * nd
+    for j, a in enumerate(ax):
+        begin[a], end[a] = p[j], p[j + k]
+    widths: list[int] = []
+    for a in reversed(range(nd)):
+        widths += [begin[a], end[a]]
+    while widths[-2:] == [0, 0] and len(widths) > 2:
+        widths = widths[:-2]
+    fill = None
+    if mode == "constant":
+        fill = float(r.host(value).reshape(-1)[0]) if value is not None and \
+            r.host(value).size else float(node.attrs.get("value", 0.0))
+        return M.pad(t, widths, mode="constant", value=fill)
+    return M.pad(t, widths, mode=_PAD_MODES[mode])
+
+
+# -- making tensors -------------------------------------------------------------------------------
+
+def _constant_of_shape(node: Node, s: Any) -> np.ndarray:
+    v = node.attrs.get("value")
+    value = np.asarray(v).reshape(-1)[0] if v is not None else np.float32(0)
+    return np.full(tuple(_ints(s)), value, dtype=np.asarray(value).dtype)
+
+
+@op("ConstantOfShape", host=_constant_of_shape, host_inputs=(0,))
+def constant_of_shape(r: Run, node: Node, s: Any) -> np.ndarray:
+    return _constant_of_shape(node, r.host(s))
+
+
+def _range(node: Node, start: Any, limit: Any, delta: Any) -> np.ndarray:
+    s, lim, d = (np.asarray(v).reshape(-1)[0] for v in (start, limit, delta))
+    n = max(int(np.ceil((lim - s) / d)), 0)
+    out: np.ndarray = (s + np.arange(n, dtype=np.asarray(s).dtype) * d).astype(
+        np.asarray(s).dtype)
+    return out
+
+
+@op("Range", host=_range, host_inputs=(0, 1, 2))
+def range_(r: Run, node: Node, start: Any, limit: Any, delta: Any) -> np.ndarray:
+    return _range(node, r.host(start), r.host(limit), r.host(delta))
+
+
+@op("Trilu", host=lambda node, x, k=None: (np.triu if node.attrs.get("upper", 1) else np.tril)(
+    x, int(np.asarray(k).reshape(-1)[0]) if k is not None else 0), host_inputs=(1,))
+def trilu(r: Run, node: Node, x: Any, k: Any = None) -> Tensor:
+    t = r.tensor(x)
+    d = r.ints(k)[0] if k is not None else 0
+    return M.triu(t, d) if node.attrs.get("upper", 1) else M.tril(t, d)
+
+
+@op("CumSum", host_inputs=(1,))
+def cumsum(r: Run, node: Node, x: Any, axis: Any) -> Tensor:
+    t = r.tensor(x)
+    a = _axis(r.ints(axis)[0], t.ndim, node)
+    rev, excl = node.attrs.get("reverse", 0), node.attrs.get("exclusive", 0)
+    if rev:
+        t = M.flip(t, a)
+    out = R.cumsum(t, a)
+    if excl:
+        out = out - t
+    return M.flip(out, a) if rev else out
+
+
+@op("Einsum")
+def einsum(r: Run, node: Node, *xs: Any) -> Tensor:
+    return _einsum(node.attrs["equation"], *[r.tensor(x) for x in xs])
