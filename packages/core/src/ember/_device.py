@@ -44,12 +44,18 @@ class DeviceSpec:
 
 @dataclass(frozen=True)
 class DecoratorSpec:
-    """A decorator device (``autodiff``, ``fusion``): ``factory(inner_device, **options)``."""
+    """A decorator device (``autodiff``, ``fusion``): ``factory(inner_device, **options)``.
+
+    With ``opaque=True`` the text between the brackets is not a local device: it is handed to
+    the factory as it is, ``factory(text, **options)``, and the device is a leaf of the local
+    stack (``remote<HOST:PORT/INNER>``, whose inner device lives on another machine).
+    """
 
     name: str
     factory: Callable[..., Backend]
     description: str = ""
     plugin: str = ""
+    opaque: bool = False
 
 
 @dataclass(frozen=True)
@@ -91,6 +97,7 @@ PROVIDERS: dict[str, tuple[str, str | None, str, str]] = {
     "triton-interpret": ("ember-triton", "triton", "packages/triton", "triton"),
     "autodiff": ("ember-autodiff", "autodiff", "packages/autodiff", "autodiff"),
     "fusion": ("ember-fusion", "fusion", "packages/fusion", "fusion"),
+    "remote": ("ember-remote", "remote", "packages/remote", "remote"),
     "numpyref": ("ember-backend-numpyref", None, "examples/third-party-backend", "numpyref"),
 }
 
@@ -147,21 +154,25 @@ class Device:
     """
 
     __slots__ = ("_backend", "dispatch", "dispatch_binary", "implements", "index", "inner",
-                 "name", "options", "tensor_type")
+                 "name", "options", "target", "tensor_type")
 
     name: str
     index: int | None
     inner: Device | None
     options: dict[str, Any]
+    #: the bracketed text of an opaque decorator (``HOST:PORT/cpu`` of ``remote<...>``)
+    target: str | None
 
     def __init__(self, name: str, index: int | None, inner: Device | None,
-                 backend: Backend, options: dict[str, Any] | None = None) -> None:
+                 backend: Backend, options: dict[str, Any] | None = None,
+                 target: str | None = None) -> None:
         from ._tensor import Tensor
 
         self.name = name
         self.index = index
         self.inner = inner
         self.options = dict(options or {})
+        self.target = target
         self._backend = backend
         # bound once so that per-op dispatch is a single attribute look-up
         self.dispatch = backend.dispatch
@@ -198,9 +209,9 @@ class Device:
         self._backend.synchronize()
 
     def __str__(self) -> str:
-        if self.inner is not None:
+        if self.inner is not None or self.target is not None:
             opts = "".join(f",{k}={v}" for k, v in sorted(self.options.items()))
-            return f"{self.name}<{self.inner}{opts}>"
+            return f"{self.name}<{self.inner if self.target is None else self.target}{opts}>"
         return self.name if self.index is None else f"{self.name}:{self.index}"
 
     def __repr__(self) -> str:
@@ -255,6 +266,9 @@ def _build(text: str) -> Device:
             known = ", ".join(sorted(REGISTRY.decorators)) or "none installed"
             raise ValueError(_unknown(f"unknown decorator {name!r} in device {text!r}", known,
                                       name))
+        if spec.opaque:  # the text names something elsewhere: the factory reads it
+            return Device(name, None, None, spec.factory(inner_text, **options), options,
+                          target=inner_text)
         inner = device(inner_text)
         backend = spec.factory(inner, **options)
         return Device(name, None, inner, backend, options)

@@ -1,0 +1,197 @@
+"""The client's side of one session: a WebSocket, the queue of records not yet sent, ids.
+
+Records (ops, uploads, frees) are queued and sent in batches without waiting; only a sync
+record (a read of data or of a shape, ``synchronize``) waits for an answer, and that answer
+carries the first error any earlier record raised on the server.  When the connection drops,
+every tensor of the session is lost: the next use raises `SessionLostError`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import tomllib
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
+from websockets.sync.client import ClientConnection, connect
+
+from ._protocol import VERSION, ProtocolError, pack, unpack
+
+__all__ = ["Connection", "RemoteConnectionError", "RemoteError", "SessionLostError", "token_for"]
+
+#: records queued before a batch is sent anyway; uploads bigger than FLUSH_BYTES go at once
+FLUSH_RECORDS = 1024
+FLUSH_BYTES = 1 << 20
+
+
+class RemoteError(RuntimeError):
+    """An op failed on the server in a way that has no ember error type of its own."""
+
+
+class RemoteConnectionError(ConnectionError):
+    """The server cannot be reached, refused the connection, or went away."""
+
+
+class SessionLostError(RemoteConnectionError):
+    """A tensor of a session that ended (the server restarted or the connection dropped)."""
+
+
+def config_path() -> Path:
+    """``$EMBER_REMOTE_CONFIG``, else ``~/.config/ember/remote.toml``."""
+    env = os.environ.get("EMBER_REMOTE_CONFIG")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "ember" / "remote.toml"
+
+
+def token_for(address: str) -> str:
+    """The token for the server at ``address`` (``HOST:PORT``): ``$EMBER_REMOTE_TOKEN``, else
+    the config file's ``[servers."HOST:PORT"] token``, else its top-level ``token``."""
+    env = os.environ.get("EMBER_REMOTE_TOKEN")
+    if env:
+        return env.strip()
+    path = config_path()
+    if path.is_file():
+        with path.open("rb") as f:
+            try:
+                config = tomllib.load(f)
+            except tomllib.TOMLDecodeError as exc:
+                raise RemoteConnectionError(f"cannot read {path}: {exc}") from None
+        server = config.get("servers", {}).get(address, {})
+        token = server.get("token", config.get("token")) if isinstance(server, dict) else None
+        if isinstance(token, str) and token:
+            return token
+    raise RemoteConnectionError(
+        f"no token for the remote server {address}: set EMBER_REMOTE_TOKEN, or write it in "
+        f"{path} as token = \"...\" (or under [servers.\"{address}\"])")
+
+
+_ERRORS: dict[str, type[Exception]] = {}
+
+
+def _error_types() -> dict[str, type[Exception]]:
+    """Server error names raised as the same type on the client (anything else: RemoteError)."""
+    if not _ERRORS:
+        import ember
+
+        for t in (ember.ShapeError, ember.DTypeError, ember.DivisionByZeroError, ValueError,
+                  TypeError, IndexError, KeyError, NotImplementedError, ZeroDivisionError,
+                  OverflowError, MemoryError, ProtocolError):
+            _ERRORS[t.__name__] = t
+        _ERRORS["OutOfMemoryError"] = MemoryError
+    return _ERRORS
+
+
+class Connection:
+    """An authenticated session with one server, for one of its devices."""
+
+    def __init__(self, address: str, host: str, port: int, inner: str, timeout: float) -> None:
+        self.address, self.inner, self.timeout = address, inner, timeout
+        token = token_for(address)
+        where = f"the remote server {address}"
+        try:
+            # the keepalive (a ping every timeout/2, answered within timeout/2) is what finds a
+            # dead or unreachable server while we wait; proxy=None: never a proxy from the env
+            self.ws: ClientConnection = connect(
+                f"ws://{host}:{port}/", open_timeout=timeout, ping_interval=timeout / 2,
+                ping_timeout=timeout / 2, close_timeout=1, max_size=None, compression=None,
+                proxy=None)
+            # entering it marks it as held for the session's life (websockets >= 17.1 warns
+            # about a connection used without `with`; this one is closed by `close`)
+            self.ws.__enter__()
+        except (OSError, TimeoutError, InvalidHandshake, InvalidURI) as exc:
+            raise RemoteConnectionError(f"cannot connect to {where} within {timeout:g} s: "
+                                        f"{type(exc).__name__}: {exc}") from None
+        self.alive = True
+        self.reason = ""
+        self._lock = threading.RLock()
+        try:
+            self.ws.send(pack(["auth", VERSION, token, inner]))
+            reply = unpack(self.ws.recv(timeout=timeout), max_bytes=1 << 20)  # type: ignore[arg-type]  # binary
+        except (ConnectionClosed, TimeoutError, ProtocolError) as exc:
+            self.close()
+            raise RemoteConnectionError(f"{where} did not accept the connection: "
+                                        f"{type(exc).__name__}: {exc}") from None
+        if reply[0] == "refused":
+            self.close()
+            raise RemoteConnectionError(f"{where} refused the connection: {reply[1]}")
+        if reply[0] != "hello" or len(reply) != 3:
+            self.close()
+            raise RemoteConnectionError(f"{where} answered {reply[0]!r}, not hello")
+        self.server_id: str = reply[1]
+        self.info: dict[str, Any] = reply[2]
+        self.records: deque[Any] = deque()
+        self.pending_bytes = 0
+        self._ids = itertools.count(1)
+        self.new_id = self._ids.__next__
+
+    # -- sending ---------------------------------------------------------------------------
+
+    def lost(self) -> SessionLostError:
+        return SessionLostError(
+            f"session lost: this tensor lived in a session with the remote server "
+            f"{self.address} that ended ({self.reason}); its data is gone (the server "
+            "restarted or the connection dropped): create it again")
+
+    def _dead(self, exc: BaseException) -> RemoteConnectionError:
+        self.alive = False
+        self.reason = f"{type(exc).__name__}: {exc}"
+        self.close()
+        return RemoteConnectionError(
+            f"the remote server {self.address} is unreachable or went away "
+            f"({self.reason}); waited at most {self.timeout:g} s (EMBER_REMOTE_TIMEOUT or "
+            "the device option timeout= sets it); its tensors are lost")
+
+    def flush(self, sync: tuple[Any, ...] | None = None) -> list[Any] | None:
+        """Send every queued record (and ``sync`` last); wait for the answer to ``sync``."""
+        if not self.alive:
+            raise self.lost()
+        with self._lock:
+            q = self.records
+            batch = [q.popleft() for _ in range(len(q))]
+            self.pending_bytes = 0
+            if sync is not None:
+                batch.append(sync)
+            if not batch:
+                return None
+            try:
+                self.ws.send(pack(["batch", batch]))
+                if sync is None:
+                    return None
+                while True:
+                    try:
+                        data = self.ws.recv(timeout=self.timeout)
+                        break
+                    except TimeoutError:
+                        # a long op: the keepalive pings still get answers, so keep waiting;
+                        # a dead server closes the connection and recv raises instead
+                        continue
+            except (ConnectionClosed, OSError) as exc:
+                raise self._dead(exc) from None
+        reply = unpack(data, max_bytes=1 << 62)  # type: ignore[arg-type]  # binary frames only
+        if reply[0] == "error":
+            _, kind, message, op = reply
+            error = _error_types().get(kind, RemoteError)
+            raise error(f"remote op {op!r} failed on {self.address}/{self.inner}: {message}")
+        return reply
+
+    def queue(self, record: tuple[Any, ...]) -> None:
+        self.records.append(record)
+        if len(self.records) >= FLUSH_RECORDS:
+            self.flush()
+
+    def free(self, tid: int) -> None:
+        """A tensor was dropped: its id goes with the next batch (called from ``__del__``)."""
+        if self.alive:
+            self.records.append(("free", (tid,)))
+
+    def close(self) -> None:
+        try:
+            self.ws.close()
+        except Exception:  # closing a connection that is already broken
+            pass

@@ -1,0 +1,289 @@
+"""One client's state on the server: its tensors by id, its memory, its first pending error.
+
+A session only ever looks ids up in its own table, so a client cannot name another client's
+tensors.  Every record is checked before it runs (schema, ids, op name, arity, params, dtypes,
+the result's shape and size against the limits) and its result after (shape and dtype as the
+rules say), so a hostile or malformed message is an error reported at the next sync, never a
+crash, a hang or a silently wrong tensor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from ember import DType, Tensor, from_numpy, ops
+from ember.backend import Device, numpy_dtype
+
+from ._protocol import ProtocolError, dtype_named, pack, unpack
+from ._shapes import RULES, Shape, numel
+
+__all__ = ["Limits", "Session"]
+
+_MAX_ID = 1 << 62
+_SYNC = ("get", "shape", "sync")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one client may send and keep (bytes)."""
+
+    max_message: int = 256 << 20
+    max_tensor: int = 1 << 30
+    max_client: int = 4 << 30
+    max_tensors: int = 1 << 20
+
+
+class OpFailed(Exception):
+    """The error an op raised, with the op's name: reported at the next sync."""
+
+    def __init__(self, op: str, exc: BaseException) -> None:
+        super().__init__(f"{type(exc).__name__}: {exc}")
+        self.op, self.exc = op, exc
+
+
+def _check_id(value: Any) -> int:
+    if type(value) is not int or not 0 < value < _MAX_ID:
+        raise ProtocolError(f"a tensor id must be an int in [1, 2**62), got {value!r}")
+    return value
+
+
+def _shape(value: Any) -> Shape:
+    if not isinstance(value, tuple) or not all(type(n) is int and n >= 0 for n in value) \
+            or len(value) > 64:
+        raise ProtocolError(f"a shape must be a tuple of at most 64 ints >= 0, got {value!r}")
+    return value
+
+
+class Session:
+    """The tensors and pending error of one authenticated connection."""
+
+    def __init__(self, device: Device, limits: Limits) -> None:
+        self.device = device
+        self.limits = limits
+        self.tensors: dict[int, Tensor] = {}
+        self.sizes: dict[int, int] = {}
+        #: ids whose op failed -> why (a later read of one names the op that failed)
+        self.failed: dict[int, str] = {}
+        self.bytes = 0
+        self.error: OpFailed | None = None
+
+    # -- messages ----------------------------------------------------------------------------
+
+    def handle(self, data: bytes) -> bytes | None:
+        """Run one message; the reply to send, or ``None`` (a batch without a sync)."""
+        msg = unpack(data, max_bytes=self.limits.max_message)  # ProtocolError: caller closes
+        if msg[0] != "batch" or len(msg) != 2 or not isinstance(msg[1], tuple):
+            raise ProtocolError(f"expected ['batch', records], got a {msg[0]!r} message")
+        records = msg[1]
+        for i, rec in enumerate(records):
+            if not isinstance(rec, tuple) or not rec or not isinstance(rec[0], str):
+                self._fail("?", ProtocolError("a record is an array whose first item names it"))
+                continue
+            kind = rec[0]
+            if kind in _SYNC:
+                if i != len(records) - 1:
+                    self._fail(kind, ProtocolError("a sync record must end its batch"))
+                    continue
+                return self._sync(rec)
+            try:
+                if kind == "op":
+                    self._op(rec)
+                elif kind == "put":
+                    self._put(rec)
+                elif kind == "free":
+                    self._free(rec)
+                else:
+                    raise ProtocolError(f"unknown record kind {kind!r}")
+            except OpFailed as exc:
+                self._fail_op(exc)
+            except Exception as exc:  # a bad record is reported, the session goes on
+                self._fail(kind if kind != "op" else str(rec[1:2]), exc)
+        return None
+
+    def close(self) -> None:
+        """Drop every tensor of this session (the client disconnected)."""
+        self.tensors.clear()
+        self.sizes.clear()
+        self.failed.clear()
+        self.bytes = 0
+
+    # -- errors ------------------------------------------------------------------------------
+
+    def _fail(self, what: str, exc: BaseException) -> None:
+        self._fail_op(OpFailed(what, exc))
+
+    def _fail_op(self, err: OpFailed) -> None:
+        if self.error is None:
+            self.error = err
+
+    def _error_reply(self, err: OpFailed) -> bytes:
+        return pack(["error", type(err.exc).__name__, str(err.exc), err.op])
+
+    # -- records -----------------------------------------------------------------------------
+
+    def _tensor(self, tid: Any) -> Tensor | None:
+        """The tensor ``tid`` names, ``None`` if its op failed; an error if there is none."""
+        tid = _check_id(tid)
+        t = self.tensors.get(tid)
+        if t is None:
+            if tid in self.failed:
+                return None
+            raise ProtocolError(f"unknown tensor id {tid}: this session has no such tensor "
+                                "(it was freed, or never made here)")
+        return t
+
+    def _store(self, tid: int, t: Tensor) -> None:
+        if tid in self.tensors or tid in self.failed:
+            raise ProtocolError(f"tensor id {tid} is in use")
+        if len(self.tensors) >= self.limits.max_tensors:
+            raise MemoryError(f"this client holds {len(self.tensors)} tensors, the limit")
+        size = numel(tuple(t.shape)) * t.dtype.itemsize
+        self.tensors[tid] = t
+        self.sizes[tid] = size
+        self.bytes += size
+
+    def _admit(self, what: str, shapes: list[Shape], dtypes: list[DType]) -> None:
+        """Refuse a result over the size limits before it is made."""
+        total = 0
+        for s, d in zip(shapes, dtypes, strict=True):
+            n = numel(s) * d.itemsize
+            if n > self.limits.max_tensor:
+                raise MemoryError(f"{what}: a result of shape {s} {d.name} ({n} bytes) is over "
+                                  f"the server's tensor limit of {self.limits.max_tensor} bytes")
+            total += n
+        if self.bytes + total > self.limits.max_client:
+            raise MemoryError(f"{what}: this client would hold {self.bytes + total} bytes, over "
+                              f"the server's per-client limit of {self.limits.max_client}")
+
+    def _put(self, rec: tuple[Any, ...]) -> None:
+        if len(rec) != 5:
+            raise ProtocolError("expected ['put', id, dtype, shape, data]")
+        _, tid, dname, shape, data = rec
+        tid, dtype, shape = _check_id(tid), dtype_named(dname), _shape(shape)
+        if not isinstance(data, bytes):
+            raise ProtocolError("put: the data must be bytes")
+        if not self.device.supports(dtype):
+            raise ProtocolError(f"device {self.device} does not support dtype {dtype.name}")
+        self._admit("put", [shape], [dtype])
+        npd = numpy_dtype(dtype)
+        if len(data) != numel(shape) * npd.itemsize:
+            raise ProtocolError(f"put: {len(data)} bytes for shape {shape} {dtype.name} (needs "
+                                f"{numel(shape) * npd.itemsize})")
+        arr = np.frombuffer(data, dtype=np.uint8 if dtype.name == "bool" else npd)
+        if dtype.name == "bool":  # any byte but 0 is True, as numpy's own bools hold only 0/1
+            arr = arr != 0
+        self._store(tid, from_numpy(arr.reshape(shape), device=self.device))
+
+    def _free(self, rec: tuple[Any, ...]) -> None:
+        if len(rec) != 2 or not isinstance(rec[1], tuple):
+            raise ProtocolError("expected ['free', ids]")
+        for tid in rec[1]:
+            tid = _check_id(tid)
+            if self.tensors.pop(tid, None) is not None:
+                self.bytes -= self.sizes.pop(tid)
+            else:
+                self.failed.pop(tid, None)
+
+    def _op(self, rec: tuple[Any, ...]) -> None:
+        if len(rec) != 5:
+            raise ProtocolError("expected ['op', name, arg_ids, params, out_ids]")
+        _, name, arg_ids, params, out_ids = rec
+        op = ops.registry.get(name) if isinstance(name, str) else None
+        if op is None:
+            raise ProtocolError(f"unknown op {name!r}")
+        if not isinstance(arg_ids, tuple) or not isinstance(out_ids, tuple) or not out_ids \
+                or not isinstance(params, dict):
+            raise ProtocolError(f"{name}: expected arg ids, a params map and out ids")
+        outs = [_check_id(o) for o in out_ids]
+        for o in outs:
+            if o in self.tensors or o in self.failed:
+                raise ProtocolError(f"{name}: tensor id {o} is in use")
+        try:
+            args = [self._tensor(a) for a in arg_ids]
+            if any(a is None for a in args):  # an input's op failed (reported already)
+                for o in outs:
+                    self.failed[o] = f"an input of {name!r} was not computed"
+                return
+            out = self._run(op, args, params, len(outs))  # type: ignore[arg-type]  # no None
+        except Exception as exc:
+            for o in outs:
+                self.failed[o] = f"op {name!r} failed: {type(exc).__name__}: {exc}"
+            raise OpFailed(name, exc) from exc
+        results = out if isinstance(out, tuple) else (out,)
+        for o, t in zip(outs, results, strict=True):
+            self._store(o, t)
+
+    def _run(self, op: Any, args: list[Tensor], params: dict[str, Any], n_out: int) -> Any:
+        """Check ``op`` against its declaration and the limits, run it, check its result."""
+        if op.arity >= 0 and len(args) != op.arity:
+            raise ProtocolError(f"{op.name} takes {op.arity} tensor(s), got {len(args)}")
+        if set(params) - set(op.params):
+            raise ProtocolError(f"{op.name}: unknown params {sorted(set(params) - set(op.params))}")
+        missing = set(op.params) - set(params)
+        if missing and op.group != "composite":
+            raise ProtocolError(f"{op.name}: missing params {sorted(missing)}")
+        if op.group == "elementwise" and len(args) > 1:
+            same = args[1:] if op.name == "where" else args
+            if len({a.dtype for a in same}) > 1:
+                raise ProtocolError(f"{op.name}: inputs of different dtypes "
+                                    f"{[a.dtype.name for a in same]}")
+        if "dtype" in params and not isinstance(params["dtype"], DType):
+            raise ProtocolError(f"{op.name}: dtype must be an ember dtype")
+        if isinstance(params.get("dtype"), DType) and not self.device.supports(params["dtype"]):
+            raise ProtocolError(f"device {self.device} does not support {params['dtype'].name}")
+        rule = RULES.get(op)
+        expected: list[Shape] | None = None
+        if rule is not None:
+            got = rule([tuple(a.shape) for a in args], params)
+            expected = got if isinstance(got, list) else [got]
+            if len(expected) != n_out:
+                raise ProtocolError(f"{op.name} has {len(expected)} result(s), got "
+                                    f"{n_out} ids")
+            dtypes = op.result_rule(args, params)
+            self._admit(op.name, expected, list(dtypes) if isinstance(dtypes, tuple)
+                        else [dtypes] * n_out)
+        out = self.device.dispatch(op, args, params)
+        results = out if isinstance(out, tuple) else (out,)
+        if len(results) != n_out:
+            raise ProtocolError(f"{op.name} gave {len(results)} result(s), the client expected "
+                                f"{n_out}")
+        for i, t in enumerate(results):
+            shape = tuple(t.shape)
+            if expected is not None and shape != expected[i]:
+                raise RuntimeError(f"{op.name}: result {i} has shape {shape}, its rule says "
+                                   f"{expected[i]} (a bug in ember_remote or the backend)")
+            payload_dtype = getattr(t._data, "dtype", None)
+            if payload_dtype is not None and payload_dtype != numpy_dtype(t.dtype):
+                raise RuntimeError(f"{op.name}: result {i} holds {payload_dtype}, declared "
+                                   f"{t.dtype.name}")
+        if expected is None:
+            self._admit(op.name, [tuple(t.shape) for t in results], [t.dtype for t in results])
+        return out
+
+    # -- sync points -------------------------------------------------------------------------
+
+    def _sync(self, rec: tuple[Any, ...]) -> bytes:
+        err = self.error
+        if err is not None:
+            self.error = None
+            return self._error_reply(err)
+        kind = rec[0]
+        try:
+            if kind == "sync":
+                self.device.synchronize()
+                return pack(["ok", {"bytes": self.bytes, "tensors": len(self.tensors)}])
+            if len(rec) != 2:
+                raise ProtocolError(f"expected [{kind!r}, id]")
+            t = self._tensor(rec[1])
+            if t is None:
+                raise RuntimeError(f"tensor {rec[1]} was not computed: "
+                                   f"{self.failed[rec[1]]}")
+            if kind == "shape":
+                return pack(["shape", tuple(t.shape)])
+            # Note: ascontiguousarray makes a 0-d array 1-d: the shape is the tensor's
+            arr = np.ascontiguousarray(t.numpy()).reshape(-1)
+            return pack(["data", t.dtype.name, tuple(t.shape), arr.view(np.uint8).data])
+        except Exception as exc:
+            return self._error_reply(OpFailed(kind, exc))

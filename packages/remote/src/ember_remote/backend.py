@@ -1,0 +1,208 @@
+"""``remote<HOST:PORT/INNER>``: a device whose ops run on another machine's ``INNER`` device.
+
+Seen from the client the device is a leaf (its payloads are `RemoteHandle` objects, ids in a
+session with the server), so it stacks under any decorator: ``autodiff<remote<.../cpu>>``
+keeps the graph on the client and runs every op, forward and backward, on the server.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from ember.backend import ALL_DTYPES, Backend, DType, numpy_dtype
+
+from ._connection import FLUSH_BYTES, Connection, RemoteConnectionError
+from ._shapes import RULES, Shape
+
+if TYPE_CHECKING:
+    from ember import Tensor
+    from ember.ops import Op
+
+__all__ = ["DEFAULT_TIMEOUT", "RemoteBackend", "RemoteHandle", "parse_target"]
+
+DEFAULT_TIMEOUT = 10.0
+
+
+class RemoteHandle:
+    """A tensor's payload on a remote device: its id in a session, and its shape (asked of
+    the server, a round trip, only where no rule gave it)."""
+
+    __slots__ = ("__weakref__", "_shape", "conn", "id")
+
+    def __init__(self, conn: Connection, tid: int, shape: Shape | None) -> None:
+        self.conn, self.id, self._shape = conn, tid, shape
+
+    @property
+    def shape(self) -> Shape:
+        s = self._shape
+        if s is None:
+            reply = self.conn.flush(("shape", self.id))
+            s = self._shape = tuple(reply[1])  # type: ignore[index]  # a shape reply
+        return s
+
+    def __del__(self) -> None:
+        conn = self.conn
+        if conn.alive:
+            conn.records.append(("free", (self.id,)))
+
+    def __repr__(self) -> str:
+        return f"RemoteHandle({self.id} on {self.conn.address})"
+
+
+def parse_target(text: str) -> tuple[str, int, str]:
+    """``HOST:PORT/INNER`` (``[v6]:PORT/INNER``) -> ``(host, port, inner)``.
+
+    Examples
+    --------
+    >>> parse_target("127.0.0.1:7878/cuda:0")
+    ('127.0.0.1', 7878, 'cuda:0')
+    """
+    address, slash, inner = text.partition("/")
+    host, colon, port = address.rpartition(":")
+    if not slash or not colon or not host or not inner or not port.isdigit() \
+            or not 0 < int(port) < 65536:
+        raise ValueError(f"malformed remote device {text!r}: expected remote<HOST:PORT/INNER>, "
+                         "e.g. remote<127.0.0.1:7878/cpu>")
+    return host.strip("[]"), int(port), inner
+
+
+class RemoteBackend(Backend):
+    """The client side of ``remote<HOST:PORT/INNER>``.
+
+    Options: ``timeout`` (seconds, default ``$EMBER_REMOTE_TIMEOUT`` or 10): how long the
+    client waits to connect, and for a dead server to be noticed.
+
+    Examples
+    --------
+    >>> d = ember.device(f"remote<127.0.0.1:{port}/cpu>")  # doctest: +SKIP
+    >>> (ember.arange(3.0, device=d) * 2).tolist()         # doctest: +SKIP
+    [0.0, 2.0, 4.0]
+    """
+
+    name = "remote"
+
+    def __init__(self, target: str, timeout: Any = None) -> None:
+        super().__init__()
+        host, port, inner = parse_target(target)
+        if "autodiff<" in inner:
+            raise ValueError(
+                f"remote<{target}> is not supported: autodiff keeps its graph in the tensors, "
+                f"which live on the client; write autodiff<remote<{host}:{port}/"
+                f"{inner.replace('autodiff<', '').rstrip('>')}>> (the graph is kept here, "
+                "every op runs on the server)")
+        self.address = f"{host}:{port}"
+        self.host, self.port, self.inner_name = host, port, inner
+        if timeout is None:
+            timeout = os.environ.get("EMBER_REMOTE_TIMEOUT", DEFAULT_TIMEOUT)
+        try:
+            self.timeout = float(timeout)
+        except ValueError:
+            raise ValueError(f"remote timeout must be a number of seconds, got {timeout!r}")\
+                from None
+        if not self.timeout > 0:
+            raise ValueError(f"remote timeout must be positive, got {timeout!r}")
+        self._conn: Connection | None = None
+        self._composites: frozenset[str] = frozenset()
+        self.connection()  # fail now, with the reason, if the server cannot be reached
+
+    # -- the session -------------------------------------------------------------------------
+
+    def connection(self) -> Connection:
+        """The live session; a new one if the last one ended (its tensors stay lost)."""
+        conn = self._conn
+        if conn is None or not conn.alive:
+            conn = self._conn = Connection(self.address, self.host, self.port,
+                                           self.inner_name, self.timeout)
+            by_name = {d.name: d for d in ALL_DTYPES}
+            self.dtypes = frozenset(by_name[n] for n in conn.info["dtypes"] if n in by_name)
+            self._composites = frozenset(conn.info["composites"])
+        return conn
+
+    def _session_of(self, args: Sequence[Tensor]) -> Connection:
+        if not args:
+            return self.connection()
+        conn: Connection = args[0]._data.conn
+        for a in args:
+            c = a._data.conn
+            if not c.alive or c is not conn:
+                raise (c if not c.alive else conn).lost()
+        if not conn.alive:
+            raise conn.lost()
+        return conn
+
+    def implements(self, op: Op) -> bool:
+        """A composite runs as one remote op where the server's device has a kernel for it and
+        its result shapes are known here (so that it pipelines)."""
+        return op.name in self._composites and op in RULES
+
+    # -- ops -------------------------------------------------------------------------------------
+
+    def dispatch(self, op: Op, args: Sequence[Tensor], params: dict[str, Any]) -> Any:
+        conn = self._session_of(args)
+        rule = RULES.get(op)
+        shapes: Any = None
+        if rule is not None:
+            try:
+                shapes = rule([a._data.shape for a in args], params)
+            except (ValueError, KeyError, TypeError):
+                shapes = None  # the server reports what is wrong, at the next sync
+        n = op.outputs
+        if n == -1:
+            if shapes is None:
+                raise NotImplementedError(f"{op.name} on {self.device}: its number of results "
+                                          "is not known without a shape rule")
+            n = len(shapes)
+        ids = tuple(conn.new_id() for _ in range(n))
+        conn.records.append(("op", op.name, tuple(a._data.id for a in args), params, ids))
+        if len(conn.records) >= 1024:
+            conn.flush()
+        device = self.device
+        make = device.tensor_type._make
+        if n == 1 and op.outputs == 1:
+            dtype = args[0]._dtype if op.result == "same" else op.result_rule(args, params)
+            return make(RemoteHandle(conn, ids[0], shapes), device, dtype)  # type: ignore[arg-type]  # one dtype
+        dtypes: Any = op.result_rule(args, params)
+        if shapes is None:
+            shapes = [None] * n
+        return tuple(make(RemoteHandle(conn, i, s), device, d)
+                     for i, s, d in zip(ids, shapes, dtypes, strict=True))
+
+    # -- data movement ---------------------------------------------------------------------------
+
+    def from_numpy(self, array: np.ndarray, dtype: DType) -> RemoteHandle:
+        conn = self.connection()
+        data = np.ascontiguousarray(array).tobytes()
+        limit = conn.info["max_message"]
+        if len(data) + 1024 > limit:
+            raise ValueError(f"a tensor of {len(data)} bytes is over the message limit of the "
+                             f"remote server {self.address} ({limit} bytes, its "
+                             "--max-message-mb)")
+        tid = conn.new_id()
+        conn.records.append(("put", tid, dtype.name, array.shape, data))
+        conn.pending_bytes += len(data)
+        if conn.pending_bytes >= FLUSH_BYTES or len(conn.records) >= 1024:
+            conn.flush()
+        return RemoteHandle(conn, tid, tuple(array.shape))
+
+    def to_numpy(self, payload: RemoteHandle, dtype: DType) -> np.ndarray:
+        conn = payload.conn
+        if not conn.alive:
+            raise conn.lost()
+        reply = conn.flush(("get", payload.id))
+        _, dname, shape, data = reply  # type: ignore[misc]  # a data reply
+        if dname != dtype.name:
+            raise RemoteConnectionError(f"the server sent {dname} for a {dtype.name} tensor")
+        return np.frombuffer(data, dtype=numpy_dtype(dtype)).reshape(shape)
+
+    def synchronize(self) -> None:
+        conn = self._conn
+        if conn is not None and conn.alive:
+            conn.flush(("sync",))
+
+    def memory_stats(self) -> dict[str, int]:
+        """What this client holds on the server: ``bytes`` and ``tensors``."""
+        reply = self.connection().flush(("sync",))
+        return dict(reply[1])  # type: ignore[index]  # an ok reply
