@@ -204,8 +204,8 @@ def main(argv: list[str] | None = None) -> int:
         lines = sample(lines, args.sample)
     n = len(lines)
     failures = compile_specs(lines, args.arch, args.jobs)
-    for f in failures:
-        print("FAILED", f, "\n")
+    for failure in failures:
+        print("FAILED", failure, "\n")
     print(f"{n - len(failures)} of {n} kernel specialisations compiled for sm_{args.arch} "
           f"({total} recorded)")
     return 1 if failures else 0

@@ -85,7 +85,7 @@ class DeviceArray:
         self.strides = contiguous_strides(self.shape) if strides is None else tuple(strides)
         self.offset = int(offset)
         #: the device address of the first element (what kernels are launched with)
-        self.ptr = memory.address(storage) + self.offset * self.dtype.itemsize
+        self.ptr: int = memory.address(storage) + self.offset * self.dtype.itemsize
 
     @classmethod
     def fresh(cls, memory: Any, storage: Any, shape: tuple[int, ...],

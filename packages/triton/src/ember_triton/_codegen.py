@@ -172,7 +172,7 @@ def elementwise(be: TritonBackend, body: str, inputs: Sequence[DeviceArray],
     if out.strides == dense and all(a.shape == shape and a.strides == dense for a in inputs):
         # the common case, same-shape contiguous operands: one flat axis, no analysis
         cshape: tuple[int, ...] = (n,) if n != 1 else ()
-        cstrides = [(1,) if n != 1 else ()] * (len(inputs) + 1)
+        cstrides: list[tuple[int, ...]] = [(1,) if n != 1 else ()] * (len(inputs) + 1)
     else:
         strides = [out.strides]
         for a in inputs:

@@ -23,8 +23,8 @@ _CUDA_R = {"float16": 2, "bfloat16": 14, "float32": 0, "float64": 1}
 _COMPUTE_32F, _COMPUTE_32F_FAST_TF32, _COMPUTE_64F = 68, 77, 70
 _OP_N, _OP_T = 0, 1
 _GEMM_DEFAULT = -1
-_ONE = {"f4": np.ones(1, np.float32), "f8": np.ones(1, np.float64)}
-_ZERO = {"f4": np.zeros(1, np.float32), "f8": np.zeros(1, np.float64)}
+_ONE: dict[str, np.ndarray] = {"f4": np.ones(1, np.float32), "f8": np.ones(1, np.float64)}
+_ZERO: dict[str, np.ndarray] = {"f4": np.zeros(1, np.float32), "f8": np.zeros(1, np.float64)}
 #: their host addresses (``ndarray.ctypes`` builds a helper object on every access)
 _ONE_AT = {k: int(v.ctypes.data) for k, v in _ONE.items()}
 _ZERO_AT = {k: int(v.ctypes.data) for k, v in _ZERO.items()}

@@ -224,7 +224,8 @@ class LtGemm:
     def _heuristic(self, align: int) -> list[Any]:
         lib = self._lib
         pref = self._make("cublasLtMatmulPreferenceCreate", lib.cublasLtMatmulPreferenceDestroy)
-        values = [(_PREF_MAX_WORKSPACE, ctypes.c_uint64(WORKSPACE))]
+        values: list[tuple[int, ctypes.c_uint64 | ctypes.c_uint32]] = [
+            (_PREF_MAX_WORKSPACE, ctypes.c_uint64(WORKSPACE))]
         values += [(attr, ctypes.c_uint32(align)) for attr in _PREF_ALIGN]
         for attr, value in values:
             _check(lib.cublasLtMatmulPreferenceSetAttribute(pref, attr, ctypes.byref(value),
@@ -261,7 +262,8 @@ class LtGemm:
         call = None
         if mod is not None and hasattr(mod, "lt_matmul"):
             scal = self._scal
-            state = (ctypes.c_uint64 * 10)(
+            # handles are c_void_p (typed int | None): cuBLASLt made each, none is NULL
+            state = (ctypes.c_uint64 * 10)(  # type: ignore[misc]
                 ctypes.cast(self._lib.cublasLtMatmul, ctypes.c_void_p).value,
                 self._handle.value, self._desc.value, _ONE_AT[scal], self._a.value,
                 self._b.value, _ZERO_AT[scal], self._c.value,

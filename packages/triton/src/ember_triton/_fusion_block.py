@@ -116,7 +116,7 @@ class BlockGen:
 
     def in_shape(self, k: int, rank: int) -> tuple[int, ...]:
         """Input ``k`` as seen by a consumer of rank ``rank`` (row axis first)."""
-        s = self.g.inputs[k][0]
+        s: tuple[int, ...] = self.g.inputs[k][0]
         if self.whole or len(s) != rank or not s:
             s = (1, *s)
         return s[:1] + (1,) * (rank - len(s)) + s[1:]

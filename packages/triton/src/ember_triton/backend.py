@@ -150,12 +150,13 @@ class TritonBackend(Backend):
         #: while a CUDA graph records (``ember_cuda.graph``): what must outlive the recording
         self.capture_keep: list[Any] | None = None
         self.kernels = {}
+        own: dict[Any, functools.partial[Any]] = {}
         for family in _FAMILIES:
             for op, fn in family.KERNELS.items():
-                self.kernels[op] = functools.partial(fn, self)
+                self.kernels[op] = own[op] = functools.partial(fn, self)
         #: binary ops whose result has the operands' dtype, served by `dispatch_binary`
         self._same_binary = {op: name for op, name in elementwise.SAME_DTYPE_BINARY.items()
-                             if self.kernels[op].func is elementwise.KERNELS[op]}
+                             if own[op].func is elementwise.KERNELS[op]}
         super().__init__()
 
     def dispatch_binary(self, op: Any, a: Any, b: Any) -> Any:

@@ -190,7 +190,8 @@ def _clamp(be: TritonBackend, x: DeviceArray, min: Any = None, max: Any = None) 
 def _clamp_backward(be: TritonBackend, g: DeviceArray, x: DeviceArray, min: Any = None,
                     max: Any = None) -> DeviceArray:
     """``g`` where ``min <= x <= max``, else 0 (`ember.ops.composite.clamp_backward`)."""
-    conds, scalars = [], []
+    conds: list[str] = []
+    scalars: list[DeviceArray] = []
     for bound, cmp in ((min, ">="), (max, "<=")):
         if bound is not None:
             conds.append(f"(x1 {cmp} s{len(scalars)})")

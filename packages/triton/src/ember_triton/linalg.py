@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from ember.ops import composite as cops
@@ -28,6 +28,7 @@ from ._codegen import collapse, contiguous, elementwise
 from .elementwise import binary_expression
 
 if TYPE_CHECKING:
+    from ._cupy import CupyMemory
     from .backend import TritonBackend
 
 __all__ = ["KERNELS", "matmul"]
@@ -61,7 +62,8 @@ def matmul(be: TritonBackend, a: DeviceArray, b: DeviceArray) -> DeviceArray:
     if a.ndim == 2 and b.ndim == 2:  # the common case: no batch axes to broadcast
         bshape: tuple[int, ...] = ()
         cshape: tuple[int, ...] = ()
-        sa = sb = ()
+        sa: tuple[int, ...] = ()
+        sb: tuple[int, ...] = ()
     else:
         bshape = tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
         cshape, (sa, sb) = collapse(bshape, [_batch_strides(a, bshape),
@@ -304,7 +306,7 @@ def _triton_matmul(be: TritonBackend, cfg: tuple[int, ...], out: DeviceArray, a:
     splits, ks = split_k(tiles * batch, k, bk, be.processors)
     target = out if splits == 1 else be.empty((splits, *out.shape), np.dtype(np.float32))
     fused_bias = bias is not None and splits == 1
-    arrays = (target, a, b, bias if fused_bias else target)
+    arrays = (target, a, b, bias if fused_bias and bias is not None else target)
     key = ("matmul_dot", cfg, args, batch, precision, kmajor, fused_bias, splits, a.dtype,
            b.dtype, target.dtype, arrays[3].dtype)
     wide = max(a.size, b.size, target.size) >= 1 << 31
@@ -408,7 +410,8 @@ def _lt_gemm(be: TritonBackend, out: DeviceArray, a: DeviceArray, b: DeviceArray
         lt = None
         if align and _cublaslt.available():
             m, n, k, _, _, sa2, _, _, _, sb2, _, _ = args
-            lt = _cublaslt.LtGemm(be.memory.index, m, n, k, batch, layouts[0], layouts[1],
+            index = cast("CupyMemory", be.memory).index  # cuBLASLt runs on CUDA devices only
+            lt = _cublaslt.LtGemm(index, m, n, k, batch, layouts[0], layouts[1],
                                   sa2, sb2, dtype_name(a.dtype), precision, bias is not None,
                                   align)
             if not lt.algos:
@@ -432,8 +435,8 @@ def _cublas_matmul(be: TritonBackend, out: DeviceArray, a: DeviceArray, b: Devic
     from ._cublas import strided_batched_gemm
 
     m, n, k, _, _, sa2, _, _, _, sb2, _, _ = args
-    strided_batched_gemm(out.ptr, a.ptr, b.ptr, m, n, k, batch, sa2, sb2, *layouts, a.dtype,
-                         precision)
+    strided_batched_gemm(out.ptr, a.ptr, b.ptr, m, n, k, batch, sa2, sb2, layouts[0],
+                         layouts[1], a.dtype, precision)
     if bias is not None:  # cuBLAS's plain GEMM has no epilogue: one more kernel
         _add_rows(be, out, bias)
 

@@ -259,7 +259,9 @@ def _embedding(be: TritonBackend, weight: DeviceArray, indices: DeviceArray) -> 
 
 def _nearest_index(n: int, o: int) -> np.ndarray:
     scale = np.float32(n) / np.float32(o)
-    return np.minimum(np.floor(np.arange(o, dtype=np.float32) * scale).astype(np.int64), n - 1)
+    index: np.ndarray = np.minimum(np.floor(np.arange(o, dtype=np.float32) * scale)
+                                   .astype(np.int64), n - 1)
+    return index
 
 
 def _linear_weights(n: int, o: int, align_corners: bool) -> tuple[Any, Any, Any]:
