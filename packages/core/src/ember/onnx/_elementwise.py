@@ -8,8 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import _elementwise as E, functional as F
-from .._tensor import Tensor
+import ember as E
+from ember import Tensor
+from ember.nn import functional as F
+
 from ._dtypes import ember_dtype, numpy_dtype
 from ._registry import Node, Run, op
 

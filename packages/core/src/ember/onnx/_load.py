@@ -19,10 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from .._creation import tensor as _tensor
-from .._device import Device, device as _device
-from .._tensor import Tensor
-from ..nn.module import Module, Parameter
+from ember import Device, Tensor, device as _device, tensor as _tensor
+from ember.nn import Module, Parameter
+
 from . import _elementwise, _nn, _reduce, _shape  # noqa: F401  # register the op rules
 from ._dtypes import FROM_ONNX, ember_dtype
 from ._registry import OPS, OPSET_MAX, OPSET_MIN, Node, Run, is_host

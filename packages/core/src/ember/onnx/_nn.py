@@ -9,17 +9,18 @@ from typing import Any
 
 import numpy as np
 
-from .. import _elementwise as E, _manipulation as M, _reduction as R, functional as F
-from .._creation import ones
-from .._linalg import matmul as _matmul
-from .._tensor import Tensor
-from ..nn import functional as NF
+import ember as E
+from ember import Tensor
+from ember.nn import functional as F
+
 from ._registry import Node, Run, op
+
+M = R = E  # ember's tensor functions, by family: movement, reductions
 
 
 @op("MatMul")
 def matmul(r: Run, node: Node, a: Any, b: Any) -> Tensor:
-    return _matmul(r.tensor(a), r.tensor(b))
+    return E.matmul(r.tensor(a), r.tensor(b))
 
 
 @op("Gemm")
@@ -35,7 +36,7 @@ def gemm(r: Run, node: Node, a: Any, b: Any, c: Any = None) -> Tensor:
             return F.linear(ta, tb, tc)
     if at.get("transB", 0):
         tb = tb.permute(1, 0)
-    out = _matmul(ta, tb)
+    out = E.matmul(ta, tb)
     if alpha != 1.0:
         out = out * alpha
     if c is not None:
@@ -184,7 +185,7 @@ def max_pool(r: Run, node: Node, x: Any) -> Tensor:
     if any(begin) or any(end):
         t = _pad_explicit(t, begin, end, value=-math.inf)
     if n == 1:
-        return NF.max_pool1d(t, kernel[0], stride=strides[0], dilation=dil[0])  # type: ignore[return-value]  # no indices asked
+        return F.max_pool1d(t, kernel[0], stride=strides[0], dilation=dil[0])  # type: ignore[return-value]  # no indices asked
     return F.max_pool2d(t, tuple(kernel), stride=tuple(strides),  # type: ignore[return-value]  # no indices asked
                         dilation=tuple(dil))
 
@@ -208,7 +209,7 @@ def average_pool(r: Run, node: Node, x: Any) -> Tensor:
     # counts when count_include_pad is set, the ceil_mode overhang never does
     padded = _pad_explicit(t, begin, [e + x_ for e, x_ in zip(end, extra, strict=True)])
     sums = F.avg_pool2d(padded, tuple(kernel), stride=tuple(strides)) * math.prod(kernel)
-    mask = ones((1, 1, *t.shape[2:]), dtype=t.dtype, device=t.device)
+    mask = E.ones((1, 1, *t.shape[2:]), dtype=t.dtype, device=t.device)
     if include:
         mask = _pad_explicit(mask, begin, end, value=1.0)
         mask = _pad_explicit(mask, [0] * len(begin), extra)

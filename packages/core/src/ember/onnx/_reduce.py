@@ -8,9 +8,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import _elementwise as E, _manipulation as M, _reduction as R, functional as F
-from .._tensor import Tensor
+import ember as E
+from ember import Tensor
+
 from ._registry import Node, Run, op
+
+M = R = E  # ember's tensor functions, by family: movement, reductions
 
 
 def _axes(node: Node, ndim: int, axes: Any) -> tuple[int, ...] | None:
@@ -39,7 +42,7 @@ _REDUCE: dict[str, tuple[Callable[[Tensor, tuple[int, ...], bool], Tensor],
     "ReduceL1": (lambda t, d, k: R.sum(E.abs(t), dim=d, keepdim=k), None),
     "ReduceL2": (lambda t, d, k: E.sqrt(R.sum(t * t, dim=d, keepdim=k)), None),
     "ReduceSumSquare": (lambda t, d, k: R.sum(t * t, dim=d, keepdim=k), None),
-    "ReduceLogSumExp": (lambda t, d, k: F.logsumexp(t, dim=d, keepdim=k), None),
+    "ReduceLogSumExp": (lambda t, d, k: E.logsumexp(t, dim=d, keepdim=k), None),
 }
 
 

@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from .._device import Device
-    from .._tensor import Tensor
+    from ember import Device, Tensor
 
 __all__ = ["OPSET_MAX", "OPSET_MIN", "OPS", "Node", "OpRule", "Run", "op", "supported_ops"]
 
@@ -84,8 +83,7 @@ class Run:
 
     def tensor(self, v: Value, node: Node | None = None) -> Tensor:
         """``v`` as a tensor on the run's device (constants come from their buffers)."""
-        from .._creation import tensor as _tensor
-        from .._tensor import Tensor as _Tensor
+        from ember import Tensor as _Tensor, tensor as _tensor
 
         if isinstance(v, _Tensor):
             return v

@@ -11,10 +11,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import _elementwise as E, _manipulation as M, _reduction as R
-from .._einsum import einsum as _einsum
-from .._tensor import Tensor
+import ember as E
+from ember import Tensor
+
 from ._registry import Node, Run, op
+
+M = R = E  # ember's tensor functions, by family: movement, reductions
 
 
 def _axis(a: int, ndim: int, node: Node) -> int:
@@ -348,4 +350,4 @@ def cumsum(r: Run, node: Node, x: Any, axis: Any) -> Tensor:
 
 @op("Einsum")
 def einsum(r: Run, node: Node, *xs: Any) -> Tensor:
-    return _einsum(node.attrs["equation"], *[r.tensor(x) for x in xs])
+    return E.einsum(node.attrs["equation"], *[r.tensor(x) for x in xs])

@@ -1,0 +1,168 @@
+"""An imported model as a Module: fine-tuning under autodiff, records, compile, fusion, and
+the errors of bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch_models as tm
+from onnx_oracle import assert_close, graph_model, helper, onnx, reference
+
+import ember
+import ember.onnx
+from ember import nn, record
+
+torch = tm.torch
+
+
+class SmallCNN(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(1, 8, 3, padding=1)
+        self.bn1 = torch.nn.BatchNorm2d(8)
+        self.conv2 = torch.nn.Conv2d(8, 8, 3, padding=1)
+        self.fc = torch.nn.Linear(8 * 4 * 4, 4)
+
+    def forward(self, x):  # type: ignore[no-untyped-def]  # a torch module
+        x = torch.nn.functional.max_pool2d(torch.relu(self.bn1(self.conv1(x))), 2)
+        x = torch.relu(self.conv2(x))
+        return self.fc(x.flatten(1))
+
+
+@pytest.fixture(scope="module")
+def cnn_path(tmp_path_factory: pytest.TempPathFactory) -> str:
+    torch.manual_seed(0)
+    data = tm.export(SmallCNN(), (torch.randn(1, 1, 8, 8),), ["x"], {"x": {0: "batch"}}, 17)
+    path = tmp_path_factory.mktemp("onnx") / "cnn.onnx"
+    path.write_bytes(data)
+    return str(path)
+
+
+def test_initializers_are_parameters_named_from_the_graph(cnn_path: str) -> None:
+    m = ember.onnx.load(cnn_path)
+    inits = {t.name for t in onnx.load(cnn_path).graph.initializer}
+    names = set(dict(m.named_parameters()))
+    # torch folds the batch norm into conv1 (a new name, made an attribute path: '::' -> '__')
+    assert {"conv2.weight", "conv2.bias", "fc.weight", "fc.bias"} <= names
+    assert names == {n.replace("::", "__") for n in inits}
+    assert set(m.state_dict()) == names
+    assert m.input_names == ["x"] and m.opset == 17
+
+
+def test_batch_norm_statistics_are_buffers_and_constants_are_not_state() -> None:
+    nodes = [helper.make_node("Constant", [], ["c"], value=helper.make_tensor(
+                 "v", 1, [1], [2.0])),
+             helper.make_node("Mul", ["x", "c"], ["xc"]),
+             helper.make_node("BatchNormalization", ["xc", "bn.weight", "bn.bias",
+                                                     "bn.running_mean", "bn.running_var"],
+                              ["y"])]
+    inits = {k: np.ones(3, np.float32) for k in ("bn.weight", "bn.bias", "bn.running_mean",
+                                                 "bn.running_var")}
+    model = graph_model(nodes, {"x": np.ones((1, 3, 2, 2), np.float32)}, ["y"], inits)
+    m = ember.onnx.load(model)
+    assert set(dict(m.named_parameters())) == {"bn.weight", "bn.bias"}
+    assert set(dict(m.named_buffers())) == {"bn.running_mean", "bn.running_var", "constants.c"}
+    assert set(m.state_dict()) == {"bn.weight", "bn.bias", "bn.running_mean", "bn.running_var"}
+
+
+def test_imported_cnn_fine_tunes_under_autodiff_and_round_trips_a_record(
+        cnn_path: str, tmp_path: object) -> None:
+    dev = "autodiff<cpu>"
+    m = ember.onnx.load(cnn_path, device=dev)
+    rng = np.random.default_rng(0)
+    x = ember.tensor(rng.standard_normal((16, 1, 8, 8)).astype(np.float32), device=dev)
+    y = ember.tensor(rng.integers(0, 4, 16), device=dev)
+    opt = ember.optim.Adam(m.parameters(), lr=0.02)
+    losses = []
+    for _ in range(20):
+        loss = nn.functional.cross_entropy(m(x), y)
+        grads = loss.backward()
+        opt.step(grads)
+        losses.append(loss.item())
+    assert losses[-1] < 0.5 * losses[0], losses
+    path = f"{tmp_path}/tuned.safetensors"
+    record.save(m, path)
+    again = ember.onnx.load(cnn_path, device="cpu")
+    before = again(x.detach().numpy()).numpy()
+    record.load(again, path)
+    with ember.no_grad():
+        want = m(x).numpy()
+    got = again(x.detach().numpy()).numpy()
+    assert not np.allclose(before, got)  # the record changed the weights
+    np.testing.assert_array_equal(got, want)
+
+
+def test_imported_model_runs_under_compile(device: str) -> None:
+    torch.manual_seed(1)
+    data = tm.export(tm.GPT2(layers=1), (torch.randint(0, 64, (1, 6)),), ["ids"],
+                     {"ids": {0: "batch", 1: "seq"}}, 17)
+    model = onnx.load_from_string(data)
+    m = ember.onnx.load(model, device=device)
+    step = ember.compile(lambda ids: m(ids))
+    rng = np.random.default_rng(2)
+    for s in (6, 6, 9, 6):  # replays, a retrace on the new length, a replay of the first
+        ids = rng.integers(0, 64, (2, s)).astype(np.int64)
+        got = step(ember.tensor(ids, device=device)).numpy()
+        assert_close(got, reference(model, {"ids": ids})[0], f"compiled at seq {s}")
+    assert step.stats.replays >= 2
+
+
+def test_unsupported_ops_are_all_named_before_anything_is_built() -> None:
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="ok"),
+             helper.make_node("NonMaxSuppression", ["a"], ["b"], name="nms"),
+             helper.make_node("Det", ["b"], ["y"], name="det")]
+    model = graph_model(nodes, {"x": np.zeros((2, 2), np.float32)}, ["y"], opset=19)
+    with pytest.raises(ember.onnx.UnsupportedOperatorError) as err:
+        ember.onnx.load(model)
+    msg = str(err.value)
+    for part in ("NonMaxSuppression at node 'nms'", "Det at node 'det'", "opset 19",
+                 "Supported ops: Abs", "Conv"):
+        assert part in msg
+
+
+def test_opset_outside_the_range_is_refused() -> None:
+    model = graph_model([helper.make_node("Relu", ["x"], ["y"])],
+                        {"x": np.zeros(2, np.float32)}, ["y"], opset=11)
+    with pytest.raises(ValueError, match="opset 11; ember reads opsets 13-21"):
+        ember.onnx.load(model)
+
+
+def test_missing_and_broken_files_are_named(tmp_path: object) -> None:
+    with pytest.raises(FileNotFoundError, match=r"nope\.onnx"):
+        ember.onnx.load(f"{tmp_path}/nope.onnx")
+    bad = f"{tmp_path}/bad.onnx"
+    with open(bad, "wb") as fh:
+        fh.write(b"\x00\x01 not a protobuf")
+    with pytest.raises(ValueError, match=r"bad\.onnx.*not a readable ONNX model"):
+        ember.onnx.load(bad)
+
+
+def test_inputs_are_checked_by_name_dtype_and_shape(cnn_path: str) -> None:
+    m = ember.onnx.load(cnn_path)
+    with pytest.raises(ValueError, match=r"input 'x': expected shape \[batch, 1, 8, 8\], got "
+                                         r"\[2, 1, 9, 8\]"):
+        m(ember.zeros((2, 1, 9, 8)))
+    with pytest.raises(TypeError, match="expected dtype float32, got int64"):
+        m(ember.zeros((2, 1, 8, 8), dtype=ember.int64))
+    with pytest.raises(TypeError, match="has no input 'y'"):
+        m(y=ember.zeros((2, 1, 8, 8)))
+    out = m(x=ember.zeros((3, 1, 8, 8)))
+    assert out.shape == (3, 4)
+
+
+def test_a_failing_node_is_named_in_the_error() -> None:
+    nodes = [helper.make_node("Reshape", ["x", "s"], ["y"], name="bad_reshape")]
+    model = graph_model(nodes, {"x": np.zeros((2, 3), np.float32)}, ["y"],
+                        inits={"s": np.array([4, -1], np.int64)}, dynamic={"x": ["a", "b"]})
+    m = ember.onnx.load(model)
+    with pytest.raises(ValueError, match="bad_reshape") as err:
+        m(ember.zeros((2, 3)))
+    assert "cannot reshape (2, 3) to [4, -1]" in str(err.value)
+
+
+def test_several_outputs_come_back_as_a_tuple() -> None:
+    nodes = [helper.make_node("Split", ["x"], ["a", "b"], axis=0),
+             helper.make_node("Neg", ["b"], ["c"])]
+    model = graph_model(nodes, {"x": np.arange(4, dtype=np.float32)}, ["a", "c"], opset=13)
+    a, c = ember.onnx.load(model)(ember.tensor(np.arange(4, dtype=np.float32)))
+    assert a.tolist() == [0.0, 1.0] and c.tolist() == [-2.0, -3.0]
