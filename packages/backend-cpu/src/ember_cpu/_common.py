@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import ml_dtypes
 import numpy as np
@@ -19,20 +19,25 @@ F64 = np.dtype(np.float64)
 LOW = frozenset({F16, BF16})
 
 Kernel = Callable[..., Any]
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 # PyTorch never warns about inf/nan results; numpy does, through its error state.  Entering
 # ``np.errstate`` costs ~3 µs, so set numpy's context variable directly where it exists.
 try:
-    from numpy._core._ufunc_config import _extobj_contextvar, _make_extobj
+    from numpy._core._ufunc_config import (  # type: ignore[attr-defined]  # private names
+        _extobj_contextvar,
+        _make_extobj,
+    )
 
     _QUIET = _make_extobj(all="ignore")
     _set, _reset = _extobj_contextvar.set, _extobj_contextvar.reset
 
-    def quiet(fn: Kernel) -> Kernel:
+    def quiet(fn: Callable[_P, _R]) -> Callable[_P, _R]:
         """``fn`` with numpy's floating-point warnings off."""
 
         @functools.wraps(fn)
-        def kernel(*args: Any, **params: Any) -> Any:
+        def kernel(*args: _P.args, **params: _P.kwargs) -> _R:
             token = _set(_QUIET)
             try:
                 return fn(*args, **params)
@@ -43,9 +48,9 @@ try:
 
 except ImportError:  # numpy < 2: the public (slower) way
 
-    def quiet(fn: Kernel) -> Kernel:
+    def quiet(fn: Callable[_P, _R]) -> Callable[_P, _R]:
         """``fn`` with numpy's floating-point warnings off."""
-        return np.errstate(all="ignore")(fn)  # type: ignore[no-any-return]  # errstate decorates
+        return np.errstate(all="ignore")(fn)
 
 
 def wide(x: np.ndarray) -> np.ndarray:

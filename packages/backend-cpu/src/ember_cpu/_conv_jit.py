@@ -32,7 +32,7 @@ def _loops() -> dict[str, Callable[..., Any]]:
     fast = {"nsz", "arcp", "contract", "afn", "reassoc"}
     jit = numba.njit(cache=True, fastmath=fast, error_model="numpy", nogil=True)
 
-    @jit  # type: ignore[misc]  # numba's decorator is untyped
+    @jit
     def im2col(x: Any, cols: Any, batch_major: bool, kh: int, kw: int, sh: int, sw: int,
                ph: int, pw: int, dh: int, dw: int) -> None:
         # cols[n, (c*kh + i)*kw + j] (or cols[(c*kh + i)*kw + j, n]) [oy, ox]
@@ -71,7 +71,7 @@ def _loops() -> dict[str, Callable[..., Any]]:
                             for ox in range(hi, ow):
                                 flat[at + ox] = zero
 
-    @jit  # type: ignore[misc]
+    @jit
     def col2im(cols: Any, out: Any, kh: int, kw: int, sh: int, sw: int, ph: int, pw: int,
                dh: int, dw: int) -> None:
         # out[n, c, y*sh - ph + i*dh, x*sw - pw + j*dw] += cols[n, (c*kh + i)*kw + j, y, x]
@@ -92,7 +92,7 @@ def _loops() -> dict[str, Callable[..., Any]]:
                                 if col >= 0 and col < w:
                                     out[n, c, r, col] += cols[n, k, y, x]
 
-    @jit  # type: ignore[misc]
+    @jit
     def max_pool(x: Any, values: Any, indices: Any, kh: int, kw: int, sh: int, sw: int,
                  ph: int, pw: int, dh: int, dw: int) -> None:
         # the first maximum of each window's positions inside x, or its first nan; a window
@@ -126,7 +126,7 @@ def _loops() -> dict[str, Callable[..., Any]]:
                         values[n, c, oy, ox] = best
                         indices[n, c, oy, ox] = at
 
-    @jit  # type: ignore[misc]
+    @jit
     def max_pool_backward(g: Any, indices: Any, out: Any) -> bool:
         # out[plane, indices[plane, k]] += g[plane, k]; False on an index outside the plane
         planes, hw = out.shape

@@ -15,7 +15,10 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["adam_update", "clamp_grad", "gelu_erf", "gelu_erf_grad", "scatter_add_rows"]
 
@@ -43,7 +46,7 @@ def _compiled() -> dict[str, Callable[..., Any]]:
     _, q1, q2, q3, q4, q5 = _Q
     zmax, s12, inv = _ZMAX, _SQRT1_2, _INV_SQRT_2PI
 
-    @jit  # type: ignore[misc]  # numba's decorator is untyped
+    @jit
     def cdf(v: float) -> float:
         """Phi(v) = (1 + erf(v / sqrt 2)) / 2 through the rational erf, in float64; selects,
         no branches, so that loops over it vectorise (nan stays nan, Phi(+-inf) = 1 / 0)."""
@@ -57,20 +60,20 @@ def _compiled() -> dict[str, Callable[..., Any]]:
         c = 1.0 if z > zmax else c  # erf is +-1 in float32 beyond
         return 0.0 if z < -zmax else c
 
-    @jit  # type: ignore[misc]
+    @jit
     def gelu(x: Any, out: Any) -> None:
         for i in range(x.size):
             v = np.float64(x[i])
             out[i] = v * cdf(v)
 
-    @jit  # type: ignore[misc]
+    @jit
     def gelu_grad(g: Any, x: Any, e: Any, out: Any) -> None:
         # e = exp(-x^2 / 2), from numpy's vectorised exp
         for i in range(x.size):
             v = np.float64(x[i])
             out[i] = np.float64(g[i]) * (cdf(v) + v * inv * np.float64(e[i]))
 
-    @jit  # type: ignore[misc]
+    @jit
     def adam(p: Any, g: Any, m: Any, v: Any, po: Any, mo: Any, vo: Any, decay: float,
              coupled: float, sign: float, b1: float, b2: float, eps: float, step_size: float,
              bc2: float) -> None:
@@ -86,14 +89,14 @@ def _compiled() -> dict[str, Callable[..., Any]]:
             vo[i] = vi
             po[i] = pi - step_size * mi / (math.sqrt(vi) / bc2 + eps)
 
-    @jit  # type: ignore[misc]
+    @jit
     def clamp_grad(g: Any, x: Any, lo: float, hi: float, out: Any) -> None:
         # g where lo <= x <= hi, else 0 (nan in x: outside); a select, so nan in g stays out
         for i in range(x.size):
             xi = x[i]
             out[i] = g[i] if (xi >= lo) & (xi <= hi) else 0.0
 
-    @jit  # type: ignore[misc]
+    @jit
     def scatter_rows(out: Any, index: Any, src: Any) -> None:
         # out[index[i, j], j] += src[i, j]; the caller checked every index is in range
         for i in range(index.shape[0]):
@@ -104,7 +107,7 @@ def _compiled() -> dict[str, Callable[..., Any]]:
             "scatter_rows": scatter_rows}
 
 
-def gelu_erf(x: Any) -> Any:
+def gelu_erf(x: np.ndarray) -> np.ndarray:
     """Exact GELU of a float32 array (float64 inside), a new array of ``x``'s shape."""
     import numpy as np
 
@@ -114,7 +117,7 @@ def gelu_erf(x: Any) -> Any:
     return out.reshape(x.shape)
 
 
-def gelu_erf_grad(g: Any, x: Any) -> Any:
+def gelu_erf_grad(g: np.ndarray, x: np.ndarray) -> np.ndarray:
     """``g * d gelu(x) / dx`` for float32 ``g`` and ``x`` of one shape."""
     import numpy as np
 
@@ -145,7 +148,7 @@ def adam_update(p: Any, g: Any, m: Any, v: Any, lr: float, beta1: float, beta2: 
     return outs[0], outs[1], outs[2]
 
 
-def clamp_grad(g: Any, x: Any, lo: float, hi: float) -> Any:
+def clamp_grad(g: np.ndarray, x: np.ndarray, lo: float, hi: float) -> np.ndarray:
     """``g`` where ``lo <= x <= hi`` and 0 elsewhere, for float32/float64 ``g`` and ``x`` of
     one shape and dtype, in one pass (the gradient of ``clamp`` and ``relu``)."""
     import numpy as np

@@ -28,11 +28,12 @@ _C = 0.044715
 
 def _tanh_inner(w: np.ndarray) -> np.ndarray:
     """``tanh(k (w + 0.044715 w**3))`` in a new buffer."""
-    t = w * w
+    t: np.ndarray = w * w
     t *= _C * _K
     t += _K
     t *= w
-    return np.tanh(t, out=t)
+    np.tanh(t, out=t)
+    return t
 
 
 @quiet
@@ -66,7 +67,7 @@ def gelu_backward(g: np.ndarray, x: np.ndarray, y: np.ndarray,
     if approximate == "tanh":
         t = _tanh_inner(w)
         # (1 + t) / 2 + x (1 - t^2) k (1 + 3 c x^2) / 2
-        d = w * w
+        d: np.ndarray = w * w
         d *= 3.0 * _C
         d += 1.0
         d *= w

@@ -53,7 +53,7 @@ def _causal_bias(length: int, source: int, dtype: np.dtype) -> np.ndarray:
 def _scores(q: np.ndarray, k: np.ndarray, mask: np.ndarray | None, scale: float,
             causal: bool) -> np.ndarray:
     """``q k^T scale`` with the causal and bool masks as -inf and an additive mask added."""
-    s = np.matmul(q, k.swapaxes(-1, -2))
+    s: np.ndarray = np.matmul(q, k.swapaxes(-1, -2))
     s *= scale
     if causal:
         s += _causal_bias(s.shape[-2], s.shape[-1], s.dtype)

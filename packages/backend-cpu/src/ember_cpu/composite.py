@@ -75,7 +75,8 @@ def _rsum(a: np.ndarray, axis: int) -> np.ndarray:
         for j in range(1, c):
             out += a[..., j:j + 1]
         return out
-    return a.sum(axis=axis, keepdims=True)
+    total: np.ndarray = a.sum(axis=axis, keepdims=True)
+    return total
 
 
 def _rmax(a: np.ndarray, axis: int) -> np.ndarray:
@@ -86,7 +87,8 @@ def _rmax(a: np.ndarray, axis: int) -> np.ndarray:
         for j in range(1, c):
             np.maximum(out, a[..., j:j + 1], out=out)
         return out
-    return a.max(axis=axis, keepdims=True)
+    top: np.ndarray = a.max(axis=axis, keepdims=True)
+    return top
 
 
 def _exp_rows(w: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -350,7 +352,7 @@ def _check_targets(op: str, z: np.ndarray, t: np.ndarray, ignore_index: int,
                          f"{t.shape}")
     if t.dtype.kind not in "iu":
         raise DTypeError(f"{op}: target must be integer class indices, got {t.dtype}")
-    valid = t != ignore_index
+    valid: np.ndarray = t != ignore_index
     if t.size:
         picked = t[valid]
         if picked.size and (picked.min() < 0 or picked.max() >= z.shape[1]):
@@ -544,7 +546,7 @@ def conv2d_weight_grad(g: np.ndarray, x: np.ndarray, w: np.ndarray, stride: Any 
                      (int(kh), int(kw), int(stride[0]), int(stride[1]), int(padding[0]),
                       int(padding[1]), int(dilation[0]), int(dilation[1])), batch_major=False)
     cols = cols.reshape(groups, kdim, n * oh * ow)
-    gg = gw.reshape(n, groups, o // groups, oh * ow).transpose(1, 2, 0, 3)
+    gg: np.ndarray = gw.reshape(n, groups, o // groups, oh * ow).transpose(1, 2, 0, 3)
     gg = np.ascontiguousarray(gg).reshape(groups, o // groups, n * oh * ow)
     dw = np.matmul(gg, cols.transpose(0, 2, 1))
     return _out(dw, w.dtype).reshape(w.shape)

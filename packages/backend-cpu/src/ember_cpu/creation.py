@@ -24,7 +24,8 @@ def _arange(start: Any = 0, stop: Any = 0, step: Any = 1, dtype: Any = None) -> 
     if nd.kind == "f":
         # PyTorch's rule: n = ceil((stop - start) / step) values start + i * step
         n = max(int(np.ceil((stop - start) / step)), 0)
-        return (start + np.arange(n, dtype=F64) * step).astype(nd)
+        values: np.ndarray = start + np.arange(n, dtype=F64) * step
+        return values.astype(nd)
     return np.arange(start, stop, step, dtype=nd)
 
 
@@ -72,7 +73,8 @@ def _randint(low: int = 0, high: int = 1, shape: tuple[int, ...] = (), dtype: An
 def _cast(x: np.ndarray, dtype: Any = None) -> np.ndarray:
     nd = numpy_dtype(dtype)
     if nd.kind == "b" and x.dtype == BF16:
-        return x.astype(F32) != 0
+        nonzero: np.ndarray = x.astype(F32) != 0
+        return nonzero
     return np.asarray(x.astype(nd))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -20,11 +21,13 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     np.exp(t, out=t)
     t += 1.0
     np.reciprocal(t, out=t)
-    return t.astype(x.dtype, copy=False)
+    out: np.ndarray = t.astype(x.dtype, copy=False)
+    return out
 
 
 def _rsqrt(x: np.ndarray) -> np.ndarray:
-    return np.reciprocal(np.sqrt(x))
+    out: np.ndarray = np.reciprocal(np.sqrt(x))
+    return out
 
 
 @quiet
@@ -47,7 +50,8 @@ def _keep_ints(fn: Any) -> Any:
 
 def _int_pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.dtype.kind not in "iu" or b.dtype.kind == "u" or not (b < 0).any():
-        return np.power(a, b)
+        power: np.ndarray = np.power(a, b)
+        return power
     # Note: numpy refuses negative integer powers; PyTorch truncates 1 / a**|b| toward zero
     neg = b < 0
     out = np.power(a, np.where(neg, 0, b))
@@ -57,7 +61,7 @@ def _int_pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(neg, inv, out)
 
 
-def _shift(fn: Any) -> Any:
+def _shift(fn: Callable[..., np.ndarray]) -> Any:
     def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         if a.dtype.kind == "b":  # numpy shifts bools as int8
             return fn(a.view(np.uint8), b.view(np.uint8)).astype(np.bool_)
@@ -73,9 +77,14 @@ def _clamp(x: np.ndarray, min: Any = None, max: Any = None) -> np.ndarray:
     hi = None if max is None else np.asarray(max).astype(dt)
     if lo is None and hi is None:
         return x
-    if dt not in LOW and (lo is None or hi is None):
+    if dt not in LOW:
         # one-sided bounds (relu): maximum/minimum are ~2x faster than clip, same nan rule
-        return np.maximum(x, lo) if hi is None else np.minimum(x, hi)
+        if hi is None and lo is not None:
+            above: np.ndarray = np.maximum(x, lo)
+            return above
+        if lo is None and hi is not None:
+            below: np.ndarray = np.minimum(x, hi)
+            return below
     src = x.astype(F32) if dt in LOW else x
     return np.asarray(np.clip(src, lo, hi)).astype(dt, copy=False)
 

@@ -17,8 +17,10 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a @ b`` with batch axes broadcast."""
     dt = a.dtype
     if dt is not F32 and dt in LOW:  # float32 (the common case) skips the set look-up
-        return np.matmul(a.astype(F32), b.astype(F32)).astype(dt)
-    return np.matmul(a, b)
+        acc: np.ndarray = np.matmul(a.astype(F32), b.astype(F32))
+        return acc.astype(dt)
+    out: np.ndarray = np.matmul(a, b)
+    return out
 
 
 KERNELS: dict[Any, Any] = {la.matmul: matmul}

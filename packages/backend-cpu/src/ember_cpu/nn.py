@@ -80,7 +80,7 @@ def conv2d(x: np.ndarray, w: np.ndarray, stride: Pair = (1, 1), padding: Pair = 
     cols = np.empty((n, c * kh * kw, oh, ow), dt)
     _conv_jit.im2col(np.ascontiguousarray(x), cols, _geometry(kh, kw, stride, padding, dilation))
     wg = np.ascontiguousarray(w).reshape(groups, o // groups, cg * kh * kw)
-    out = np.matmul(wg, cols.reshape(n, groups, cg * kh * kw, oh * ow))
+    out: np.ndarray = np.matmul(wg, cols.reshape(n, groups, cg * kh * kw, oh * ow))
     return out.reshape(n, o, oh, ow)
 
 
@@ -114,7 +114,8 @@ def _conv2d_numpy(x: np.ndarray, w: np.ndarray, stride: Pair, padding: Pair, dil
     oh, ow = win.shape[2], win.shape[3]
     cols = win.transpose(0, 1, 4, 5, 2, 3).reshape(n, groups, cg * kh * kw, oh * ow)
     wg = w.reshape(groups, o // groups, cg * kh * kw)
-    return np.matmul(wg, cols).reshape(n, o, oh, ow)
+    out: np.ndarray = np.matmul(wg, cols)
+    return out.reshape(n, o, oh, ow)
 
 
 def conv_transpose2d(x: np.ndarray, w: np.ndarray, stride: Pair = (1, 1),
@@ -267,7 +268,8 @@ def _avg_pool2d(x: np.ndarray, kernel_size: Pair = (1, 1), stride: Pair = (1, 1)
     sums = _windows(xp, (kh, kw), (sh, sw), (1, 1))[:, :, :oh, :ow].sum(axis=(-2, -1))
     div = np.outer(_avg_divisor(h, oh, kh, sh, ph, count_include_pad),
                    _avg_divisor(w, ow, kw, sw, pw, count_include_pad))
-    return (sums / div).astype(dt, copy=False)
+    mean: np.ndarray = sums / div
+    return mean.astype(dt, copy=False)
 
 
 def _adaptive_bounds(n: int, o: int) -> tuple[np.ndarray, np.ndarray]:
@@ -286,7 +288,8 @@ def _adaptive_avg_pool2d(x: np.ndarray, output_size: Pair = (1, 1)) -> np.ndarra
     w0, w1 = _adaptive_bounds(w, ow)
     a, b = h0[:, None], h1[:, None]
     total = s[:, :, b, w1] - s[:, :, a, w1] - s[:, :, b, w0] + s[:, :, a, w0]
-    return (total / ((h1 - h0)[:, None] * (w1 - w0)[None, :])).astype(dt)
+    mean: np.ndarray = total / ((h1 - h0)[:, None] * (w1 - w0)[None, :])
+    return mean.astype(dt)
 
 
 def _embedding(weight: np.ndarray, indices: np.ndarray) -> np.ndarray:
@@ -298,7 +301,9 @@ def _embedding(weight: np.ndarray, indices: np.ndarray) -> np.ndarray:
 def _nearest_index(n: int, o: int) -> np.ndarray:
     # PyTorch's legacy "nearest": float32 scale, floor, clamp
     scale = np.float32(n) / np.float32(o)
-    return np.minimum(np.floor(np.arange(o, dtype=F32) * scale).astype(np.int64), n - 1)
+    index: np.ndarray = np.minimum(np.floor(np.arange(o, dtype=F32) * scale).astype(np.int64),
+                                   n - 1)
+    return index
 
 
 def _linear_weights(n: int, o: int, align_corners: bool) -> tuple[Any, Any, Any]:

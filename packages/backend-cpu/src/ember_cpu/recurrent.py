@@ -57,7 +57,7 @@ def _loops() -> dict[str, Callable[..., Any]]:
     fast = {"nsz", "arcp", "contract", "afn", "reassoc"}
     jit = numba.njit(cache=True, fastmath=fast, error_model="numpy", nogil=True)
 
-    @jit  # type: ignore[misc]  # numba's decorator is untyped
+    @jit
     def lstm_pre(wh: Any, gx: Any, b: Any, gates: Any, hs: int) -> None:
         # gates = (W_hh h^T)^T + x-projection + bias; the sigmoid gates i, f, o negated
         for n in range(gates.shape[0]):
@@ -68,7 +68,7 @@ def _loops() -> dict[str, Callable[..., Any]]:
             for j in range(3 * hs, 4 * hs):
                 gates[n, j] = -(wh[j, n] + gx[n, j] + b[j])
 
-    @jit  # type: ignore[misc]
+    @jit
     def lstm_post(gates: Any, hc: Any, out: Any, hs: int) -> None:
         # exp(-x) -> sigmoid for i, f, o (g is tanh'ed already); c' = f c + i g
         one = gates.dtype.type(1.0)
@@ -81,7 +81,7 @@ def _loops() -> dict[str, Callable[..., Any]]:
                 gates[n, 3 * hs + j] = one / (one + gates[n, 3 * hs + j])
                 out[n, hs + j] = f * hc[n, hs + j] + i * gates[n, 2 * hs + j]
 
-    @jit  # type: ignore[misc]
+    @jit
     def lstm_back(g: Any, carry: Any, hc: Any, hc_new: Any, gates: Any, d: Any, dhc: Any,
                   db: Any, hs: int) -> None:
         # d: the gates' pre-activation gradients; dhc[:, hs:] = dc f.  The state's gradient is
@@ -113,7 +113,7 @@ def _loops() -> dict[str, Callable[..., Any]]:
                     acc += np.float64(d[n, j])
                 db[j] = acc
 
-    @jit  # type: ignore[misc]
+    @jit
     def gru_pre(gx: Any, wh: Any, b: Any, work: Any, hs: int) -> None:
         # work = [-(r, z pre-activations) | . | W_hn h + b_hn], from wh = W_hh h^T
         for n in range(gx.shape[0]):
@@ -122,7 +122,7 @@ def _loops() -> dict[str, Callable[..., Any]]:
             for j in range(hs):
                 work[n, 3 * hs + j] = wh[2 * hs + j, n] + b[2 * hs + j]
 
-    @jit  # type: ignore[misc]
+    @jit
     def gru_mid(gx: Any, work: Any, hs: int) -> None:
         # exp(-x) -> r, z; the pre-activation of n = x_n + r (W_hn h + b_hn)
         one = work.dtype.type(1.0)
@@ -133,7 +133,7 @@ def _loops() -> dict[str, Callable[..., Any]]:
                 work[n, hs + j] = one / (one + work[n, hs + j])
                 work[n, 2 * hs + j] = gx[n, 2 * hs + j] + r * work[n, 3 * hs + j]
 
-    @jit  # type: ignore[misc]
+    @jit
     def gru_post(h: Any, work: Any, out: Any, hs: int) -> None:
         # h' = (1 - z) n + z h = n + z (h - n)
         for n in range(h.shape[0]):
@@ -141,7 +141,7 @@ def _loops() -> dict[str, Callable[..., Any]]:
                 nn = work[n, 2 * hs + j]
                 out[n, j] = nn + work[n, hs + j] * (h[n, j] - nn)
 
-    @jit  # type: ignore[misc]
+    @jit
     def gru_back(g: Any, carry: Any, h: Any, work: Any, dx: Any, dgh: Any, dhz: Any, db: Any,
                  hs: int) -> None:
         # the state's gradient is g + carry (as in lstm_back; carry may be dhz itself)

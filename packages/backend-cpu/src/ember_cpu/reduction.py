@@ -7,6 +7,7 @@ ndarrays (numpy returns scalars from full reductions).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -35,7 +36,8 @@ def _mean(x: np.ndarray, dims: tuple[int, ...] = (), keepdim: bool = False) -> n
     dt = x.dtype
     n = math.prod(x.shape[d] for d in dims)
     acc = F32 if dt in LOW else dt
-    total = np.add.reduce(x, axis=dims, dtype=acc, keepdims=keepdim)
+    total = np.add.reduce(  # type: ignore[call-overload]  # stubs want a literal keepdims
+        x, axis=dims, dtype=acc, keepdims=keepdim)
     return np.asarray(total / n if n else total * np.nan).astype(dt, copy=False)
 
 
@@ -58,7 +60,8 @@ def _var(x: np.ndarray, dims: tuple[int, ...] = (), keepdim: bool = False,
     mean = np.add.reduce(xs, axis=dims, keepdims=True) / max(n, 1)
     dev = xs - mean
     # Note: no numpy "degrees of freedom" warning: n <= correction gives inf or nan as PyTorch
-    ss = np.add.reduce(dev * dev, axis=dims, keepdims=keepdim)
+    ss = np.add.reduce(  # type: ignore[call-overload]  # stubs want a literal keepdims
+        dev * dev, axis=dims, keepdims=keepdim)
     return np.asarray(ss / max(n - correction, 0)).astype(dt, copy=False)
 
 
@@ -78,7 +81,7 @@ def _arg(fn: Any) -> Any:
     return kernel
 
 
-def _scan(fn: Any) -> Any:
+def _scan(fn: Callable[..., np.ndarray]) -> Any:
     def kernel(x: np.ndarray, dim: int = 0) -> np.ndarray:
         dt = x.dtype
         if x.ndim == 0:
