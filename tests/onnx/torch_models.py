@@ -62,13 +62,16 @@ class ResNet(nn.Module):
             stage += [BasicBlock(cout, cout, 1) for _ in range(n - 1)]
             layers.append(nn.Sequential(*stage))
             cin = cout
-        self.layer1, self.layer2, self.layer3, self.layer4 = layers
+        self.stages = len(layers)
+        for i, stage in enumerate(layers, 1):
+            setattr(self, f"layer{i}", stage)
         self.avgpool = nn.AdaptiveAvgPool2d(1)
         self.fc = nn.Linear(cin, classes)
 
     def forward(self, x: Any) -> Any:
         x = self.maxpool(F.relu(self.bn1(self.conv1(x))))
-        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        for i in range(1, self.stages + 1):
+            x = getattr(self, f"layer{i}")(x)
         return self.fc(torch.flatten(self.avgpool(x), 1))
 
 
