@@ -63,10 +63,10 @@ def _axis(params: dict[str, Any], key: str, ndim: int) -> int:
 
 def _reduce(shapes: Sequence[Shape], params: dict[str, Any]) -> Shape:
     s = shapes[0]
-    dims = params["dims"]
+    dims = params.get("dims")
     axes = set(range(len(s))) if dims is None else {
         d % max(len(s), 1) for d in _ints(dims, "dims")}
-    if params["keepdim"]:
+    if params.get("keepdim", False):
         return tuple(1 if i in axes else n for i, n in enumerate(s))
     return tuple(n for i, n in enumerate(s) if i not in axes)
 

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from ember import ops
 from ember.backend import ALL_DTYPES, Backend, DType, numpy_dtype
 
 from ._connection import FLUSH_BYTES, Connection, RemoteConnectionError
@@ -24,16 +25,20 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_TIMEOUT", "RemoteBackend", "RemoteHandle", "parse_target"]
 
 DEFAULT_TIMEOUT = 10.0
+_FULL = ops.creation.full
 
 
 class RemoteHandle:
     """A tensor's payload on a remote device: its id in a session, and its shape (asked of
     the server, a round trip, only where no rule gave it)."""
 
-    __slots__ = ("__weakref__", "_shape", "conn", "id")
+    __slots__ = ("__weakref__", "_shape", "conn", "id", "recipe")
 
-    def __init__(self, conn: Connection, tid: int, shape: Shape | None) -> None:
+    def __init__(self, conn: Connection, tid: int, shape: Shape | None,
+                 recipe: tuple[str, dict[str, Any]] | None = None) -> None:
         self.conn, self.id, self._shape = conn, tid, shape
+        #: ``(op name, params)`` of a constant (``full``), which a new session can make again
+        self.recipe = recipe
 
     @property
     def shape(self) -> Shape:
@@ -125,12 +130,27 @@ class RemoteBackend(Backend):
         if not args:
             return self.connection()
         conn: Connection = args[0]._data.conn
+        if conn.alive:
+            for a in args:
+                if a._data.conn is not conn:
+                    return self._revive(args)
+            return conn
+        return self._revive(args)
+
+    def _revive(self, args: Sequence[Tensor]) -> Connection:
+        """Inputs from a session that ended: "session lost", except for constants (core
+        caches small ones per device), which are made again in the live session."""
         for a in args:
-            c = a._data.conn
-            if not c.alive or c is not conn:
-                raise (c if not c.alive else conn).lost()
-        if not conn.alive:
-            raise conn.lost()
+            h: RemoteHandle = a._data
+            if not h.conn.alive and h.recipe is None:
+                raise h.conn.lost()
+        conn = self.connection()
+        for a in args:
+            h = a._data
+            if h.conn is not conn:
+                name, params = h.recipe  # type: ignore[misc]  # checked above
+                h.conn, h.id = conn, conn.new_id()
+                conn.records.append(("op", name, (), params, (h.id,)))
         return conn
 
     def implements(self, op: Op) -> bool:
@@ -163,7 +183,8 @@ class RemoteBackend(Backend):
         make = device.tensor_type._make
         if n == 1 and op.outputs == 1:
             dtype = args[0]._dtype if op.result == "same" else op.result_rule(args, params)
-            return make(RemoteHandle(conn, ids[0], shapes), device, dtype)  # type: ignore[arg-type]  # one dtype
+            recipe = (op.name, params) if op is _FULL else None
+            return make(RemoteHandle(conn, ids[0], shapes, recipe), device, dtype)  # type: ignore[arg-type]  # one dtype
         dtypes: Any = op.result_rule(args, params)
         if shapes is None:
             shapes = [None] * n
