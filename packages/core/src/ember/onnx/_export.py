@@ -45,9 +45,12 @@ class _Graph:
     def const(self, value: Any, dtype: Any = None, hint: str = "const") -> str:
         from onnx import numpy_helper
 
+        # a Constant node, not an initializer: an importer keeps initializers as state
         arr = np.asarray(value, dtype=dtype)
         name = self.name(hint)
-        self.inits.append(numpy_helper.from_array(arr, name))
+        self.nodes.append(self.onnx.helper.make_node(
+            "Constant", [], [name], name=self.name("Constant"),
+            value=numpy_helper.from_array(arr, name)))
         return name
 
     def ints(self, values: Sequence[int]) -> str:

@@ -179,6 +179,11 @@ def max_pool(r: Run, node: Node, x: Any) -> Tensor:
     if len([o for o in node.outputs if o]) > 1:
         raise NotImplementedError(f"{node.where()}: the Indices output is not supported")
     kernel, strides, dil, begin, end = _pool_geometry(node, t)
+    if n == 2 and begin == end and not node.attrs.get("ceil_mode", 0) and \
+            all(p <= k // 2 for p, k in zip(begin, kernel, strict=True)):
+        # the kernel pads itself (no padded copy of the input)
+        return F.max_pool2d(t, tuple(kernel), stride=tuple(strides),  # type: ignore[return-value]  # no indices asked
+                            padding=tuple(begin), dilation=tuple(dil))
     if node.attrs.get("ceil_mode", 0):
         end = [e + x_ for e, x_ in zip(end, _ceil_extra(node, t, kernel, strides, dil, begin,
                                                         end), strict=True)]

@@ -1,0 +1,76 @@
+"""Inference time of an imported ResNet-18 on the CPU: ember beside onnxruntime, in one
+process, interleaved, at one thread on each side and at each side's default.
+
+Run: ``.venv/bin/python benchmarks/onnx_resnet.py [--width 64] [--size 224] [--rounds 7]``
+(needs torch to write the model, onnx and onnxruntime).  The model is ResNet-18's layout with
+random weights, exported by torch (TorchScript exporter, opset 17), batch 1.  Prints the median
+seconds per inference and the ratio ember / onnxruntime (lower is better; the goal is <= 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import torch
+from threadpoolctl import threadpool_limits
+
+import ember
+import ember.onnx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "onnx"))
+import torch_models  # the tests' small architectures
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--width", type=int, default=64)
+    ap.add_argument("--size", type=int, default=224)
+    ap.add_argument("--rounds", type=int, default=7)
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    model = torch_models.ResNet(width=args.width, blocks=(2, 2, 2, 2), classes=1000)
+    data = torch_models.export(model, (torch.randn(1, 3, args.size, args.size),), ["x"],
+                               {"x": {0: "batch"}}, 17)
+    proto = onnx.load_from_string(data)
+    x = np.random.default_rng(0).standard_normal((1, 3, args.size, args.size)).astype(
+        np.float32)
+    m = ember.onnx.load(proto, device="cpu")
+    ex = ember.tensor(x)
+    print(f"ResNet-18 layout, width {args.width}, input 1x3x{args.size}x{args.size}, "
+          f"{sum(p.numel() for p in m.parameters()) / 1e6:.1f}M parameters, "
+          f"{os.cpu_count()} cores")
+    for threads in (1, None):
+        so = ort.SessionOptions()
+        if threads:
+            so.intra_op_num_threads = threads
+            so.inter_op_num_threads = 1
+        sess = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+        with threadpool_limits(limits=threads):
+            want = sess.run(None, {"x": x})[0]
+            got = m(ex).numpy()  # warm both, and check they agree
+            err = float(np.max(np.abs(got - want)))
+            assert err <= 1e-4 * (1 + float(np.max(np.abs(want)))), err
+            t_em, t_rt = [], []
+            for _ in range(args.rounds):  # interleaved: load on the machine hits both alike
+                t0 = time.perf_counter()
+                m(ex).numpy()
+                t_em.append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                sess.run(None, {"x": x})
+                t_rt.append(time.perf_counter() - t0)
+        em, rt = statistics.median(t_em), statistics.median(t_rt)
+        label = "1 thread each" if threads else "default threads"
+        print(f"{label:>16}: ember {em * 1e3:8.1f} ms   onnxruntime {rt * 1e3:8.1f} ms   "
+              f"ratio {em / rt:5.2f}x   (max abs diff {err:.1e})")
+
+
+if __name__ == "__main__":
+    main()
