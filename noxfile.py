@@ -17,7 +17,7 @@ from pathlib import Path
 import nox
 
 nox.options.sessions = ["lint", "typecheck", "tests", "conformance", "conformance_compiled",
-                        "install"]
+                        "conformance_remote", "install"]
 nox.options.reuse_existing_virtualenvs = True
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -49,6 +49,11 @@ CONFORMANCE_DEVICES = [
 # the default sessions well inside the CI budget (``-- --ember-sample=1`` runs them all).
 COMPILED_DEVICES = {"cpu": 1, "autodiff<cpu>": 1, "autodiff<fusion<cpu>>": 1, "opencl:0": 3,
                     "triton-interpret": 3}
+
+# The Remote decorator's stacks: the session starts `ember-remote serve` on a free port of
+# 127.0.0.1 with a fresh token, runs the suite through it and stops the server by its PID
+# (about 35 s each on the 2-core machine).
+REMOTE_DEVICES = ["remote<{address}/cpu>", "autodiff<remote<{address}/cpu>>"]
 
 
 def _install(session: nox.Session) -> None:
@@ -143,6 +148,48 @@ def conformance_compiled(session: nox.Session, device: str) -> None:
                 f"--ember-device={device}", "--ember-compile",
                 f"--ember-sample={COMPILED_DEVICES[device]}", *session.posargs,
                 success_codes=[0])
+
+
+@nox.session
+@nox.parametrize("device", REMOTE_DEVICES)
+def conformance_remote(session: nox.Session, device: str) -> None:
+    """The conformance suite on a ``remote<...>`` stack, against a server this session starts
+    (``ember-remote serve --bind 127.0.0.1:0``) and stops by PID."""
+    import importlib.util
+    import secrets
+    import select
+    import signal
+
+    _install(session)
+    if importlib.util.find_spec("ember_remote") is None:
+        session.skip("ember-remote is not installed")
+    python = (sys.executable if isinstance(session.virtualenv, nox.virtualenv.PassthroughEnv)
+              else os.path.join(session.bin, "python"))
+    token = secrets.token_hex(32)
+    token_file = Path(session.create_tmp()) / "remote-token"
+    token_file.write_text(token)
+    token_file.chmod(0o600)
+    server = subprocess.Popen([python, "-m", "ember_remote", "serve", "--bind", "127.0.0.1:0",
+                               "--token-file", str(token_file), "--devices", "cpu"],
+                              stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert server.stdout is not None
+        ready, _, _ = select.select([server.stdout], [], [], 120)
+        line = server.stdout.readline() if ready else ""
+        if " on " not in line:
+            session.error(f"ember-remote serve did not start: {line!r}")
+        address = line.split(" on ", 1)[1].split()[0]
+        session.log(f"ember-remote serve: pid {server.pid} on {address}")
+        session.run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                    "tests/conformance", f"--ember-device={device.format(address=address)}",
+                    *session.posargs, env={"EMBER_REMOTE_TOKEN": token}, success_codes=[0])
+    finally:
+        os.kill(server.pid, signal.SIGTERM)
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            os.kill(server.pid, signal.SIGKILL)
+            server.wait()
 
 
 @nox.session

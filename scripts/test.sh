@@ -5,4 +5,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH" VIRTUAL_ENV="$PWD/.venv"
-exec .venv/bin/nox --no-install -db none -s lint typecheck tests conformance conformance_compiled install "$@"
+exec .venv/bin/nox --no-install -db none -s lint typecheck tests conformance conformance_compiled conformance_remote install "$@"
