@@ -10,9 +10,11 @@ Examples
 
 from __future__ import annotations
 
+import builtins
 from typing import TYPE_CHECKING, Any
 
 from . import amp as amp, functional as functional, linalg as linalg, ops as ops
+from ._apply import broadcast_shapes as broadcast_shapes
 from ._compile import CompiledFunction as CompiledFunction, compile as compile
 from ._creation import (
     arange as arange,
@@ -25,6 +27,7 @@ from ._creation import (
     full as full,
     full_like as full_like,
     linspace as linspace,
+    logspace as logspace,
     meshgrid as meshgrid,
     ones as ones,
     ones_like as ones_like,
@@ -184,6 +187,48 @@ from ._manipulation import (
     unflatten as unflatten,
     unsqueeze as unsqueeze,
 )
+from ._matrix import (
+    addbmm as addbmm,
+    addmm as addmm,
+    addmv as addmv,
+    baddbmm as baddbmm,
+    cross as cross,
+    diag as diag,
+    diagonal as diagonal,
+    dot as dot,
+    inner as inner,
+    kron as kron,
+    mm as mm,
+    mv as mv,
+    trace as trace,
+    vdot as vdot,
+)
+from ._pointwise import (
+    addcdiv as addcdiv,
+    addcmul as addcmul,
+    count_nonzero as count_nonzero,
+    deg2rad as deg2rad,
+    exp2 as exp2,
+    float_power as float_power,
+    fmod as fmod,
+    frac as frac,
+    heaviside as heaviside,
+    hypot as hypot,
+    isfinite as isfinite,
+    isneginf as isneginf,
+    isposinf as isposinf,
+    lerp as lerp,
+    log2 as log2,
+    log10 as log10,
+    logaddexp as logaddexp,
+    logit as logit,
+    nan_to_num as nan_to_num,
+    nanmean as nanmean,
+    nansum as nansum,
+    rad2deg as rad2deg,
+    square as square,
+    xlogy as xlogy,
+)
 from ._printing import set_printoptions as set_printoptions
 from ._random import (
     Generator as Generator,
@@ -217,6 +262,32 @@ from ._set import (
     bincount as bincount,
     unique as unique,
 )
+from ._stacking import (
+    argwhere as argwhere,
+    bucketize as bucketize,
+    column_stack as column_stack,
+    dstack as dstack,
+    fliplr as fliplr,
+    flipud as flipud,
+    hstack as hstack,
+    isin as isin,
+    masked_select as masked_select,
+    rot90 as rot90,
+    searchsorted as searchsorted,
+    select as select,
+    take as take,
+    take_along_dim as take_along_dim,
+    tile as tile,
+    unbind as unbind,
+    vstack as vstack,
+)
+from ._statistics import (
+    aminmax as aminmax,
+    median as median,
+    quantile as quantile,
+    std_mean as std_mean,
+    var_mean as var_mean,
+)
 from ._tensor import Tensor as Tensor
 from .amp import (
     autocast as autocast,
@@ -236,6 +307,38 @@ from .functional import (
     softmax as softmax,
 )
 from .hookspecs import hookimpl as hookimpl
+
+# PyTorch's other spellings
+absolute = abs
+clip = clamp
+floor_divide = floordiv
+negative = neg
+sgn = sign  # Note: ember has no complex dtypes, where sgn and sign differ
+subtract = sub
+fix = trunc
+concat = concatenate = cat
+clone = contiguous
+
+
+def numel(x: Tensor) -> int:
+    """The number of elements of ``x``."""
+    return x.numel()
+
+
+def equal(a: Tensor, b: Tensor) -> builtins.bool:
+    """True if ``a`` and ``b`` have one shape and the same values."""
+    return a.equal(b)
+
+
+def is_tensor(obj: object) -> builtins.bool:
+    """True if ``obj`` is an ember tensor."""
+    return isinstance(obj, Tensor)
+
+
+def t(x: Tensor) -> Tensor:
+    """``x`` with its two axes swapped (0-d and 1-D tensors as they are)."""
+    return x.t()
+
 
 __version__ = "0.1.0"
 bool = bool_  # ember.bool, as torch.bool

@@ -175,6 +175,25 @@ def linspace(start: float, end: float, steps: int, *, dtype: DTypeLike = None,
     return cast(where(i < steps // 2, up, down), d)
 
 
+def logspace(start: float, end: float, steps: int, base: float = 10.0, *,
+             dtype: DTypeLike = None, device: DeviceLike = None) -> Tensor:
+    """``steps`` values from ``base ** start`` to ``base ** end``, evenly spaced in the
+    exponent.
+
+    Examples
+    --------
+    >>> import ember
+    >>> ember.logspace(0, 2, 3).tolist()
+    [1.0, 10.0, 100.0]
+    """
+    d = _dtype_or(dtype, default_float())
+    from ._elementwise import pow
+
+    exponents = linspace(start, end, steps, dtype=dt.float64 if d is dt.float64 else
+                         dt.float32, device=device)
+    return cast(pow(float(base), exponents), d)
+
+
 def eye(n: int, m: int | None = None, *, dtype: DTypeLike = None,
         device: DeviceLike = None) -> Tensor:
     """The identity matrix (``n`` x ``m``)."""

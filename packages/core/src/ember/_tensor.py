@@ -687,6 +687,259 @@ class Tensor:
         return _fn.dropout(self, p, training, generator)
 
 
+    # -- PyTorch's other names: composites (`_pointwise`, `_matrix`, `_stacking`, ...) ---------
+
+    def square(self) -> Tensor:
+        return _pw.square(self)
+
+    absolute = abs
+    negative = neg
+    sgn = sign  # Note: ember has no complex dtypes, where sgn and sign differ
+    fix = trunc
+
+    def subtract(self, o: Any, *, alpha: float = 1) -> Tensor:
+        return self.sub(o, alpha=alpha)
+
+    def true_divide(self, o: Any) -> Tensor:
+        return _ew.div(self, o)
+
+    def floor_divide(self, o: Any) -> Tensor:
+        return _ew.floordiv(self, o)
+
+    def remainder(self, o: Any) -> Tensor:
+        return _ew.remainder(self, o)
+
+    def fmod(self, o: Any) -> Tensor:
+        return _pw.fmod(self, o)
+
+    def frac(self) -> Tensor:
+        return _pw.frac(self)
+
+    def exp2(self) -> Tensor:
+        return _pw.exp2(self)
+
+    def log2(self) -> Tensor:
+        return _pw.log2(self)
+
+    def log10(self) -> Tensor:
+        return _pw.log10(self)
+
+    def isfinite(self) -> Tensor:
+        return _pw.isfinite(self)
+
+    def isposinf(self) -> Tensor:
+        return _pw.isposinf(self)
+
+    def isneginf(self) -> Tensor:
+        return _pw.isneginf(self)
+
+    def hypot(self, o: Any) -> Tensor:
+        return _pw.hypot(self, o)
+
+    def logaddexp(self, o: Any) -> Tensor:
+        return _pw.logaddexp(self, o)
+
+    def lerp(self, end: Any, weight: Any) -> Tensor:
+        return _pw.lerp(self, end, weight)
+
+    def xlogy(self, o: Any) -> Tensor:
+        return _pw.xlogy(self, o)
+
+    def logit(self, eps: float | None = None) -> Tensor:
+        return _pw.logit(self, eps)
+
+    def nan_to_num(self, nan: float = 0.0, posinf: float | None = None,
+                   neginf: float | None = None) -> Tensor:
+        return _pw.nan_to_num(self, nan, posinf, neginf)
+
+    def deg2rad(self) -> Tensor:
+        return _pw.deg2rad(self)
+
+    def rad2deg(self) -> Tensor:
+        return _pw.rad2deg(self)
+
+    def heaviside(self, values: Any) -> Tensor:
+        return _pw.heaviside(self, values)
+
+    def float_power(self, o: Any) -> Tensor:
+        return _pw.float_power(self, o)
+
+    def addcmul(self, t1: Tensor, t2: Tensor, *, value: float = 1) -> Tensor:
+        return _pw.addcmul(self, t1, t2, value=value)
+
+    def addcdiv(self, t1: Tensor, t2: Tensor, *, value: float = 1) -> Tensor:
+        return _pw.addcdiv(self, t1, t2, value=value)
+
+    def atan2(self, o: Any) -> Tensor:
+        return _ew.atan2(self, o)
+
+    def eq(self, o: Any) -> Tensor:
+        return _ew.eq(self, o)
+
+    def ne(self, o: Any) -> Tensor:
+        return _ew.ne(self, o)
+
+    def lt(self, o: Any) -> Tensor:
+        return _ew.lt(self, o)
+
+    def le(self, o: Any) -> Tensor:
+        return _ew.le(self, o)
+
+    def gt(self, o: Any) -> Tensor:
+        return _ew.gt(self, o)
+
+    def ge(self, o: Any) -> Tensor:
+        return _ew.ge(self, o)
+
+    def bitwise_and(self, o: Any) -> Tensor:
+        return _ew.bitwise_and(self, o)
+
+    def bitwise_or(self, o: Any) -> Tensor:
+        return _ew.bitwise_or(self, o)
+
+    def bitwise_xor(self, o: Any) -> Tensor:
+        return _ew.bitwise_xor(self, o)
+
+    def bitwise_not(self) -> Tensor:
+        return _ew.bitwise_not(self)
+
+    def logical_and(self, o: Any) -> Tensor:
+        return _ew.logical_and(self, o)
+
+    def logical_or(self, o: Any) -> Tensor:
+        return _ew.logical_or(self, o)
+
+    def logical_xor(self, o: Any) -> Tensor:
+        return _ew.logical_xor(self, o)
+
+    def nansum(self, dim: Dim = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+        return _pw.nansum(self, dim, keepdim, dtype=dtype)
+
+    def nanmean(self, dim: Dim = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+        return _pw.nanmean(self, dim, keepdim, dtype=dtype)
+
+    def count_nonzero(self, dim: Dim = None) -> Tensor:
+        return _pw.count_nonzero(self, dim)
+
+    def aminmax(self, *, dim: int | None = None, keepdim: bool = False) -> Any:
+        return _stat.aminmax(self, dim=dim, keepdim=keepdim)
+
+    def median(self, dim: int | None = None, keepdim: bool = False) -> Any:
+        return _stat.median(self, dim, keepdim)
+
+    def quantile(self, q: Any, dim: int | None = None, keepdim: bool = False, *,
+                 interpolation: str = "linear") -> Tensor:
+        return _stat.quantile(self, q, dim, keepdim, interpolation=interpolation)
+
+    def mm(self, o: Tensor) -> Tensor:
+        return _mat.mm(self, o)
+
+    def mv(self, v: Tensor) -> Tensor:
+        return _mat.mv(self, v)
+
+    def dot(self, o: Tensor) -> Tensor:
+        return _mat.dot(self, o)
+
+    vdot = dot
+
+    def inner(self, o: Tensor) -> Tensor:
+        return _mat.inner(self, o)
+
+    def outer(self, o: Tensor) -> Tensor:
+        return _la.outer(self, o)
+
+    def addmm(self, m1: Tensor, m2: Tensor, *, beta: float = 1, alpha: float = 1) -> Tensor:
+        return _mat.addmm(self, m1, m2, beta=beta, alpha=alpha)
+
+    def addmv(self, mat: Tensor, vec: Tensor, *, beta: float = 1, alpha: float = 1) -> Tensor:
+        return _mat.addmv(self, mat, vec, beta=beta, alpha=alpha)
+
+    def baddbmm(self, b1: Tensor, b2: Tensor, *, beta: float = 1, alpha: float = 1) -> Tensor:
+        return _mat.baddbmm(self, b1, b2, beta=beta, alpha=alpha)
+
+    def addbmm(self, b1: Tensor, b2: Tensor, *, beta: float = 1, alpha: float = 1) -> Tensor:
+        return _mat.addbmm(self, b1, b2, beta=beta, alpha=alpha)
+
+    def kron(self, o: Tensor) -> Tensor:
+        return _mat.kron(self, o)
+
+    def cross(self, o: Tensor, dim: int | None = None) -> Tensor:
+        return _mat.cross(self, o, dim)
+
+    def trace(self) -> Tensor:
+        return _mat.trace(self)
+
+    def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+        return _mat.diagonal(self, offset, dim1, dim2)
+
+    def diag(self, diagonal: int = 0) -> Tensor:
+        return _mat.diag(self, diagonal)
+
+    def unbind(self, dim: int = 0) -> tuple[Tensor, ...]:
+        return _stk.unbind(self, dim)
+
+    def select(self, dim: int, index: int) -> Tensor:
+        return _stk.select(self, dim, index)
+
+    def take(self, index: Tensor) -> Tensor:
+        return _stk.take(self, index)
+
+    def take_along_dim(self, indices: Tensor, dim: int | None = None) -> Tensor:
+        return _stk.take_along_dim(self, indices, dim)
+
+    def tile(self, *dims: Any) -> Tensor:
+        reps = tuple(dims[0]) if len(dims) == 1 and not isinstance(dims[0], int) else dims
+        return _stk.tile(self, reps)
+
+    def fliplr(self) -> Tensor:
+        return _stk.fliplr(self)
+
+    def flipud(self) -> Tensor:
+        return _stk.flipud(self)
+
+    def rot90(self, k: int = 1, dims: Sequence[int] = (0, 1)) -> Tensor:
+        return _stk.rot90(self, k, dims)
+
+    def masked_select(self, mask: Tensor) -> Tensor:
+        return _stk.masked_select(self, mask)
+
+    def argwhere(self) -> Tensor:
+        return _stk.argwhere(self)
+
+    def equal(self, o: Tensor) -> bool:
+        """True if ``o`` has this shape and the same values (nan never equals nan)."""
+        return self.shape == o.shape and bool(_red.all(_ew.eq(self, o)).item())
+
+    def nelement(self) -> int:
+        return self.numel()
+
+    def ndimension(self) -> int:
+        return self.ndim
+
+    def element_size(self) -> int:
+        return self._dtype.itemsize
+
+    def new_tensor(self, data: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
+        from ._creation import tensor
+
+        return tensor(data, dtype=dtype or self._dtype, device=device or self._device)
+
+    def new_full(self, size: Sequence[int], fill_value: Any, *, dtype: Any = None,
+                 device: Any = None) -> Tensor:
+        from ._creation import full
+
+        return full(tuple(size), fill_value, dtype=dtype or self._dtype,
+                    device=device or self._device)
+
+    def new_zeros(self, *size: Any, dtype: Any = None, device: Any = None) -> Tensor:
+        return self.new_full(_size(size), 0, dtype=dtype, device=device)
+
+    def new_ones(self, *size: Any, dtype: Any = None, device: Any = None) -> Tensor:
+        return self.new_full(_size(size), 1, dtype=dtype, device=device)
+
+    def new_empty(self, *size: Any, dtype: Any = None, device: Any = None) -> Tensor:
+        return self.new_full(_size(size), 0, dtype=dtype, device=device)
+
     # conversions last: their names shadow builtins in the class body
     def type(self, dtype: Any) -> Tensor:
         return self.to(dtype=dtype)
@@ -713,14 +966,25 @@ class Tensor:
         return self.to(dtype=dt.bool_)
 
 
+def _size(size: tuple[Any, ...]) -> tuple[int, ...]:
+    """``new_zeros(2, 3)`` and ``new_zeros((2, 3))`` alike."""
+    if len(size) == 1 and not isinstance(size[0], int):
+        return tuple(size[0])
+    return tuple(size)
+
+
 # Imported last: these modules use Tensor at call time only.
 from . import (  # noqa: E402  # last: these modules need Tensor defined
     _elementwise as _ew,
     _indexing as _ix,
     _linalg as _la,
     _manipulation as _mv,
+    _matrix as _mat,
+    _pointwise as _pw,
     _reduction as _red,
     _set,
+    _stacking as _stk,
+    _statistics as _stat,
     _windows as _win,
     functional as _fn,
 )

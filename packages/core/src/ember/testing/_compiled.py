@@ -37,6 +37,7 @@ UNTRACEABLE: dict[str, str] = {
     "nonzero-*": "the output shape is the number of non-zero elements (a value)",
     "getitem-bool-mask-*": "a boolean mask selects a number of elements that depends on the "
                            "mask's values (indexing goes through nonzero)",
+    "masked_select-*": "as getitem-bool-mask-*",
     "one_hot-inferred-*": "without num_classes, one_hot reads max(x) + 1 on the host to size "
                           "its output",
     "unique-*": "the output size is the number of distinct values",

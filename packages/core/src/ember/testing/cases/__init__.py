@@ -1,6 +1,7 @@
 """The case modules; importing this package registers every case."""
 
 from . import (
+    composites,
     creation,
     elementwise,
     errors,
@@ -16,5 +17,5 @@ from . import (
     sets,
 )
 
-__all__ = ["creation", "elementwise", "errors", "functional", "indexing", "linalg", "losses",
-           "movement", "nn", "promotion", "reduction", "sampling", "sets"]
+__all__ = ["composites", "creation", "elementwise", "errors", "functional", "indexing", "linalg",
+           "losses", "movement", "nn", "promotion", "reduction", "sampling", "sets"]
