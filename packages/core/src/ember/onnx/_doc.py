@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from . import _load  # noqa: F401  # registers the op rules
 from ._export import EXPORT_OPSET, RULES
-from ._load import OPS  # the rules, registered by _load's imports
-from ._registry import OPSET_MAX, OPSET_MIN
+from ._registry import OPS, OPSET_MAX, OPSET_MIN
 
 BEGIN, END = "<!-- onnx-ops:begin -->", "<!-- onnx-ops:end -->"
 
