@@ -91,11 +91,11 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def typecheck(session: nox.Session) -> None:
-    """mypy --strict on core (and on the decorators, whose sources are typed)."""
+    """mypy --strict on every package's sources and the template's, in one run (so that each
+    package is checked against its siblings' sources): each ``src/<import name>`` found."""
     _install(session)
-    targets = ["packages/core/src/ember"]
-    targets += [t for t in ("packages/autodiff/src/ember_autodiff",
-                            "packages/fusion/src/ember_fusion") if os.path.isdir(t)]
+    targets = sorted(os.path.dirname(init) for src in [*PACKAGES, TEMPLATE]
+                     for init in glob.glob(f"{src}/src/*/__init__.py"))
     session.run("mypy", "--strict", *targets)
 
 
