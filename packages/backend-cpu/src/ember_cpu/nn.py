@@ -67,7 +67,12 @@ def conv2d(x: np.ndarray, w: np.ndarray, stride: Pair = (1, 1), padding: Pair = 
     ow = _out_size(wd, kw, stride[1], padding[1], dilation[1])
     if not _compiled(x, w) or min(n, c, oh, ow, o) <= 0:
         return _conv2d_numpy(x, w, stride, padding, dilation, groups)
-    if tuple(stride) == (1, 1):
+    hp, wp = h + 2 * padding[0], wd + 2 * padding[1]
+    # the shifted planes make the GEMM compute (Hp*Wp) / (OH*OW) times the outputs: beyond
+    # ~1.2 (small maps: 14x14 and 7x7 with a 3x3 kernel) im2col's exact columns win (one
+    # thread, 2-core VM, 2026-12-05: 512ch 7x7 9.5 -> 6.0 ms, 256ch 14x14 6.2 -> 5.7 ms; 56x56
+    # stays shifted, 4.7 vs 6.8 ms)
+    if tuple(stride) == (1, 1) and hp * wp <= 1.2 * oh * ow:
         # one GEMM per group over the shifted planes, then the valid outputs in NCHW order
         cols, hp, wp = shifted_cols(x, (kh, kw), padding, dilation)
         wg = np.ascontiguousarray(w).reshape(groups, o // groups, cg * kh * kw)
