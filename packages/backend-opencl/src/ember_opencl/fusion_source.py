@@ -174,10 +174,8 @@ class KernelSource:
         vals = [self.value(r, idx[len(idx) - len(g.shape(r)):]) for r in refs]
         dts = [g.dtype(r) for r in refs]
         scalars: list[tuple[str, Any]] = []
-        if op in _UNARY:
-            expr = unary_expr(op, dts[0])[0]
-        elif op in _BINARY:
-            expr, _, helpers = binary_expr(op, dts[0])
+        if op in _UNARY or op in _BINARY:
+            expr, _, helpers = (unary_expr if op in _UNARY else binary_expr)(op, dts[0])
             if helpers:
                 self.helpers[helpers] = None
         elif op is EW.where:

@@ -1,5 +1,5 @@
-"""Elementwise kernels: each op is a line of Triton code, compiled per signature by
-:mod:`ember_triton._codegen`.
+"""Elementwise kernels: each op's definition in the kernel IR (`ember.backend.ir`), rendered to
+Triton (`render`), compiled per signature by :mod:`ember_triton._codegen`.
 
 float16 and bfloat16 compute in float32; float32 uses correctly rounded division and square
 root (``div_rn``, ``sqrt_rn``); transcendental functions beyond ``triton.language``'s own are
@@ -12,11 +12,13 @@ import functools
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
+from ember.backend import ir
 from ember.ops import composite as cops
 from ember.ops import elementwise as ew
 
 from ._array import DeviceArray, kind_of
 from ._codegen import elementwise, run_binary, run_plan
+from .render import render
 
 if TYPE_CHECKING:
     from .backend import TritonBackend
@@ -24,48 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["KERNELS", "Expression", "binary", "binary_expression", "cast_expression",
            "clamp_expression", "unary", "unary_expression", "where_expression"]
 
-# float functions: x0 is float32 or float64
-_FLOAT_UNARY = {
-    "exp": "tl.exp(x0)", "expm1": "expm1_(x0)", "log": "tl.log(x0)", "log1p": "log1p_(x0)",
-    "sqrt": "sqrt_(x0)", "rsqrt": "1.0 / sqrt_(x0)", "sin": "tl.sin(x0)",
-    "cos": "tl.cos(x0)", "tan": "tl.sin(x0) / tl.cos(x0)", "tanh": "tanh_(x0)",
-    "asin": "asin_(x0)", "acos": "acos_(x0)", "atan": "atan_(x0)", "sinh": "sinh_(x0)",
-    "cosh": "cosh_(x0)", "erf": "tl.erf(x0)", "sigmoid": "1.0 / (1.0 + tl.exp(-x0))",
-    "reciprocal": "div_(tl.zeros_like(x0) + 1.0, x0)",
-}
-_FLOAT_NUMERIC = {
-    "neg": "-x0", "abs": "tl.abs(x0)", "sign": "fsign_(x0)", "floor": "tl.floor(x0)",
-    "ceil": "tl.ceil(x0)", "round": "round_(x0)", "trunc": "trunc_(x0)",
-}
-_INT_NUMERIC = {
-    "neg": "-x0", "abs": "tl.where(x0 < 0, -x0, x0)", "sign": "sign_(x0)",
-    "floor": "x0", "ceil": "x0", "round": "x0", "trunc": "x0",
-}
-_UINT_NUMERIC = {**_INT_NUMERIC, "abs": "x0", "neg": "0 - x0", "sign": "(x0 > 0).to(x0.dtype)"}
-
-_FLOAT_BINARY = {
-    "add": "x0 + x1", "sub": "x0 - x1", "mul": "x0 * x1", "div": "div_(x0, x1)",
-    "floordiv": "ffloordiv_(x0, x1)", "remainder": "fremainder_(x0, x1)",
-    "pow": "fpow_(x0.to(tl.float64), x1.to(tl.float64))",
-    "maximum": "fmax_(x0, x1)", "minimum": "fmin_(x0, x1)", "atan2": "atan2_(x0, x1)",
-}
-_INT_BINARY = {
-    "add": "x0 + x1", "sub": "x0 - x1", "mul": "x0 * x1",
-    "floordiv": "ifloordiv_(x0, x1)", "remainder": "iremainder_(x0, x1)",
-    "pow": "ipow_(x0, x1, {bits})", "maximum": "tl.where(x0 > x1, x0, x1)",
-    "minimum": "tl.where(x0 < x1, x0, x1)",
-}
-_UINT_BINARY = {**_INT_BINARY, "floordiv": "ufloordiv_(x0, x1)", "pow": "upow_(x0, x1, {bits})",
-                "remainder": "uremainder_(x0, x1)"}
-_COMPARE = {"eq": "x0 == x1", "ne": "x0 != x1", "lt": "x0 < x1", "le": "x0 <= x1",
-            "gt": "x0 > x1", "ge": "x0 >= x1"}
-_LOGIC = {"logical_and": "x0 & x1", "logical_or": "x0 | x1", "logical_xor": "x0 ^ x1"}
-_BITWISE = {"bitwise_and": "x0 & x1", "bitwise_or": "x0 | x1", "bitwise_xor": "x0 ^ x1",
-            "left_shift": "x0 << x1", "right_shift": "x0 >> x1"}
-
-
-def _bits(dtype: np.dtype[Any]) -> int:
-    return dtype.itemsize * 8
+_BOOL = np.dtype(np.bool_)
 
 
 class Expression(NamedTuple):
@@ -85,41 +46,16 @@ class Expression(NamedTuple):
 
 @functools.cache  # pure: called on every eager op
 def unary_expression(name: str, dt: np.dtype[Any]) -> Expression:
-    if name in _FLOAT_UNARY:
-        return Expression(f"r = {_FLOAT_UNARY[name]}", dt)
-    if name in ("logical_not",):
-        return Expression("r = x0 == 0", np.dtype(np.bool_))
-    if name == "isnan":
-        return Expression("r = x0 != x0", np.dtype(np.bool_))
-    if name == "isinf":
-        body = "r = tl.abs(x0) == float('inf')" if kind_of(dt) == "f" else "r = x0 != x0"
-        return Expression(body, np.dtype(np.bool_))
-    if name == "bitwise_not":
-        return Expression("r = x0 == 0" if kind_of(dt) == "b" else "r = ~x0", dt)
-    table = _FLOAT_NUMERIC if kind_of(dt) == "f" else (_UINT_NUMERIC if kind_of(dt) == "u"
-                                                   else _INT_NUMERIC)
-    return Expression(f"r = {table[name]}", dt)
+    """Op ``name`` on ``x0`` of ``dt``: its definition in the kernel IR, rendered."""
+    root = ir.expand(name, [dt.name])
+    return Expression(render(root), _BOOL if root.dtype == "bool" else dt)
 
 
 @functools.cache  # pure: called on every eager op
 def binary_expression(name: str, dt: np.dtype[Any]) -> Expression:
-    if name in _COMPARE:
-        body = _COMPARE[name]
-        if kind_of(dt) == "b":  # i1 compares as signed: compare bytes instead
-            body = body.replace("x0", "x0.to(tl.uint8)").replace("x1", "x1.to(tl.uint8)")
-        return Expression(f"r = {body}", np.dtype(np.bool_))
-    if name in _LOGIC:
-        return Expression(f"r = (x0 != 0) {_LOGIC[name][3]} (x1 != 0)", np.dtype(np.bool_))
-    if name in _BITWISE:
-        if kind_of(dt) == "b":  # bitwise on bools: as bytes, then back to bool
-            body = _BITWISE[name].replace("x0", "x0.to(tl.uint8)").replace(
-                "x1", "x1.to(tl.uint8)")
-            return Expression(f"r = ({body}) != 0", dt)
-        return Expression(f"r = {_BITWISE[name]}", dt)
-    if kind_of(dt) == "f":
-        return Expression(f"r = {_FLOAT_BINARY[name]}", dt)
-    table = _UINT_BINARY if kind_of(dt) in "ub" else _INT_BINARY
-    return Expression("r = " + table[name].format(bits=_bits(dt)), dt)
+    """Op ``name`` on ``x0``, ``x1`` of ``dt``: its definition in the kernel IR, rendered."""
+    root = ir.expand(name, [dt.name, dt.name])
+    return Expression(render(root), _BOOL if root.dtype == "bool" else dt)
 
 
 def where_expression(dt: np.dtype[Any]) -> Expression:

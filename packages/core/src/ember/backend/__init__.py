@@ -28,30 +28,34 @@ defers work records it there; `HostFloat`/`HostInt` are host numbers a trace re-
 replay); `capturing` and `CaptureError` let a backend record device work (a CUDA graph) while
 core's in-place writes are redirected.
 
+**Kernel IR** — `ir`: every elementwise op's semantics as a small expression DAG that each
+backend renders in its own language (see `ember.backend.ir`).
+
 **Plugins** — `plugin_manager` (the pluggy manager), `extra_kernels` (kernels other plugins
 registered for a backend) and `conformance_skips` (a device's declared skips).
 """
 
 from __future__ import annotations
 
-from ._apply import apply, broadcast_shapes, scalar_tensor
-from ._backend import Backend, Decorator, Kernel
-from ._capture import CaptureError, capturing
-from ._creation import ones_like
-from ._device import DecoratorSpec, Device, DeviceSpec
-from ._dtype import ALL_DTYPES, DType
-from ._errors import (
+from .._apply import apply, broadcast_shapes, scalar_tensor
+from .._backend import Backend, Decorator, Kernel
+from .._capture import CaptureError, capturing
+from .._creation import ones_like
+from .._device import DecoratorSpec, Device, DeviceSpec
+from .._dtype import ALL_DTYPES, DType
+from .._errors import (
     DeviceUnavailableError,
     DTypeError,
     OutOfMemoryError,
     ShapeError,
     allocation_error,
 )
-from ._grad_mode import STATE as GRAD_MODE
-from ._host import dtype_of_numpy, numpy_dtype
-from ._plugins import conformance_skips, extra_kernels, plugin_manager
-from ._tensor import Tensor
-from ._trace import TRACE, HostFloat, HostInt
+from .._grad_mode import STATE as GRAD_MODE
+from .._host import dtype_of_numpy, numpy_dtype
+from .._plugins import conformance_skips, extra_kernels, plugin_manager
+from .._tensor import Tensor
+from .._trace import TRACE, HostFloat, HostInt
+from . import ir
 
 __all__ = [
     # backends and decorators
@@ -66,4 +70,6 @@ __all__ = [
     "TRACE", "HostFloat", "HostInt", "capturing", "CaptureError",
     # plugins
     "plugin_manager", "extra_kernels", "conformance_skips",
+    # the kernel IR (`ember.backend.ir`)
+    "ir",
 ]
