@@ -8,7 +8,6 @@ import os
 import signal
 import stat
 import sys
-import threading
 from pathlib import Path
 
 from ._session import Limits
@@ -69,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     def stop(signum: int, frame: object) -> None:
-        threading.Thread(target=server.close, daemon=True).start()
+        raise KeyboardInterrupt  # the main thread leaves serve_forever and closes the server
 
     signal.signal(signal.SIGTERM, stop)
     served = ", ".join(devices) or "every available device"
@@ -78,7 +77,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         server.serve_forever()
     except KeyboardInterrupt:
-        server.close()
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        server.close()  # closes every connection (their sessions are dropped) and waits
     return 0
 
 

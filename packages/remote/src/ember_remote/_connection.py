@@ -23,8 +23,9 @@ from ._protocol import VERSION, ProtocolError, pack, unpack
 
 __all__ = ["Connection", "RemoteConnectionError", "RemoteError", "SessionLostError", "token_for"]
 
-#: records queued before a batch is sent anyway; uploads bigger than FLUSH_BYTES go at once
-FLUSH_RECORDS = 1024
+#: records queued before a batch is sent anyway (so the server works while the client queues
+#: more: ``EMBER_REMOTE_BATCH`` overrides); uploads over FLUSH_BYTES in all go at once
+FLUSH_RECORDS = int(os.environ.get("EMBER_REMOTE_BATCH", "1024"))
 FLUSH_BYTES = 1 << 20
 
 
@@ -126,6 +127,7 @@ class Connection:
         self.server_id: str = reply[1]
         self.info: dict[str, Any] = reply[2]
         self.records: deque[Any] = deque()
+        self.flush_records = FLUSH_RECORDS
         self.pending_bytes = 0
         self._ids = itertools.count(1)
         self.new_id = self._ids.__next__
@@ -182,7 +184,7 @@ class Connection:
 
     def queue(self, record: tuple[Any, ...]) -> None:
         self.records.append(record)
-        if len(self.records) >= FLUSH_RECORDS:
+        if len(self.records) >= self.flush_records:
             self.flush()
 
     def free(self, tid: int) -> None:

@@ -176,8 +176,9 @@ class RemoteBackend(Backend):
                                           "is not known without a shape rule")
             n = len(shapes)
         ids = tuple(conn.new_id() for _ in range(n))
-        conn.records.append(("op", op.name, tuple(a._data.id for a in args), params, ids))
-        if len(conn.records) >= 1024:
+        records = conn.records
+        records.append(("op", op.name, tuple(a._data.id for a in args), params, ids))
+        if len(records) >= conn.flush_records:
             conn.flush()
         device = self.device
         make = device.tensor_type._make
@@ -204,7 +205,7 @@ class RemoteBackend(Backend):
         tid = conn.new_id()
         conn.records.append(("put", tid, dtype.name, array.shape, data))
         conn.pending_bytes += len(data)
-        if conn.pending_bytes >= FLUSH_BYTES or len(conn.records) >= 1024:
+        if conn.pending_bytes >= FLUSH_BYTES or len(conn.records) >= conn.flush_records:
             conn.flush()
         return RemoteHandle(conn, tid, tuple(array.shape))
 
