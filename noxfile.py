@@ -1,7 +1,7 @@
 """ember's single entry point for lint, typecheck, tests, conformance, benchmarks, docs, demo.
 
 ``bash scripts/test.sh`` runs ``nox --no-install -db none -s lint typecheck tests conformance
-conformance_compiled install``
+conformance_compiled conformance_remote install``
 inside the workspace's ``.venv`` (set up by ``scripts/setup.sh``).  With a virtualenv backend
 (``nox -db uv``) each session installs the workspace into its own environment first.
 """
