@@ -103,3 +103,23 @@ def test_gpt2_decoder_dynamic_sequence(opset: int, device: str) -> None:
     feeds = [{"ids": rng.integers(0, 64, (b, s)).astype(np.int64)}
              for b, s in [(1, 9), (2, 5), (1, 17)]]
     _check(data, feeds, device)
+
+
+@pytest.fixture(scope="module")
+def dynamo_graphs() -> dict[str, bytes]:
+    torch.manual_seed(7)
+    batch = torch.export.Dim("batch", min=1, max=64)
+    seq = torch.export.Dim("seq", min=2, max=32)
+    return {
+        "gpt2": tm.export_dynamo(tm.GPT2(), (torch.randint(0, 64, (2, 9)),),
+                                 ({0: batch, 1: seq},)),
+        "mobilenet": tm.export_dynamo(_randomize_bn(tm.MobileNetV3()),
+                                      (torch.randn(2, 3, 32, 32),), ({0: batch},)),
+    }
+
+
+def test_graphs_of_torchs_dynamo_exporter(dynamo_graphs: dict[str, bytes], device: str) -> None:
+    rng = np.random.default_rng(8)
+    _check(dynamo_graphs["gpt2"], [{"ids": rng.integers(0, 64, (b, s)).astype(np.int64)}
+                                   for b, s in [(2, 9), (3, 5)]], device)
+    _check(dynamo_graphs["mobilenet"], [{"x": _img(3, 3, 32, 32, seed=9)}], device)

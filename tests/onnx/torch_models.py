@@ -26,6 +26,25 @@ def export(model: Any, args: tuple[Any, ...], names: list[str],
     return buf.getvalue()
 
 
+def export_dynamo(model: Any, args: tuple[Any, ...], dynamic_shapes: tuple[Any, ...]) -> bytes:
+    """The same through torch's default exporter (torch.export + onnxscript; opset 20 here)."""
+    pytest.importorskip("onnxscript")
+    import logging
+
+    model.eval()
+    quiet = logging.getLogger("torch.onnx")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            program = torch.onnx.export(model, args, dynamo=True, dynamic_shapes=dynamic_shapes,
+                                        verbose=False)
+    finally:
+        quiet.setLevel(level)
+    return bytes(program.model_proto.SerializeToString())
+
+
 # -- ResNet --------------------------------------------------------------------------------------
 
 class BasicBlock(nn.Module):
