@@ -25,6 +25,11 @@ def i64(*values: Any) -> np.ndarray:
     return np.array(values, dtype=np.int64)
 
 
+def ix(nested: Any) -> np.ndarray:
+    """An int64 array of a nested list."""
+    return np.array(nested, dtype=np.int64)
+
+
 @dataclass
 class K:
     """An argument given as an initializer (a constant) instead of a graph input."""
@@ -249,6 +254,29 @@ CASES += [
     Case("ArgMax", "ArgMax", [X], {"axis": 1, "keepdims": 0}),
     Case("ArgMin-last-index", "ArgMin", [np.array([[1, 0, 0, 2], [3, 3, 1, 1]], np.float32)],
          {"axis": 1, "select_last_index": 1}),
+]
+CASES += [
+    Case("GroupNormalization-per-group", "GroupNormalization", [f(2, 4, 3, 3), K(f(2)), K(f(2))],
+         {"num_groups": 2}, opset=18),
+    Case("GroupNormalization-per-channel", "GroupNormalization",
+         [f(2, 4, 3, 3), K(f(4)), K(f(4))], {"num_groups": 2, "epsilon": 1e-3}, opset=21),
+    Case("LpNormalization-p2", "LpNormalization", [X], {"axis": 1}),
+    Case("LpNormalization-p1", "LpNormalization", [X], {"p": 1}),
+    Case("DepthToSpace-DCR", "DepthToSpace", [f(1, 8, 2, 3)], {"blocksize": 2}),
+    Case("DepthToSpace-CRD", "DepthToSpace", [f(1, 8, 2, 3)], {"blocksize": 2, "mode": "CRD"}),
+    Case("SpaceToDepth", "SpaceToDepth", [f(1, 2, 4, 6)], {"blocksize": 2}),
+    Case("GatherND", "GatherND", [X, ix([[0, 1], [1, -1]])]),
+    Case("GatherND-full-index", "GatherND", [X, ix([[[0, 1, 2]], [[1, 2, 3]]])]),
+    Case("ScatterND", "ScatterND", [X, K(ix([[1, 0], [0, 2]])), f(2, 4)]),
+    Case("ScatterND-add", "ScatterND", [X, K(ix([[1], [1]])), f(2, 3, 4)],
+         {"reduction": "add"}),
+    Case("ScatterElements", "ScatterElements", [f(3, 4), ix([[1, 0, 2, 0], [2, 1, 0, 1]]),
+                                                f(2, 4)]),
+    Case("ScatterElements-add-axis1", "ScatterElements",
+         [f(3, 4), ix([[1, 1], [0, -1], [3, 3]]), f(3, 2)], {"axis": 1, "reduction": "add"}),
+    Case("OneHot", "OneHot", [ix([[0, 2], [-1, 1]]), K(i64(3)), K(np.float32([0.5, 2.0]))]),
+    Case("OneHot-axis0", "OneHot", [ix([0, 2, 1]), K(np.int64(4)), K(i64(0, 7))],
+         {"axis": 0}),
 ]
 for _op in ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
             "ReduceL2", "ReduceSumSquare", "ReduceLogSumExp"]:

@@ -362,3 +362,56 @@ def resize(r: Run, node: Node, x: Any, roi: Any = None, scales: Any = None,
         lo, hi = M.index_select(t, a, r.tensor(i0)), M.index_select(t, a, r.tensor(i1))
         t = lo + (hi - lo) * w
     return t
+
+
+@op("GroupNormalization", note="scale and bias per group (opset 18) or per channel (21)")
+def group_norm(r: Run, node: Node, x: Any, scale: Any, bias: Any) -> Tensor:
+    t = r.tensor(x)
+    g = int(node.attrs["num_groups"])
+    eps = float(node.attrs.get("epsilon", 1e-5))
+    n, c = t.shape[0], t.shape[1]
+    if c % g:
+        raise ValueError(f"{node.where()}: {c} channels do not split into {g} groups")
+    grouped = t.reshape(n, g, -1)
+    mu = R.mean(grouped, dim=2, keepdim=True)
+    d = grouped - mu
+    y = (d * E.rsqrt(R.mean(d * d, dim=2, keepdim=True) + eps)).reshape(t.shape)
+    s, b = r.tensor(scale), r.tensor(bias)
+    if node.opset < 21:  # one scale and bias per group, repeated over its channels
+        s, b = (E.repeat_interleave(v, c // g) for v in (s, b))
+    return y * _per_channel(s, t.ndim) + _per_channel(b, t.ndim)
+
+
+@op("LpNormalization")
+def lp_normalization(r: Run, node: Node, x: Any) -> Tensor:
+    t = r.tensor(x)
+    a = node.attrs.get("axis", -1)
+    p = node.attrs.get("p", 2)
+    if p == 1:
+        norm = R.sum(E.abs(t), dim=a, keepdim=True)
+    elif p == 2:
+        norm = E.sqrt(R.sum(t * t, dim=a, keepdim=True))
+    else:
+        raise ValueError(f"{node.where()}: p must be 1 or 2, got {p}")
+    return t / norm
+
+
+@op("DepthToSpace", note="modes DCR and CRD")
+def depth_to_space(r: Run, node: Node, x: Any) -> Tensor:
+    t = r.tensor(x)
+    b = int(node.attrs["blocksize"])
+    n, c, h, w = t.shape
+    if node.attrs.get("mode", "DCR") == "DCR":
+        y = t.reshape(n, b, b, c // (b * b), h, w).permute(0, 3, 4, 1, 5, 2)
+    else:
+        y = t.reshape(n, c // (b * b), b, b, h, w).permute(0, 1, 4, 2, 5, 3)
+    return y.reshape(n, c // (b * b), h * b, w * b)
+
+
+@op("SpaceToDepth")
+def space_to_depth(r: Run, node: Node, x: Any) -> Tensor:
+    t = r.tensor(x)
+    b = int(node.attrs["blocksize"])
+    n, c, h, w = t.shape
+    y = t.reshape(n, c, h // b, b, w // b, b).permute(0, 3, 5, 1, 2, 4)
+    return y.reshape(n, c * b * b, h // b, w // b)

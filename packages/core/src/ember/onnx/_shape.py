@@ -351,3 +351,74 @@ def cumsum(r: Run, node: Node, x: Any, axis: Any) -> Tensor:
 @op("Einsum")
 def einsum(r: Run, node: Node, *xs: Any) -> Tensor:
     return E.einsum(node.attrs["equation"], *[r.tensor(x) for x in xs])
+
+
+# -- indexing by index tensors -------------------------------------------------------------------
+
+def _nd_rows(r: Run, node: Node, t: Tensor, idx: Any) -> tuple[Tensor, Tensor, int]:
+    """``t`` with its first k axes flattened, the flat row of each index tuple, and k."""
+    if node.attrs.get("batch_dims", 0):
+        raise NotImplementedError(f"{node.where()}: batch_dims > 0 is not supported")
+    i = r.tensor(idx)
+    k = i.shape[-1]
+    lead = t.shape[:k]
+    rows = None
+    for axis in range(k):
+        v = i[..., axis]
+        v = E.where(v < 0, v + lead[axis], v)
+        rows = v if rows is None else rows * lead[axis] + v
+    assert rows is not None
+    flat = t.reshape((math.prod(lead), *t.shape[k:]))
+    return flat, rows, k
+
+
+@op("GatherND", note="batch_dims 0")
+def gather_nd(r: Run, node: Node, x: Any, idx: Any) -> Tensor:
+    t = r.tensor(x)
+    flat, rows, k = _nd_rows(r, node, t, idx)
+    out = M.index_select(flat, 0, rows.reshape(-1))
+    return out.reshape(tuple(rows.shape) + t.shape[k:])
+
+
+def _scatter(node: Node, t: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+    red = node.attrs.get("reduction", "none")
+    if red == "none":
+        return M.scatter(t, dim, index, src)
+    if red == "add":
+        return M.scatter_add(t, dim, index, src)
+    raise NotImplementedError(f"{node.where()}: reduction {red!r} is not supported (none, add)")
+
+
+@op("ScatterND", note="reduction none and add")
+def scatter_nd(r: Run, node: Node, x: Any, idx: Any, updates: Any) -> Tensor:
+    t = r.tensor(x)
+    flat, rows, k = _nd_rows(r, node, t, idx)
+    rest = t.shape[k:]
+    m = math.prod(rows.shape)
+    upd = r.tensor(updates).reshape((m, *rest))
+    index = M.broadcast_to(rows.reshape((m,) + (1,) * len(rest)), (m, *rest))
+    return _scatter(node, flat, 0, index, upd).reshape(t.shape)
+
+
+@op("ScatterElements", note="reduction none and add")
+def scatter_elements(r: Run, node: Node, x: Any, idx: Any, updates: Any) -> Tensor:
+    t = r.tensor(x)
+    a = _axis(node.attrs.get("axis", 0), t.ndim, node)
+    i = r.tensor(idx)
+    i = E.where(i < 0, i + t.shape[a], i)
+    return _scatter(node, t, a, i, r.tensor(updates))
+
+
+@op("OneHot", host_inputs=(1, 2))
+def one_hot(r: Run, node: Node, idx: Any, depth: Any, values: Any) -> Tensor:
+    i = r.tensor(idx)
+    d = int(r.host(depth).reshape(-1)[0])
+    off, on = (v.item() for v in r.host(values).reshape(-1))
+    i = E.where(i < 0, i + d, i)
+    classes = E.arange(d, device=r.device).to(i.dtype)
+    hot = E.eq(i.unsqueeze(-1), classes)
+    vals = r.host(values)
+    out = E.where(hot, r.tensor(np.asarray(on, vals.dtype)), r.tensor(np.asarray(off, vals.dtype)))
+    a = node.attrs.get("axis", -1)
+    a = a % out.ndim
+    return out if a == out.ndim - 1 else E.movedim(out, -1, a)
