@@ -301,7 +301,7 @@ MATRIX: dict[str, tuple[Callable[..., Any], Callable[..., Any], list[tuple[int, 
     "mv": (ember.mv, torch.mv, [(3, 4), (4,)]),
     "dot": (ember.dot, torch.dot, [(5,), (5,)]),
     "vdot": (ember.vdot, torch.vdot, [(5,), (5,)]),
-    "inner": (ember.inner, torch.inner, [(2, 3, 4), (5, 4)]),
+    "inner": (ember.inner, torch.inner, [(2, 3, 4), (5, 4)]),  # a function only (see docs)
     "kron": (ember.kron, torch.kron, [(2, 3), (3, 1, 2)]),
     "cross": (lambda a, b: ember.cross(a, b, dim=1), lambda a, b: torch.cross(a, b, dim=1),
               [(4, 3, 2), (1, 3, 2)]),

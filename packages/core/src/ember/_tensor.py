@@ -842,8 +842,8 @@ class Tensor:
 
     vdot = dot
 
-    def inner(self, o: Tensor) -> Tensor:
-        return _mat.inner(self, o)
+    # Note: no `inner` method: an autodiff tensor's `.inner` is its value on the inner device;
+    # PyTorch's `x.inner(y)` is `ember.inner(x, y)`
 
     def outer(self, o: Tensor) -> Tensor:
         return _la.outer(self, o)
