@@ -92,6 +92,41 @@ def test_imported_model_round_trips(tmp_path: Path) -> None:
     assert {t.name for t in again.graph.initializer} >= set(dict(m.named_parameters()))
 
 
+def _run_at(path: Path, feeds: dict[str, np.ndarray]) -> np.ndarray:
+    return reference(onnx.load(str(path)), feeds)[0]
+
+
+def test_dynamic_batch_exports_run_at_other_batch_sizes(tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "examples" / "guide"))
+    try:
+        from model import GuideCNN
+    finally:
+        sys.path.remove(str(ROOT / "examples" / "guide"))
+    ember.manual_seed(4)
+    cnn = GuideCNN().eval()
+    ember.onnx.export(cnn, ember.randn((2, 1, 8, 8)), tmp_path / "cnn.onnx", dynamic_batch=True)
+    encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(16, 4, 32, batch_first=True), 1)
+    encoder.eval()
+    ember.onnx.export(encoder, ember.randn((2, 5, 16)), tmp_path / "enc.onnx",
+                      dynamic_batch=True)
+    dims = onnx.load(str(tmp_path / "enc.onnx")).graph.input[0].type.tensor_type.shape.dim
+    assert [d.dim_param or d.dim_value for d in dims] == ["batch", 5, 16]
+    for batch in (1, 7):
+        x = ember.randn((batch, 1, 8, 8))
+        with ember.no_grad():
+            assert_close(_run_at(tmp_path / "cnn.onnx", {"input": x.numpy()}), cnn(x).numpy(),
+                         f"guide CNN at batch {batch}")
+            s = ember.randn((batch, 5, 16))
+            assert_close(_run_at(tmp_path / "enc.onnx", {"input": s.numpy()}),
+                         encoder(s).numpy(), f"encoder at batch {batch}")
+
+
+def test_dynamic_batch_refuses_what_it_cannot_express(tmp_path: Path) -> None:
+    with pytest.raises(NotImplementedError, match=r"full at .*test_export.py.*follow the batch"):
+        ember.onnx.export(lambda x: x + ember.zeros((x.shape[0], 3)), [ember.randn((2, 3))],
+                          tmp_path / "z.onnx", dynamic_batch=True)
+
+
 def test_ops_without_an_onnx_form_are_named(tmp_path: Path) -> None:
     with pytest.raises(NotImplementedError, match=r"op 'sort' at .*test_export.py.*has no ONNX"):
         ember.onnx.export(lambda x: x.sort().values * 2, [ember.randn((3,))],

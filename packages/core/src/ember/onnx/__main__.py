@@ -8,9 +8,15 @@ from pathlib import Path
 
 from ._doc import tables, write
 
-if len(sys.argv) == 3 and sys.argv[1] == "--write":
-    write(Path(sys.argv[2]))
-elif len(sys.argv) == 1:
-    print(tables(), end="")
-else:
-    sys.exit("usage: python -m ember.onnx [--write PAGE]")
+
+def main(argv: list[str]) -> None:
+    if len(argv) == 2 and argv[0] == "--write":
+        write(Path(argv[1]))
+    elif not argv:
+        print(tables(), end="")
+    else:
+        sys.exit("usage: python -m ember.onnx [--write PAGE]")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

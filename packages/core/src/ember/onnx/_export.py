@@ -327,14 +327,18 @@ RULES.update(linear=_linear, conv1d=_conv, conv2d=_conv, conv_transpose1d=_conv_
 
 def export(module: Any, example_inputs: Tensor | Sequence[Tensor], path: str | os.PathLike[str],
            *, input_names: Sequence[str] | None = None,
-           output_names: Sequence[str] | None = None) -> None:
+           output_names: Sequence[str] | None = None, dynamic_batch: bool = False) -> None:
     """Write ``module`` (or any function of tensors) as an ONNX file of opset 18.
 
-    The module is traced once on ``example_inputs`` in eval mode without gradients, on a
-    primitive device (``cpu``, or ``autodiff<cpu>``: a ``fusion<...>`` stack records fused
-    groups, not ops).  Parameters and buffers become initializers under their ``state_dict``
-    names; the shapes are those of the example inputs.  The file is checked with
-    ``onnx.checker`` before it is written.
+    The module is traced on ``example_inputs`` in eval mode without gradients, on a primitive
+    device (``cpu``, or ``autodiff<cpu>``: a ``fusion<...>`` stack records fused groups, not
+    ops).  Parameters and buffers become initializers under their ``state_dict`` names.  The
+    shapes are those of the example inputs; with ``dynamic_batch=True`` the first axis of every
+    input and output is a dimension named ``batch``: the module is traced a second time with
+    one more row, the shape parameters that follow the batch size are written so they do
+    (a ``-1`` in a reshape), anything else that depends on it is an error, and the file is run
+    by `ember.onnx.load` at the second batch size and compared before it is written.  The file
+    is checked with ``onnx.checker``.
 
     Examples
     --------
@@ -342,9 +346,9 @@ def export(module: Any, example_inputs: Tensor | Sequence[Tensor], path: str | o
     >>> from ember import nn
     >>> path = os.path.join(tempfile.mkdtemp(), "mlp.onnx")
     >>> model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
-    >>> ember.onnx.export(model, ember.randn((3, 4)), path)
-    >>> ember.onnx.load(path)(ember.ones((3, 4))).shape
-    (3, 2)
+    >>> ember.onnx.export(model, ember.randn((3, 4)), path, dynamic_batch=True)
+    >>> ember.onnx.load(path)(ember.ones((5, 4))).shape
+    (5, 2)
     """
     from ._load import _onnx
 
@@ -358,8 +362,27 @@ def export(module: Any, example_inputs: Tensor | Sequence[Tensor], path: str | o
         raise ValueError(f"ember.onnx.export: trace on a device without fusion (got {dev}): "
                          "fusion<...> records fused groups, not ops; move the module and "
                          "inputs to cpu")
-    base = dev.base
-    table = {id(k): op for op, k in base.backend.kernels.items()}
+    table = {id(k): op for op, k in dev.base.backend.kernels.items()}
+    tr, outputs = _trace_call(module, inputs)
+    overrides: dict[int, dict[str, Any]] | None = None
+    if dynamic_batch:
+        if any(t.ndim == 0 for t in inputs):
+            raise ValueError("ember.onnx.export: dynamic_batch needs inputs with a first axis")
+        with ember.no_grad():
+            bigger = [ember.cat([t.detach(), t.detach()[:1]], 0) for t in inputs]
+        tr2, outputs2 = _trace_call(module, bigger)
+        overrides = _batch_overrides(tr, tr2, table, _input_slots(tr, inputs),
+                                     _input_slots(tr2, bigger))
+        batch_out = [a.shape[:1] != b.shape[:1] for a, b in zip(outputs, outputs2, strict=True)]
+    model = _build(onnx, tr, table, module, inputs, outputs, input_names, output_names,
+                   overrides, batch_out if dynamic_batch else None)
+    onnx.checker.check_model(model, full_check=True)
+    if dynamic_batch:
+        _check_batch(model, bigger, outputs2)
+    onnx.save(model, os.fspath(path))
+
+
+def _trace_call(module: Any, inputs: list[Tensor]) -> tuple[_trace.Tracer, list[Tensor]]:
     training = getattr(module, "training", None)
     if training is not None:
         module.eval()
@@ -376,14 +399,102 @@ def export(module: Any, example_inputs: Tensor | Sequence[Tensor], path: str | o
     if not all(isinstance(t, Tensor) for t in outputs):
         raise TypeError("ember.onnx.export: the module must return a tensor or a tuple of "
                         "tensors")
-    model = _build(onnx, tr, table, module, inputs, outputs, input_names, output_names)
-    onnx.checker.check_model(model, full_check=True)
-    onnx.save(model, os.fspath(path))
+    return tr, outputs
+
+
+def _input_slots(tr: _trace.Tracer, inputs: list[Tensor]) -> set[int]:
+    slots = (tr.slot.get(id(_trace.peek_payload(t))) for t in inputs)
+    return {s for s in slots if s is not None}
+
+
+def _batch_overrides(tr: _trace.Tracer, tr2: _trace.Tracer, table: dict[int, Any],
+                     ins1: set[int], ins2: set[int]) -> dict[int, dict[str, Any]]:
+    """Per traced call, the parameters rewritten to follow the batch size (traced at B and
+    B+1); an error where a difference cannot be expressed."""
+    def name(call: Any) -> str:
+        op = table.get(id(call.fn))
+        return op.name if op is not None else getattr(call.fn, "__name__", "?")
+
+    if len(tr.calls) != len(tr2.calls) or any(a.fn is not b.fn for a, b in
+                                               zip(tr.calls, tr2.calls, strict=True)):
+        raise NotImplementedError("ember.onnx.export: the module runs different ops at two "
+                                  "batch sizes; export it with dynamic_batch=False")
+    out: dict[int, dict[str, Any]] = {}
+    big = np.iinfo(np.int64).max
+    for k, (a, b) in enumerate(zip(tr.calls, tr2.calls, strict=True)):
+        op = name(a)
+        for i1, i2 in zip(a.ins, b.ins, strict=True):
+            s1, s2 = np.shape(tr.values[i1]), np.shape(tr2.values[i2])
+            if i1 in tr.external and i1 not in ins1 and i2 not in ins2 and s1 != s2:
+                raise NotImplementedError(
+                    f"ember.onnx.export: {op} at {a.where} reads a tensor made outside the "
+                    f"traced ops whose shape follows the batch ({s1} vs {s2}); export with "
+                    "dynamic_batch=False")
+        changed = {key for key in a.params if a.params[key] != b.params.get(key)}
+        if not changed:
+            continue
+        p = dict(a.params)
+        in_shape = np.shape(tr.values[a.ins[0]]) if a.ins else ()
+        if op == "reshape" and changed == {"shape"}:
+            diff = [j for j, (x, y) in enumerate(zip(a.params["shape"], b.params["shape"],
+                                                     strict=True)) if x != y]
+            if len(diff) == 1 and -1 not in a.params["shape"]:
+                p["shape"] = tuple(-1 if j == diff[0] else d
+                                   for j, d in enumerate(a.params["shape"]))
+                out[k] = p
+                continue
+        elif op == "expand" and changed == {"shape"}:
+            shape = list(a.params["shape"])
+            lead = len(shape) - len(in_shape)
+            diff = [j for j, (x, y) in enumerate(zip(shape, b.params["shape"], strict=True))
+                    if x != y]
+            if all(j >= lead and in_shape[j - lead] == shape[j] for j in diff):
+                for j in diff:  # the input carries the batch there: Expand keeps it
+                    shape[j] = 1
+                p["shape"] = tuple(shape)
+                out[k] = p
+                continue
+        elif op == "slice" and changed == {"stops"}:
+            stops = list(a.params["stops"])
+            ok = True
+            for j, (x, y) in enumerate(zip(stops, b.params["stops"], strict=True)):
+                if x != y:
+                    ok = ok and x == in_shape[j]  # to the end of the axis
+                    stops[j] = big
+            if ok:
+                p["stops"] = tuple(stops)
+                out[k] = p
+                continue
+        raise NotImplementedError(
+            f"ember.onnx.export: {op} at {a.where} has parameters that follow the batch size "
+            f"({', '.join(f'{key}={a.params[key]} vs {b.params[key]}' for key in sorted(changed))})"
+            "; export with dynamic_batch=False")
+    return out
+
+
+def _check_batch(model: Any, inputs: list[Tensor], want: list[Tensor]) -> None:
+    """Run the written graph at the second batch size with ember's importer."""
+    from ._load import OnnxModel
+
+    m = OnnxModel(model, "<export>", inputs[0].device)
+    with ember.no_grad():
+        got = m(*inputs)
+    got = got if isinstance(got, tuple) else (got,)
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        gn, wn = g.numpy(), w.numpy()
+        tol = 1e-4 * (1 + float(np.max(np.abs(wn)))) if wn.size else 0.0
+        if gn.shape != wn.shape or (wn.size and float(np.max(np.abs(gn - wn))) > tol):
+            raise NotImplementedError(
+                f"ember.onnx.export: with a dynamic batch, output {i} of the written graph "
+                f"differs from the module at batch {inputs[0].shape[0]}; the module depends on "
+                "the batch size in a way the export cannot express: use dynamic_batch=False")
 
 
 def _build(onnx: Any, tr: _trace.Tracer, table: dict[int, Any], module: Any,
            inputs: list[Tensor], outputs: list[Tensor], input_names: Sequence[str] | None,
-           output_names: Sequence[str] | None) -> Any:
+           output_names: Sequence[str] | None,
+           overrides: dict[int, dict[str, Any]] | None = None,
+           batch_out: list[bool] | None = None) -> Any:
     from onnx import helper, numpy_helper
 
     g = _Graph(onnx)
@@ -409,7 +520,7 @@ def _build(onnx: Any, tr: _trace.Tracer, table: dict[int, Any], module: Any,
             g.inits.append(numpy_helper.from_array(np.asarray(tr.values[s]), pname))
             dynamic.add(s)
     unusable: dict[int, str] = {}
-    for call in tr.calls:
+    for k, call in enumerate(tr.calls):
         op = table.get(id(call.fn))
         opname = op.name if op is not None else getattr(call.fn, "__name__", "?")
         if op is None or not any(i in dynamic for i in call.ins):
@@ -430,7 +541,7 @@ def _build(onnx: Any, tr: _trace.Tracer, table: dict[int, Any], module: Any,
                 f"(exportable ops: {', '.join(sorted(RULES))})")
         vals = [np.asarray(tr.values[i]) for i in call.ins]
         c = _Call(g, opname, [names[i] for i in call.ins], [v.shape for v in vals],
-                  [v.dtype for v in vals], dict(call.params),
+                  [v.dtype for v in vals], dict((overrides or {}).get(k, call.params)),
                   tuple(np.asarray(tr.values[call.outs[0]]).shape), call.where)
         names[call.outs[0]] = rule(c)
         dynamic.add(call.outs[0])
@@ -438,7 +549,7 @@ def _build(onnx: Any, tr: _trace.Tracer, table: dict[int, Any], module: Any,
             unusable[extra] = f"extra output of {opname}"
             dynamic.add(extra)
     graph_outputs = []
-    for name, t in zip(out_names, outputs, strict=True):
+    for j, (name, t) in enumerate(zip(out_names, outputs, strict=True)):
         s = slot_of.get(id(_trace.peek_payload(t)))
         if s is None or s not in names:
             src = g.const(t.numpy())  # the module returned a constant
@@ -447,10 +558,20 @@ def _build(onnx: Any, tr: _trace.Tracer, table: dict[int, Any], module: Any,
         g.node("Identity", [src], [name])
         arr = t.numpy()
         graph_outputs.append(helper.make_tensor_value_info(name, onnx_type(arr.dtype),
-                                                           list(arr.shape)))
-    graph_inputs = [helper.make_tensor_value_info(n, onnx_type(t.numpy().dtype), list(t.shape))
+                                                           _dims(arr.shape, batch_out is not None
+                                                                 and batch_out[j])))
+    graph_inputs = [helper.make_tensor_value_info(n, onnx_type(t.numpy().dtype),
+                                                  _dims(t.shape, overrides is not None))
                     for n, t in zip(in_names, inputs, strict=True)]
     graph = helper.make_graph(g.nodes, type(module).__name__, graph_inputs, graph_outputs,
                               g.inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", EXPORT_OPSET)],
                              producer_name="ember", ir_version=8)
+
+
+def _dims(shape: Sequence[int], batch: bool) -> list[Any]:
+    """A value's declared dims: the first is ``batch`` where it follows the batch size."""
+    dims: list[Any] = list(shape)
+    if batch and dims:
+        dims[0] = "batch"
+    return dims
