@@ -166,3 +166,15 @@ def test_several_outputs_come_back_as_a_tuple() -> None:
     model = graph_model(nodes, {"x": np.arange(4, dtype=np.float32)}, ["a", "c"], opset=13)
     a, c = ember.onnx.load(model)(ember.tensor(np.arange(4, dtype=np.float32)))
     assert a.tolist() == [0.0, 1.0] and c.tolist() == [-2.0, -3.0]
+
+
+def test_float_initializers_that_only_feed_masks_are_buffers() -> None:
+    torch.manual_seed(2)
+    data = tm.export(tm.GPT2(layers=1), (torch.randint(0, 64, (1, 6)),), ["ids"],
+                     {"ids": {0: "batch", 1: "seq"}}, 17)
+    m = ember.onnx.load(onnx.load_from_string(data), device="autodiff<cpu>")
+    assert "h.0.attn.bias" in dict(m.named_buffers())  # the causal mask, compared with 0
+    out = m(ember.tensor(np.arange(12).reshape(2, 6) % 64, device="autodiff<cpu>"))
+    grads = out.logsumexp(-1).mean().backward()
+    for name, p in m.named_parameters():
+        assert float(abs(grads[p]).sum().item()) > 0, name  # every parameter gets a gradient

@@ -120,6 +120,37 @@ def _check(nodes: list[Node], model: Any, where: str) -> None:
             f"import: {'; '.join(bad)}. Supported ops: {supported}")
 
 
+# -- which initializers are trained ----------------------------------------------------------------
+
+#: ops whose outputs carry no gradient (booleans, integers, shapes, step functions)
+_NO_GRADIENT = frozenset({
+    "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not", "And", "Or", "Xor",
+    "IsNaN", "IsInf", "Shape", "Size", "ArgMax", "ArgMin", "Sign", "Floor", "Ceil", "Round",
+    "OneHot", "Range", "ConstantOfShape"})
+#: input positions that are indices or conditions (no gradient flows into them)
+_INDEX_INPUTS = {"Where": (0,), "Gather": (1,), "GatherElements": (1,), "GatherND": (1,),
+                 "ScatterND": (1,), "ScatterElements": (1,), "TopK": (1,)}
+_FLOAT_TYPES = (1, 10, 11, 16)
+
+
+def _differentiable(nodes: list[Node], outputs: list[str]) -> set[str]:
+    """Values a gradient can reach from the graph's outputs: a floating-point initializer
+    among them is a parameter; one that only feeds masks, indices or shapes (a causal-mask
+    buffer compared with 0) is a buffer."""
+    reach = set(outputs)
+    for n in reversed(nodes):
+        if not any(o in reach for o in n.outputs) or n.op_type in _NO_GRADIENT:
+            continue
+        if n.op_type == "Cast" and int(n.attrs.get("to", 1)) not in _FLOAT_TYPES:
+            continue
+        rule = OPS.get(n.op_type)
+        skip = set(_INDEX_INPUTS.get(n.op_type, ()))
+        if rule is not None:
+            skip |= set(rule.host_inputs) | set(rule.state_inputs)
+        reach.update(name for i, name in enumerate(n.inputs) if name and i not in skip)
+    return reach
+
+
 # -- naming parameters after the graph ------------------------------------------------------------
 
 class Scope(Module):
@@ -180,22 +211,11 @@ class OnnxModel(Module):
         object.__setattr__(self, "opset", opset)
         object.__setattr__(self, "source", where)
         inits = {t.name: numpy_helper.to_array(t) for t in g.initializer}
-        # how each initializer is used: as a host number (a shape), as state, or computed with
-        host_use: set[str] = set()
-        state_use: set[str] = set()
-        for n in nodes:
-            rule = OPS.get(n.op_type)
-            if rule is None:
-                continue
-            for i, name in enumerate(n.inputs):
-                if i in rule.host_inputs:
-                    host_use.add(name)
-                elif i in rule.state_inputs:
-                    state_use.add(name)
         static: dict[str, np.ndarray] = {}
         params: dict[str, np.ndarray] = {}
+        trainable = _differentiable(nodes, [v.name for v in g.output])
         for name, arr in inits.items():
-            if arr.dtype.kind == "f" and name not in host_use and name not in state_use:
+            if arr.dtype.kind == "f" and name in trainable:
                 params[name] = arr
             else:
                 static[name] = arr
