@@ -178,3 +178,10 @@ def test_float_initializers_that_only_feed_masks_are_buffers() -> None:
     grads = out.logsumexp(-1).mean().backward()
     for name, p in m.named_parameters():
         assert float(abs(grads[p]).sum().item()) > 0, name  # every parameter gets a gradient
+
+
+def test_without_the_onnx_package_the_error_names_the_extra(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(__import__("sys").modules, "onnx", None)  # import onnx fails
+    with pytest.raises(ImportError, match=r"pip install 'ember\[onnx\]'"):
+        ember.onnx.load("model.onnx")
