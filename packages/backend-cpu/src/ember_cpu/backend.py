@@ -5,7 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from ember.backend import ALL_DTYPES, Backend, DType, Kernel, dtype_of_numpy, numpy_dtype
+from ember.backend import (
+    ALL_DTYPES,
+    Backend,
+    DType,
+    Kernel,
+    dtype_of_numpy,
+    ir,
+    numpy_dtype,
+)
+from ember.ops import Op
 
 from . import (
     activation,
@@ -62,6 +71,10 @@ class CpuBackend(Backend):
     def __init__(self) -> None:
         self.kernels = dict(KERNELS)
         super().__init__()
+
+    def ir_kernel(self, op: Op) -> Kernel | None:
+        """An elementwise op known only from its kernel IR definition, evaluated with numpy."""
+        return ir.numpy_kernel(op.name) if ir.defined(op.name) else None
 
     def from_numpy(self, array: np.ndarray, dtype: DType) -> np.ndarray:
         return np.array(array, dtype=numpy_dtype(dtype), copy=True)

@@ -6,7 +6,8 @@ from typing import Any
 
 import ember
 import numpy as np
-from ember.backend import Backend, DType, Kernel, numpy_dtype
+from ember.backend import Backend, DType, Kernel, ir, numpy_dtype
+from ember.ops import Op
 
 from . import creation, elementwise, linalg, movement, nn, reduction
 from .runtime import CLArray, Runtime
@@ -62,6 +63,10 @@ class OpenCLBackend(Backend):
     @property
     def device_name(self) -> str:
         return str(self.runtime.device.name).strip()
+
+    def ir_kernel(self, op: Op) -> Kernel | None:
+        """An elementwise op known only from its kernel IR definition, rendered to C."""
+        return elementwise.ir_kernel(self.runtime, op) if ir.defined(op.name) else None
 
     def from_numpy(self, array: np.ndarray, dtype: DType) -> CLArray:
         host = np.require(np.asarray(array, dtype=numpy_dtype(dtype)), requirements="C")

@@ -16,13 +16,16 @@ from .render import render
 from .runtime import CLArray, Runtime, compute_type, ctype, is_float
 from .strided import run_map
 
-__all__ = ["binary_expr", "cast_expr", "clamp_expr", "kernels", "unary_expr"]
+__all__ = ["binary_expr", "cast_expr", "clamp_expr", "ir_kernel", "kernels", "op_expr",
+           "unary_expr"]
 
 BOOL = np.dtype(np.bool_)
 _NAMES = ("a", "b", "c", "d")
 
 
-def _op_expr(op: Any, dts: Sequence[np.dtype[Any]]) -> tuple[str, np.dtype[Any], str]:
+def op_expr(op: Any, dts: Sequence[np.dtype[Any]]) -> tuple[str, np.dtype[Any], str]:
+    """C for elementwise ``op`` on inputs ``a, b, c, d`` of ``dts``: the expression, its
+    result dtype and the helper functions it calls."""
     root = ir.expand(op.name, [dt.name for dt in dts])
     expr, helpers = render(root, _NAMES[:len(dts)])
     return expr, BOOL if root.dtype == "bool" else dts[-1], helpers
@@ -32,12 +35,22 @@ def unary_expr(op: Any, dt: np.dtype[Any]) -> tuple[str, np.dtype[Any], str]:
     """The C expression of unary ``op`` on ``a`` of ``dt``, its result dtype and the helper
     functions it calls: the op's definition in the kernel IR, rendered (`render`; shared with
     the fusion compiler, so fused kernels compute exactly what these kernels do)."""
-    return _op_expr(op, [dt])
+    return op_expr(op, [dt])
 
 
 def binary_expr(op: Any, dt: np.dtype[Any]) -> tuple[str, np.dtype[Any], str]:
     """`unary_expr` for binary ``op`` on ``a``, ``b`` of ``dt``."""
-    return _op_expr(op, [dt, dt])
+    return op_expr(op, [dt, dt])
+
+
+def ir_kernel(rt: Runtime, op: Any) -> Callable[..., CLArray]:
+    """A kernel of any elementwise ``op`` the kernel IR defines, on inputs of one shape or
+    broadcasting (``Backend.ir_kernel``: a new op needs no code here)."""
+    def kernel(*xs: CLArray) -> CLArray:
+        expr, out_dt, helpers = op_expr(op, [x.dtype for x in xs])
+        return run_map(rt, expr, list(xs), dtype=out_dt, helpers=helpers)
+
+    return kernel
 
 
 def _unary(rt: Runtime, op: Any) -> Callable[[CLArray], CLArray]:

@@ -30,7 +30,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from ember import ops
 
-from .fusion_source import ELEMENTWISE, LANES, REDUCE, Graph, KernelSource, reduced_dims
+from .fusion_source import (
+    LANES,
+    REDUCE,
+    Graph,
+    KernelSource,
+    elementwise_op,
+    reduced_dims,
+)
 from .runtime import CLArray, Runtime
 
 if TYPE_CHECKING:
@@ -47,7 +54,6 @@ TREE_MIN = 64
 #: dtypes the generated kernels are tested for; others (16-bit floats) are refused
 SUPPORTED = frozenset({"float32", "float64", "int8", "int16", "int32", "int64", "uint8",
                        "bool"})
-FUSIBLE = ELEMENTWISE | frozenset(REDUCE) | {ops.linalg.matmul}
 
 _BACKENDS: weakref.WeakSet[OpenCLBackend] = weakref.WeakSet()
 
@@ -98,7 +104,9 @@ class OpenCLFusionCompiler:
                                     self.min_nodes if min_nodes is None else min_nodes)
 
     def fusible(self, op: Op, dtype: DType) -> bool:
-        if op not in FUSIBLE or dtype.name not in SUPPORTED or op not in self.kernels:
+        if not (elementwise_op(op) or op in REDUCE or op is ops.linalg.matmul):
+            return False
+        if dtype.name not in SUPPORTED or op not in self.kernels:
             return False
         return op is not ops.linalg.matmul or dtype.name in ("float32", "float64")
 
@@ -119,7 +127,7 @@ def _generated_ok(group: FusedGroup) -> bool:
         if n.op is ops.linalg.matmul:
             if j != 0:
                 return False
-        elif n.op not in ELEMENTWISE and n.op not in REDUCE:
+        elif not elementwise_op(n.op) and n.op not in REDUCE:
             return False
     return True
 

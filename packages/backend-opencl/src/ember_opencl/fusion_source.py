@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from ember import ops
-from ember.backend import numpy_dtype
+from ember.backend import ir, numpy_dtype
 
-from .elementwise import binary_expr, cast_expr, clamp_expr, unary_expr
+from .elementwise import binary_expr, cast_expr, clamp_expr, op_expr, unary_expr
 from .reduction import _arg_helper, _spec
 from .runtime import compute_type, contiguous_strides, ctype
 
@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from ember.ops import Op
     from ember_fusion import FusedGroup
 
-__all__ = ["ELEMENTWISE", "LANES", "REDUCE", "Graph", "KernelSource", "reduced_dims"]
+__all__ = ["ELEMENTWISE", "LANES", "REDUCE", "Graph", "KernelSource", "elementwise_op",
+           "reduced_dims"]
 
 EW = ops.elementwise
 RD = ops.reduction
@@ -42,6 +43,12 @@ REDUCE: dict[Op, str] = {RD.sum: "sum", RD.mean: "mean", RD.prod: "prod", RD.max
                          RD.min: "min", RD.any: "any", RD.all: "all", RD.var: "var",
                          RD.argmax: "argmax", RD.argmin: "argmin"}
 ELEMENTWISE = _UNARY | _BINARY | {EW.where, EW.clamp, ops.creation.cast}
+
+
+def elementwise_op(op: Op) -> bool:
+    """Whether the generator writes ``op``: the ops above, and any elementwise op the kernel
+    IR defines (a new op)."""
+    return op in ELEMENTWISE or (op.group == "elementwise" and ir.defined(op.name))
 
 # -- the group as the generator sees it ------------------------------------------------------
 
@@ -182,6 +189,10 @@ class KernelSource:
             expr = "a ? b : c"
         elif op is EW.clamp:
             expr, scalars = clamp_expr(dts[0], node.params.get("min"), node.params.get("max"))
+        elif op is not ops.creation.cast:  # an op known from its IR definition only
+            expr, _, helpers = op_expr(op, dts)
+            if helpers:
+                self.helpers[helpers] = None
         else:
             expr = cast_expr(dts[0], numpy_dtype(node.dtype))
         decls = [f"const {compute_type(dt)} {nm} = {v};"

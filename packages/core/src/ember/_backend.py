@@ -11,21 +11,40 @@ sees whole tensors and may hand any op to its inner device unchanged.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from ._dtype import DType
 from ._errors import DTypeError, OutOfMemoryError, allocation_error
 from ._trace import TRACE, VALUE_SHAPED
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from ._device import Device
     from ._tensor import Tensor
     from .ops import Op
 
 __all__ = ["Backend", "Decorator", "Kernel"]
+
+def _distinct(out: Any) -> Any:
+    """``out`` with numpy scalars made 0-d arrays: numpy returns one interned object for every
+    0-d bool result (``np.True_``), and a trace tells values apart by their objects."""
+    if type(out) is tuple:
+        return tuple(np.array(o) if isinstance(o, np.generic) else o for o in out)
+    return np.array(out) if isinstance(out, np.generic) else out
+
+
+#: backends that render the kernel IR, told of ops defined after they were made
+_RENDERING: weakref.WeakSet[Backend] = weakref.WeakSet()
+
+
+def adopt_everywhere(name: str) -> None:
+    """Give every backend that renders the kernel IR a kernel for newly defined op ``name``
+    (`ember.backend.ir.define` calls it)."""
+    for backend in list(_RENDERING):
+        backend.adopt(name)
 
 Kernel = Callable[..., Any]
 
@@ -66,6 +85,31 @@ class Backend:
     def __init__(self) -> None:
         if not hasattr(self, "kernels"):
             self.kernels = {}
+        if type(self).ir_kernel is not Backend.ir_kernel:
+            from .backend import ir
+
+            _RENDERING.add(self)
+            for name in ir.names():
+                self.adopt(name)
+
+    # -- ops from the kernel IR --------------------------------------------------------------
+
+    def ir_kernel(self, op: Op) -> Kernel | None:
+        """A kernel for elementwise ``op`` rendered from its definition in the kernel IR
+        (`ember.backend.ir`), or ``None``.  A backend that renders the IR overrides this; core
+        then calls it for every defined elementwise op the backend's table lacks (also for ops
+        declared and defined after the backend was made), so a new op needs no backend code."""
+        return None
+
+    def adopt(self, name: str) -> None:
+        """Add the kernel of IR-defined op ``name`` to the table, unless it has one."""
+        from .ops import registry
+
+        op = registry.get(name)
+        if op is not None and op.group == "elementwise" and op not in self.kernels:
+            kernel = self.ir_kernel(op)
+            if kernel is not None:
+                self.kernels[op] = kernel
 
     # -- data movement ---------------------------------------------------------------------
 
@@ -110,7 +154,7 @@ class Backend:
                     tracer.value_shaped(op.name)
                 tracer.note_args(args)
                 payloads = [a._data for a in args]
-                out = kernel(*payloads, **params)
+                out = _distinct(kernel(*payloads, **params))
                 tracer.record(kernel, payloads, params, out, op.outputs != 1)
             # one and two inputs spelled out: a comprehension is a call of its own on Python 3.11
             elif params:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ember import ops
-from ember.backend import broadcast_shapes
+from ember.backend import broadcast_shapes, ir
 
 if TYPE_CHECKING:
     from ember import DType, Tensor
@@ -173,6 +173,19 @@ for _op in (RD.sum, RD.prod, RD.mean, RD.max, RD.min, RD.var, RD.any, RD.all):
 SHAPE_RULES[RD.argmax] = _arg_reduce
 SHAPE_RULES[RD.argmin] = _arg_reduce
 SHAPE_RULES[ops.linalg.matmul] = _matmul
+
+
+def _adopt(name: str) -> None:
+    """An elementwise op defined in the kernel IR after this table was made (a new op) fuses
+    like the others."""
+    op = ops.registry.get(name)
+    if op is not None and op.group == "elementwise" and op not in SHAPE_RULES:
+        SHAPE_RULES[op] = _broadcast
+
+
+for _name in ir.names():
+    _adopt(_name)
+ir.on_define(_adopt)
 
 #: movement ops recorded lazily and run one by one on the inner device (numpy views on cpu)
 VIEW_RULES: dict[Op, ShapeRule] = {

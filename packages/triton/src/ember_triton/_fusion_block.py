@@ -33,6 +33,8 @@ __all__ = ["BlockGen", "node_expression"]
 
 EW = ops.elementwise
 _UNARY = frozenset((*EW.FLOAT_UNARY, *EW.NUMERIC_UNARY, *EW.BOOL_UNARY, "bitwise_not"))
+_BINARY = frozenset((*EW.ARITHMETIC_BINARY, *EW.FLOAT_BINARY, *EW.COMPARISON_BINARY,
+                     *EW.LOGICAL_BINARY, *EW.BITWISE_BINARY))
 
 
 def node_expression(node: Any, arg_dtypes: list[np.dtype[Any]]) -> Any:
@@ -51,7 +53,9 @@ def node_expression(node: Any, arg_dtypes: list[np.dtype[Any]]) -> Any:
         return ew.clamp_expression(arg_dtypes[0], lo, hi)
     if name in _UNARY:
         return ew.unary_expression(name, arg_dtypes[0])
-    return ew.binary_expression(name, arg_dtypes[0])
+    if name in _BINARY:
+        return ew.binary_expression(name, arg_dtypes[0])
+    return ew.op_expression(name, tuple(arg_dtypes))  # known from its IR definition only
 
 
 class BlockGen:

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from ember.backend import ALL_DTYPES, Backend, DType, numpy_dtype
+from ember.backend import ALL_DTYPES, Backend, DType, Kernel, ir, numpy_dtype
+from ember.ops import Op
 
 from . import (
     _aot,
@@ -293,6 +294,12 @@ class TritonBackend(Backend):
         return contiguous(self, a)
 
     # -- Backend ----------------------------------------------------------------------------
+
+    def ir_kernel(self, op: Op) -> Kernel | None:
+        """An elementwise op known only from its kernel IR definition, rendered to Triton."""
+        if not ir.defined(op.name):
+            return None
+        return functools.partial(elementwise.ir_kernel(op.name), self)
 
     def from_numpy(self, array: np.ndarray, dtype: DType) -> DeviceArray:
         return self.memory.from_numpy(np.asarray(array, dtype=numpy_dtype(dtype)))

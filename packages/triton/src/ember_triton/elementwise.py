@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     from .backend import TritonBackend
 
 __all__ = ["KERNELS", "Expression", "binary", "binary_expression", "cast_expression",
-           "clamp_expression", "unary", "unary_expression", "where_expression"]
+           "clamp_expression", "ir_kernel", "op_expression", "unary", "unary_expression",
+           "where_expression"]
 
 _BOOL = np.dtype(np.bool_)
 
@@ -56,6 +57,23 @@ def binary_expression(name: str, dt: np.dtype[Any]) -> Expression:
     """Op ``name`` on ``x0``, ``x1`` of ``dt``: its definition in the kernel IR, rendered."""
     root = ir.expand(name, [dt.name, dt.name])
     return Expression(render(root), _BOOL if root.dtype == "bool" else dt)
+
+
+@functools.cache
+def op_expression(name: str, dts: tuple[np.dtype[Any], ...]) -> Expression:
+    """Any op the kernel IR defines, on ``x0, x1, ...`` of ``dts``."""
+    root = ir.expand(name, [dt.name for dt in dts])
+    return Expression(render(root), _BOOL if root.dtype == "bool" else dts[-1])
+
+
+def ir_kernel(name: str) -> Any:
+    """A kernel of elementwise op ``name`` from its kernel IR definition (``Backend.ir_kernel``:
+    a new op needs no code here)."""
+    def kernel(be: TritonBackend, *xs: DeviceArray) -> DeviceArray:
+        return run(be, op_expression(name, tuple(x.dtype for x in xs)), list(xs))
+
+    kernel.__name__ = name
+    return kernel
 
 
 def where_expression(dt: np.dtype[Any]) -> Expression:

@@ -38,7 +38,7 @@ registered for a backend) and `conformance_skips` (a device's declared skips).
 from __future__ import annotations
 
 from .._apply import apply, broadcast_shapes, scalar_tensor
-from .._backend import Backend, Decorator, Kernel
+from .._backend import Backend, Decorator, Kernel, adopt_everywhere
 from .._capture import CaptureError, capturing
 from .._creation import ones_like
 from .._device import DecoratorSpec, Device, DeviceSpec
@@ -73,3 +73,5 @@ __all__ = [
     # the kernel IR (`ember.backend.ir`)
     "ir",
 ]
+
+ir.on_define(adopt_everywhere)

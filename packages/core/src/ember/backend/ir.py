@@ -30,9 +30,12 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, overload
 
+import numpy as np
+
 __all__ = [
     "FLOAT_FUNCTIONS", "PRIMITIVES", "Value", "Builder", "compute_dtype", "define", "defined",
     "expand", "is_float", "is_int", "is_unsigned", "bits", "schedule", "where", "cast",
+    "evaluate", "numpy_kernel", "on_define", "names",
 ]
 
 #: the float -> float functions of the C library every renderer provides
@@ -232,9 +235,25 @@ def define(name: str, fn: Definition | None = None) -> Any:
     it."""
     def register(f: Definition) -> Definition:
         _DEFS[name] = f
+        for listener in list(_LISTENERS):
+            listener(name)
         return f
 
     return register(fn) if fn is not None else register
+
+
+_LISTENERS: list[Callable[[str], None]] = []
+
+
+def on_define(listener: Callable[[str], None]) -> None:
+    """Call ``listener(name)`` whenever an op is defined from now on (backends use it to add a
+    kernel for an op declared and defined after they were made)."""
+    _LISTENERS.append(listener)
+
+
+def names() -> list[str]:
+    """Every defined op's name."""
+    return list(_DEFS)
 
 
 def defined(name: str) -> bool:
@@ -470,3 +489,65 @@ def _shift(left: bool) -> Definition:
 define("left_shift", _shift(True))
 define("right_shift", _shift(False))
 define("where", lambda xs: where(xs[0].ne(0) if xs[0].dtype != "bool" else xs[0], xs[1], xs[2]))
+
+
+# -- the reference renderer: numpy ----------------------------------------------------------------
+
+def _trunc_div(a: Any, b: Any) -> Any:
+    q = np.floor_divide(a, b)
+    return np.where((np.remainder(a, b) != 0) & ((a < 0) != (b < 0)), q + 1, q)
+
+
+_NP: dict[str, Callable[..., Any]] = {
+    "exp": np.exp, "expm1": np.expm1, "log": np.log, "log1p": np.log1p, "sqrt": np.sqrt,
+    "sin": np.sin, "cos": np.cos, "tan": np.tan, "tanh": np.tanh, "asin": np.arcsin,
+    "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh,
+    "erf": np.frompyfunc(math.erf, 1, 1), "floor": np.floor, "ceil": np.ceil, "rint": np.rint,
+    "trunc": np.trunc, "fabs": np.fabs, "isnan": np.isnan, "isinf": np.isinf,
+    "neg": np.negative, "invert": np.invert, "not": np.logical_not,
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "fdiv": np.true_divide,
+    "fmod": np.fmod, "pow": np.power, "atan2": np.arctan2, "idiv": _trunc_div,
+    "imod": lambda a, b: a - b * _trunc_div(a, b),
+    "lt": np.less, "le": np.less_equal, "eq": np.equal, "ne": np.not_equal,
+    "gt": np.greater, "ge": np.greater_equal, "and": np.bitwise_and, "or": np.bitwise_or,
+    "xor": np.bitwise_xor, "shl": np.left_shift, "shr": np.right_shift, "where": np.where,
+}
+
+
+def evaluate(root: Value, inputs: Sequence[Any], scalars: Sequence[Any] = ()) -> Any:
+    """``root`` computed with numpy on ``inputs`` (arrays in their compute dtypes, broadcast
+    together) and ``scalars``: the IR's reference semantics, and the kernel of a backend
+    computing with numpy."""
+    values: dict[int, Any] = {}
+    with np.errstate(all="ignore"):
+        for v in schedule(root):
+            dt = np.dtype(v.dtype)
+            if v.op == "input":
+                out = np.asarray(inputs[v.arg])
+            elif v.op == "scalar":
+                out = np.asarray(scalars[v.arg])
+            elif v.op == "const":
+                out = np.asarray(v.arg, dt)
+            elif v.op == "cast":
+                out = values[id(v.src[0])]
+            else:
+                out = _NP[v.op](*(values[id(s)] for s in v.src))
+            values[id(v)] = np.asarray(out).astype(dt, copy=False)
+    return values[id(root)]
+
+
+def numpy_kernel(name: str) -> Callable[..., Any]:
+    """A kernel of op ``name`` on numpy arrays (`evaluate`, one expansion per input dtypes):
+    what a backend computing with numpy returns from ``Backend.ir_kernel``."""
+    bodies: dict[tuple[str, ...], Value] = {}
+
+    def kernel(*xs: Any) -> Any:
+        key = tuple(x.dtype.name for x in xs)
+        root = bodies.get(key)
+        if root is None:
+            root = bodies[key] = expand(name, key)
+        out = evaluate(root, [x.astype(compute_dtype(x.dtype.name), copy=False) for x in xs])
+        return out.astype(bool if root.dtype == "bool" else xs[-1].dtype, copy=False)
+
+    kernel.__name__ = name
+    return kernel
