@@ -68,7 +68,8 @@ class Gradients:
         if math.prod(cell.shape) == 0:  # core drops empty operands (cat): nothing flowed
             return ember.zeros(cell.shape, dtype=cell.value.dtype, device=cell.value.device)
         raise KeyError("no gradient: the tensor is not an input of the value backward() was "
-                       "called on")
+                       "called on (or it was assigned in place, x[...] = v, after that value "
+                       "was computed, and now holds another value)")
 
     def get(self, t: Tensor, default: Tensor | None = None) -> Tensor | None:
         g = self._lookup(t) if isinstance(t, Tensor) else None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ember.backend import Tensor
+from ember.backend import GRAD_MODE, Tensor
 
 if TYPE_CHECKING:
     from ._tape import Cell
@@ -51,6 +51,26 @@ class AutodiffTensor(Tensor):
         if isinstance(inner, AutodiffTensor) and inner._data.node is None:
             inner.requires_grad_(requires_grad)
         return self
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        """``x[key] = value``: ``x`` takes the updated value (a new graph node).
+
+        As in PyTorch, a leaf that requires grad (a parameter) is refused while grad mode is
+        on, since a graph may hold its old value; under ``ember.no_grad()`` the update is
+        allowed and the tensor stays a leaf that requires grad.
+        """
+        cell = self._data
+        if cell.node is None and cell.requires_grad:
+            if GRAD_MODE.enabled:
+                raise RuntimeError(
+                    f"x[...] = value on a leaf tensor that requires grad (shape "
+                    f"{tuple(self.shape)}, a parameter or an input created with "
+                    "requires_grad=True) while grad mode is on: a graph may hold its old value. "
+                    "Update it under `with ember.no_grad():`, or assign to `x.clone()`")
+            super().__setitem__(key, value)
+            self._data.requires_grad = True
+            return
+        super().__setitem__(key, value)
 
     @property
     def inner(self) -> Tensor:
