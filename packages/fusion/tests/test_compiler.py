@@ -6,8 +6,9 @@ import ember
 import numpy as np
 import pytest
 from ember import ops
+from ember_cpu.fusion import CpuFusionCompiler
 
-from ember_fusion import CpuFusionCompiler, FusedGroup, GroupNode, ReferenceCompiler
+from ember_fusion import FusedGroup, GroupNode, ReferenceCompiler
 
 
 def _group() -> FusedGroup:

@@ -8,10 +8,8 @@ from ._api import reset_stats, stats
 from ._backend import FusionBackend
 from ._compiler import FusedGroup, FusedKernel, FusionCompiler, GroupNode, ReferenceCompiler
 from ._stream import FusionStats
-from .cpu import CpuFusionCompiler
 
 __all__ = [
-    "CpuFusionCompiler",
     "FusedGroup",
     "FusedKernel",
     "FusionBackend",

@@ -1,4 +1,4 @@
-"""The ``fusion`` decorator's plugin, and the fusion compiler it ships for the ``cpu`` backend."""
+"""The ``fusion`` decorator's plugin (each backend ships its own fusion compiler)."""
 
 from __future__ import annotations
 
@@ -19,13 +19,3 @@ def ember_decorators_register() -> list[DecoratorSpec]:
     """``fusion<inner>``: lazy tensors and fused kernels."""
     return [DecoratorSpec(name="fusion", factory=_factory, plugin="fusion",
                           description="lazy recording and kernel fusion")]
-
-
-@hookimpl
-def ember_fusion_compiler(backend: str) -> Any | None:
-    """The generated-numpy compiler for ``cpu`` (the cpu package does not ship one)."""
-    if backend == "cpu":
-        from .cpu import CpuFusionCompiler
-
-        return CpuFusionCompiler()
-    return None
