@@ -10,11 +10,17 @@ import time
 import ember
 import numpy as np
 import pytest
-from conftest import start_server
+from conftest import start_server, wait_until
 
 from ember_remote import RemoteConnectionError, SessionLostError
 
 TIMEOUT = 3
+
+
+def _state(pid: int) -> str:
+    """The process's state letter from /proc (``T``: stopped)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
 
 
 def test_a_killed_server_is_a_clear_error_within_the_timeout(fresh_server):
@@ -42,6 +48,7 @@ def test_a_hung_server_is_a_clear_error_within_the_timeout(fresh_server):
     x = ember.arange(4.0, device=d)
     np.testing.assert_array_equal(x.numpy(), [0.0, 1.0, 2.0, 3.0])
     os.kill(fresh_server.proc.pid, signal.SIGSTOP)  # alive but answering nothing
+    wait_until(lambda: _state(fresh_server.proc.pid) == "T")  # stopped before the next op
     try:
         start = time.monotonic()
         with pytest.raises(RemoteConnectionError, match="unreachable or went away"):
