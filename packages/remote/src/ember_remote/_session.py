@@ -220,17 +220,22 @@ class Session:
         """Check ``op`` against its declaration and the limits, run it, check its result."""
         if op.arity >= 0 and len(args) != op.arity:
             raise ProtocolError(f"{op.name} takes {op.arity} tensor(s), got {len(args)}")
-        if set(params) - set(op.params):
-            raise ProtocolError(f"{op.name}: unknown params {sorted(set(params) - set(op.params))}")
+        if params:
+            unknown = set(params) - set(op.params)
+            if unknown:
+                raise ProtocolError(f"{op.name}: unknown params {sorted(unknown)}")
+            if "dtype" in params:
+                if not isinstance(params["dtype"], DType):
+                    raise ProtocolError(f"{op.name}: dtype must be an ember dtype")
+                if not self.device.supports(params["dtype"]):
+                    raise ProtocolError(f"device {self.device} does not support "
+                                        f"{params['dtype'].name}")
         if op.group == "elementwise" and len(args) > 1:
             same = args[1:] if op.name == "where" else args
-            if len({a.dtype for a in same}) > 1:
+            first = same[0].dtype
+            if any(a.dtype is not first for a in same):
                 raise ProtocolError(f"{op.name}: inputs of different dtypes "
                                     f"{[a.dtype.name for a in same]}")
-        if "dtype" in params and not isinstance(params["dtype"], DType):
-            raise ProtocolError(f"{op.name}: dtype must be an ember dtype")
-        if isinstance(params.get("dtype"), DType) and not self.device.supports(params["dtype"]):
-            raise ProtocolError(f"device {self.device} does not support {params['dtype'].name}")
         rule = RULES.get(op)
         expected: list[Shape] | None = None
         got: Any = None

@@ -38,6 +38,9 @@ def _ints(value: Any, what: str, *, low: int | None = None) -> tuple[int, ...]:
 
 
 def _broadcast(shapes: Sequence[Shape], params: dict[str, Any]) -> Shape:
+    first = shapes[0] if shapes else ()
+    if (len(shapes) == 2 and shapes[1] == first) or len(shapes) == 1:  # the common case
+        return tuple(first)
     ndim = max((len(s) for s in shapes), default=0)
     out = [1] * ndim
     for s in shapes:

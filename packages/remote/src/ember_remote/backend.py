@@ -175,17 +175,31 @@ class RemoteBackend(Backend):
                 raise NotImplementedError(f"{op.name} on {self.device}: its number of results "
                                           "is not known without a shape rule")
             n = len(shapes)
-        ids = tuple(conn.new_id() for _ in range(n))
         records = conn.records
-        records.append(("op", op.name, tuple(a._data.id for a in args), params, ids))
-        if len(records) >= conn.flush_records:
-            conn.flush()
         device = self.device
-        make = device.tensor_type._make
-        if n == 1 and op.outputs == 1:
+        if n == 1 and op.outputs == 1:  # most ops: spelled out, no generators
+            tid = conn.new_id()
+            if len(args) == 2:
+                ins: tuple[int, ...] = (args[0]._data.id, args[1]._data.id)
+            elif len(args) == 1:
+                ins = (args[0]._data.id,)
+            else:
+                ins = tuple([a._data.id for a in args])
+            records.append(("op", op.name, ins, params, (tid,)))
+            if len(records) >= conn.flush_records:
+                conn.flush()
             dtype = args[0]._dtype if op.result == "same" else op.result_rule(args, params)
             recipe = (op.name, params) if op is _FULL else None
-            return make(RemoteHandle(conn, ids[0], shapes, recipe), device, dtype)  # type: ignore[arg-type]  # one dtype
+            t = object.__new__(device.tensor_type)
+            t._data = RemoteHandle(conn, tid, shapes, recipe)
+            t._device = device
+            t._dtype = dtype  # type: ignore[assignment]  # one output: one dtype
+            return t
+        ids = tuple([conn.new_id() for _ in range(n)])
+        records.append(("op", op.name, tuple([a._data.id for a in args]), params, ids))
+        if len(records) >= conn.flush_records:
+            conn.flush()
+        make = device.tensor_type._make
         dtypes: Any = op.result_rule(args, params)
         if shapes is None:
             shapes = [None] * n
