@@ -5,8 +5,10 @@ Triton backend before its launches (the recorded-launch paths a GPU takes are th
 
     python benchmarks/host_overhead.py [mlp|guide] [--profile]
 
-The numbers are for comparing revisions on one machine; the GPU host's figures are in
-``benchmarks/gpu/profile_host.py``.  The results of stubbed steps are garbage by design.
+No peer: the numbers compare revisions of ember on one machine (run both in one sitting,
+alternating); ``--profile`` adds a cProfile table of the step.  The GPU host's figures, against
+PyTorch, come from ``benchmarks/gpu/perf.py``.  The results of stubbed steps are garbage by
+design.
 """
 
 from __future__ import annotations
