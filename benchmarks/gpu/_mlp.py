@@ -1,6 +1,7 @@
-"""The training steps the benchmarks time: the MLP (784-1024-1024-10, batch 512, Adam, fp32, on
-``autodiff<cuda:0>``: issue 8's figure; PyTorch eager's is in FACTS.md) and the guide CNN's
-step (AdamW, each batch uploaded from the host as the guide does)."""
+"""The training steps the GPU benchmarks time (``perf.py``, ``compile_steps.py``) and
+``benchmarks/host_overhead.py`` runs: the MLP (784-1024-1024-10, batch 512, Adam, fp32, on
+``autodiff<cuda:0>``) with its PyTorch mirror, and the guide CNN's step (AdamW, each batch
+uploaded from the host as the guide does).  A helper module: nothing to run."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Interleaved timing: ember and its peer measured round by round in one process, so that a
 host or GPU whose speed drifts during the run (the GPU host is shared; clocks move under
-load) favours neither side."""
+load) favours neither side.  A helper module of the GPU benchmarks: nothing to run."""
 
 from __future__ import annotations
 

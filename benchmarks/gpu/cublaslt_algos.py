@@ -4,6 +4,8 @@ of torch's ``a @ b``, of CuPy's cuBLAS call (what kernel selection's "cublas" ca
 and of each algorithm cuBLASLt's heuristic offers (`ember_triton._cublaslt`), in interleaved
 rounds with CUDA events; TFLOP/s and each one's median ratio to torch over the rounds
 (``EMBER_LT_ALGOS=N`` asks the heuristic for N algorithms instead of `_cublaslt.COUNT`).
+A tuning benchmark: `_cublaslt.COUNT`, how many of the heuristic's algorithms kernel selection
+times, comes from it; run it again after a CUDA upgrade or on a new GPU model.
 """
 
 from __future__ import annotations

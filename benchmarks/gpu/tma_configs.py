@@ -1,7 +1,11 @@
 """Which tile configs suit `matmul_tma`?  Times ember's persistent TMA matmul kernel alone (B
 already in the layout it reads: K-major for tf32, row-major for bf16) over a list of configs
-(tile and K loops flattened or not) at 4096³ and 8192³
-(``python benchmarks/gpu/tma_configs.py``)."""
+(tile and K loops flattened or not) at 4096³ and 8192³, in TFLOP/s; no peer (torch's cuBLAS
+figures are in ``perf.py``).  A tuning benchmark: ``linalg._TMA_CONFIGS`` comes from it, so run
+it again after a Triton upgrade or on a new GPU model:
+
+    python benchmarks/gpu/tma_configs.py    # puts ember on the path itself (with_env.as_child)
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,11 @@
 """Which tiles suit the `transpose` copy (what tf32 matmuls make of an N-major B)?  Times a
 copy of the kernel over tile shapes, warp counts and with or without masks, for 4096² and
 8192² float32 and 8192² float16, against CuPy's plain copy of the same bytes, in TB/s read
-plus written (``python benchmarks/gpu/transpose_tiles.py``)."""
+plus written.  A tuning benchmark: the tiles and warps of ``kernels/movement.py::transpose``
+come from it, so run it again after a Triton upgrade or on a new GPU model:
+
+    python benchmarks/gpu/transpose_tiles.py    # puts ember on the path itself (with_env.as_child)
+"""
 
 from __future__ import annotations
 
