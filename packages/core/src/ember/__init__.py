@@ -13,7 +13,7 @@ from __future__ import annotations
 import builtins
 from typing import TYPE_CHECKING, Any
 
-from . import amp as amp, functional as functional, linalg as linalg, ops as ops
+from . import _tensor, amp as amp, functional as functional, linalg as linalg, ops as ops
 from ._apply import broadcast_shapes as broadcast_shapes
 from ._compile import CompiledFunction as CompiledFunction, compile as compile
 from ._creation import (
@@ -307,6 +307,8 @@ from .functional import (
     softmax as softmax,
 )
 from .hookspecs import hookimpl as hookimpl
+
+_tensor.bind()  # every op module is imported above: Tensor's methods reach them now
 
 # PyTorch's other spellings
 absolute = abs

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 from . import _dtype as dt
 from ._errors import DeviceMismatchError, DTypeError, ShapeError
+from ._tensor import Tensor
 from .amp._state import AUTOCAST, autocast_inputs
 
 if TYPE_CHECKING:
     from ._device import Device
-    from ._tensor import Tensor
     from .ops import Op
 
 __all__ = ["apply", "broadcast_shapes", "default_float", "lift_constants", "normalize_dim",
@@ -166,7 +166,6 @@ def cast(x: Tensor, dtype: dt.DType) -> Tensor:
 
 def as_tensor_pair(a: Any, b: Any) -> tuple[Tensor, Tensor]:
     """Turn ``a op b`` (at least one a Tensor) into two tensors of one device and dtype."""
-    Tensor = _tensor.Tensor
     if isinstance(a, Tensor):
         if isinstance(b, Tensor):
             if a._dtype is not b._dtype:
@@ -192,6 +191,3 @@ def check_broadcast(op: Op, a: Tensor, b: Tensor) -> None:
 
 def to_float(x: Tensor) -> Tensor:
     return x if x._dtype.kind == "f" else cast(x, default_float())
-
-
-from . import _tensor  # noqa: E402  # last: _tensor imports this module

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import _dtype as dt
 from ._apply import Scalar, apply, as_tensor_pair, cast, check_broadcast, scalar_tensor, to_float
 from ._checks import check_nonzero
 from ._errors import DivisionByZeroError, DTypeError
+from ._tensor import Tensor
 from .amp._state import AUTOCAST, autocast_inputs
 from .ops import elementwise as ew
 from .ops._op import Op
-
-if TYPE_CHECKING:
-    from ._tensor import Tensor
 
 __all__ = [*ew.FLOAT_UNARY, *ew.NUMERIC_UNARY, *ew.BOOL_UNARY, *ew.ARITHMETIC_BINARY,
            *ew.FLOAT_BINARY, *ew.COMPARISON_BINARY, *ew.LOGICAL_BINARY, *ew.BITWISE_BINARY,
@@ -36,7 +34,7 @@ def _number_unary(op: Op, x: Tensor) -> Tensor:
 
 
 def _binary(op: Op, a: Tensor | Scalar, b: Tensor | Scalar, kind: str) -> Tensor:
-    if (isinstance(a, _tensor.Tensor) and isinstance(b, _tensor.Tensor)
+    if (isinstance(a, Tensor) and isinstance(b, Tensor)
             and a._dtype is b._dtype and a._device is b._device):
         if a._dtype.kind == "f" and kind != "int":  # the common case: two float tensors
             if a._data.shape != b._data.shape:
@@ -446,6 +444,3 @@ def allclose(a: Tensor, b: Tensor | float, rtol: float = 1e-05, atol: float = 1e
     True
     """
     return bool(isclose(a, b, rtol, atol, equal_nan).all().item())
-
-
-from . import _tensor  # noqa: E402  # last: _tensor imports this module

@@ -5,16 +5,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from . import _dtype as dt
 from ._apply import apply, as_tensor_pair, broadcast_shapes
 from ._errors import DTypeError, ShapeError
+from ._tensor import Tensor
 from .amp._state import AUTOCAST, autocast_inputs
 from .ops import linalg as la
-
-if TYPE_CHECKING:
-    from ._tensor import Tensor
 
 __all__ = ["bmm", "cdist", "matmul", "outer", "vector_norm"]
 
@@ -28,10 +25,9 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     >>> (ember.ones(2, 3) @ ember.ones(3)).tolist()
     [3.0, 3.0]
     """
-    tensor = _tensor.Tensor
-    if AUTOCAST and isinstance(a, tensor) and isinstance(b, tensor):  # `ember.autocast`
+    if AUTOCAST and isinstance(a, Tensor) and isinstance(b, Tensor):  # `ember.autocast`
         a, b = autocast_inputs(la.matmul, (a, b))
-    if isinstance(a, tensor) and isinstance(b, tensor) and a._dtype is b._dtype:
+    if isinstance(a, Tensor) and isinstance(b, Tensor) and a._dtype is b._dtype:
         # the common case first: matrices (or equal batches of them) that fit, one dtype
         sa, sb = a._data.shape, b._data.shape
         if len(sa) == len(sb) >= 2 and sa[-1] == sb[-2] and sa[:-2] == sb[:-2]:
@@ -169,6 +165,3 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0,
         return _root(s, 2)
     diff = x1.unsqueeze(-2) - x2.unsqueeze(-3)
     return vector_norm(diff, p, dim=-1)
-
-
-from . import _tensor  # noqa: E402  # last: _tensor imports this module

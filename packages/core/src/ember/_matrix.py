@@ -5,13 +5,10 @@ slices, so they run and differentiate on every device."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from . import _linalg as _la, _manipulation as _mv
 from ._apply import Scalar, as_tensor_pair, broadcast_shapes, normalize_dim
 from ._errors import ShapeError
-
-if TYPE_CHECKING:
-    from ._tensor import Tensor
+from ._tensor import Tensor
 
 __all__ = ["addbmm", "addmm", "addmv", "baddbmm", "cross", "diag", "diagonal", "dot", "inner",
            "kron", "mm", "mv", "trace", "vdot"]
@@ -202,6 +199,3 @@ def trace(x: Tensor) -> Tensor:
     """The sum of a matrix's main diagonal (integers sum in int64)."""
     _need("trace", x, 2, "the input")
     return diagonal(x).sum()
-
-
-from . import _linalg as _la, _manipulation as _mv  # noqa: E402  # import cycle

@@ -9,14 +9,12 @@ Each is written with ember's primitives, so it runs (and differentiates) on ever
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from . import _dtype as dt
+from . import _dtype as dt, _elementwise as _ew, _reduction as _red
 from ._apply import Scalar, as_tensor_pair, cast, to_float
 from ._errors import DTypeError
-
-if TYPE_CHECKING:
-    from ._tensor import Tensor
+from ._tensor import Tensor
 
 __all__ = ["addcdiv", "addcmul", "count_nonzero", "deg2rad", "exp2", "float_power", "fmod",
            "frac", "heaviside", "hypot", "isfinite", "isneginf", "isposinf", "lerp", "log10",
@@ -138,7 +136,7 @@ def lerp(start: Tensor, end: Tensor | Scalar, weight: Tensor | Scalar) -> Tensor
     ``weight = 1`` gives ``end`` exactly)."""
     s, e = as_tensor_pair(start, end)
     diff = e - s
-    if isinstance(weight, _tensor.Tensor):
+    if isinstance(weight, Tensor):
         return _ew.where(_ew.abs(weight) < 0.5, s + weight * diff, e - diff * (1 - weight))
     w = float(weight)
     return s + diff * w if abs(w) < 0.5 else e - diff * (1 - w)
@@ -198,7 +196,7 @@ def rad2deg(x: Tensor) -> Tensor:
 
 def heaviside(x: Tensor, values: Tensor | Scalar) -> Tensor:
     """0 where ``x < 0``, ``values`` where ``x == 0``, 1 where ``x > 0``."""
-    if isinstance(values, _tensor.Tensor) and values._dtype is not x._dtype:
+    if isinstance(values, Tensor) and values._dtype is not x._dtype:
         raise DTypeError(f"heaviside: x and values must have one dtype, got {x._dtype.name} "
                          f"and {values._dtype.name}")
     return _ew.where(x == 0, values, cast(x > 0, x._dtype))  # nan gives 0, as PyTorch
@@ -255,6 +253,3 @@ def nanmean(x: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = N
 def count_nonzero(x: Tensor, dim: Any = None) -> Tensor:
     """The number of non-zero values (int64), over ``dim`` or the whole tensor."""
     return _red.sum(x != 0, dim)
-
-
-from . import _elementwise as _ew, _reduction as _red, _tensor  # noqa: E402  # import cycle

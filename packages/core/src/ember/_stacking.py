@@ -7,14 +7,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-from . import _dtype as dt
+from . import _dtype as dt, _elementwise as _ew, _indexing as _ix, _manipulation as _mv
 from ._apply import broadcast_shapes, cast, normalize_dim
 from ._errors import DTypeError, ShapeError
-
-if TYPE_CHECKING:
-    from ._tensor import Tensor
+from ._tensor import Tensor
 
 __all__ = ["argwhere", "bucketize", "column_stack", "dstack", "fliplr", "flipud", "hstack",
            "isin", "masked_select", "rot90", "searchsorted", "select", "take", "take_along_dim",
@@ -207,7 +204,7 @@ def searchsorted(sorted_sequence: Tensor, values: Tensor | float, *, out_int32: 
     seq = sorted_sequence
     if sorter is not None:
         seq = _mv.gather(seq, -1, sorter)
-    v = values if isinstance(values, _tensor.Tensor) else as_tensor(values, device=seq.device)
+    v = values if isinstance(values, Tensor) else as_tensor(values, device=seq.device)
     if seq.ndim == 0:
         raise ShapeError("searchsorted: the sorted sequence must have at least 1 dimension")
     scalar = v.ndim == 0
@@ -242,19 +239,11 @@ def isin(elements: Tensor | float, test_elements: Tensor | float, *,
     from ._creation import as_tensor
 
     e, t = elements, test_elements
-    if not isinstance(e, _tensor.Tensor):
-        if not isinstance(t, _tensor.Tensor):
+    if not isinstance(e, Tensor):
+        if not isinstance(t, Tensor):
             raise TypeError("isin: elements or test_elements must be a tensor")
         e = as_tensor(e, device=t.device)
-    if not isinstance(t, _tensor.Tensor):
+    if not isinstance(t, Tensor):
         t = as_tensor(t, device=e.device)
     hit = (e.unsqueeze(-1) == t.reshape(-1)).any(-1)
     return _ew.logical_not(hit) if invert else hit
-
-
-from . import (  # noqa: E402  # import cycle
-    _elementwise as _ew,
-    _indexing as _ix,
-    _manipulation as _mv,
-    _tensor,
-)

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
+from . import _elementwise as _ew, _manipulation as _mv, _pointwise as _pw, _reduction as _red
 from ._apply import normalize_dim
 from ._errors import DTypeError, ShapeError
 from ._reduction import ValuesIndices
-
-if TYPE_CHECKING:
-    from ._tensor import Tensor
+from ._tensor import Tensor
 
 __all__ = ["MinMax", "aminmax", "median", "quantile", "std_mean", "var_mean"]
 
@@ -101,7 +100,7 @@ def quantile(x: Tensor, q: float | Sequence[float] | Tensor, dim: int | None = N
     if interpolation not in _INTERPOLATIONS:
         raise ValueError(f"quantile: interpolation must be one of {_INTERPOLATIONS}, got "
                          f"{interpolation!r}")
-    if isinstance(q, _tensor.Tensor):
+    if isinstance(q, Tensor):
         if q.ndim > 1:
             raise ShapeError(f"quantile: q must be a scalar or 1-D, got shape {q.shape}")
         qs, one = [float(v) for v in q.reshape(-1).tolist()], q.ndim == 0
@@ -146,12 +145,3 @@ def quantile(x: Tensor, q: float | Sequence[float] | Tensor, dim: int | None = N
             r = _mv.squeeze(r, d)
         outs.append(r)
     return outs[0] if one else _mv.stack(outs, 0)
-
-
-from . import (  # noqa: E402  # import cycle
-    _elementwise as _ew,
-    _manipulation as _mv,
-    _pointwise as _pw,
-    _reduction as _red,
-    _tensor,
-)

@@ -7,11 +7,31 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from . import _capture, _dtype as dt
+from ._device import Device, device as as_device
+from ._host import from_host, to_host
+from ._printing import format_tensor
+from .ops import elementwise as _ewops
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from ._device import Device
+    # the op modules, which import Tensor: at run time `bind` sets these names
+    from . import (
+        _apply,
+        _creation,
+        _elementwise as _ew,
+        _indexing as _ix,
+        _linalg as _la,
+        _manipulation as _mv,
+        _matrix as _mat,
+        _pointwise as _pw,
+        _reduction as _red,
+        _set,
+        _stacking as _stk,
+        _statistics as _stat,
+        _windows as _win,
+        functional as _fn,
+    )
     from ._random import Generator
     from ._reduction import ValuesIndices
 
@@ -117,8 +137,6 @@ class Tensor:
 
     def numpy(self) -> np.ndarray:
         """A host numpy array with this tensor's values (a copy, or a read-only view)."""
-        from ._host import to_host
-
         return to_host(self)
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
@@ -138,21 +156,16 @@ class Tensor:
 
     def to(self, target: Any = None, dtype: Any = None) -> Tensor:
         """Move to a device and/or cast to a dtype: ``x.to("cpu")``, ``x.to(ember.float16)``."""
-        from ._apply import cast
-        from ._device import Device, device
-
         out = self
         if isinstance(target, (dt.DType, type)) or (isinstance(target, str) and
                                                      target in dt.BY_NAME):
             target, dtype = None, target
         if target is not None:
-            dev = target if isinstance(target, Device) else device(target)
+            dev = target if isinstance(target, Device) else as_device(target)
             if dev is not self._device:
-                from ._host import from_host
-
                 out = from_host(self.numpy(), self._dtype, dev)
         if dtype is not None:
-            out = cast(out, dt.as_dtype(dtype))
+            out = _apply.cast(out, dt.as_dtype(dtype))
         return out
 
     def cpu(self) -> Tensor:
@@ -173,10 +186,8 @@ class Tensor:
         """
         if self._device.base.name == "cpu":
             return self
-        from ._device import device
-
         try:
-            cpu = device("cpu")
+            cpu = as_device("cpu")
         except (ValueError, RuntimeError) as exc:
             # Note: PyTorch always has its CPU backend; ember's is a plugin
             raise type(exc)(
@@ -210,8 +221,6 @@ class Tensor:
     # -- Python protocols -----------------------------------------------------------------------
 
     def __repr__(self) -> str:
-        from ._printing import format_tensor
-
         return format_tensor(self)
 
     __str__ = __repr__
@@ -920,16 +929,12 @@ class Tensor:
         return self._dtype.itemsize
 
     def new_tensor(self, data: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
-        from ._creation import tensor
-
-        return tensor(data, dtype=dtype or self._dtype, device=device or self._device)
+        return _creation.tensor(data, dtype=dtype or self._dtype, device=device or self._device)
 
     def new_full(self, size: Sequence[int], fill_value: Any, *, dtype: Any = None,
                  device: Any = None) -> Tensor:
-        from ._creation import full
-
-        return full(tuple(size), fill_value, dtype=dtype or self._dtype,
-                    device=device or self._device)
+        return _creation.full(tuple(size), fill_value, dtype=dtype or self._dtype,
+                              device=device or self._device)
 
     def new_zeros(self, *size: Any, dtype: Any = None, device: Any = None) -> Tensor:
         return self.new_full(_size(size), 0, dtype=dtype, device=device)
@@ -973,19 +978,28 @@ def _size(size: tuple[Any, ...]) -> tuple[int, ...]:
     return tuple(size)
 
 
-# Imported last: these modules use Tensor at call time only.
-from . import (  # noqa: E402  # last: these modules need Tensor defined
-    _elementwise as _ew,
-    _indexing as _ix,
-    _linalg as _la,
-    _manipulation as _mv,
-    _matrix as _mat,
-    _pointwise as _pw,
-    _reduction as _red,
-    _set,
-    _stacking as _stk,
-    _statistics as _stat,
-    _windows as _win,
-    functional as _fn,
-)
-from .ops import elementwise as _ewops  # noqa: E402
+def bind() -> None:
+    """Give Tensor's methods the op modules; ``ember/__init__.py`` calls this once, when it has
+    imported them all.
+
+    Every op module imports ``Tensor`` from here, so this module imports none of them at its
+    top (that would be an import cycle).  The methods read each op module from a global that
+    this sets: one module-global look-up per call, as a top-level import would give.
+    """
+    global _apply, _creation, _ew, _ix, _la, _mv, _mat, _pw, _red, _set, _stk, _stat, _win, _fn
+    from . import (
+        _apply,
+        _creation,
+        _elementwise as _ew,
+        _indexing as _ix,
+        _linalg as _la,
+        _manipulation as _mv,
+        _matrix as _mat,
+        _pointwise as _pw,
+        _reduction as _red,
+        _set,
+        _stacking as _stk,
+        _statistics as _stat,
+        _windows as _win,
+        functional as _fn,
+    )

@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 
 import ember
@@ -273,8 +274,6 @@ def _empty_reductions_with_identity(device: Any) -> None:
     assert e.log_softmax(0).shape == (0, 3)
     np.testing.assert_array_equal(F.logsumexp(e, 0).numpy(), np.full(3, -np.inf))
 
-
-import numpy as np  # noqa: E402  # used by the checks above, kept near them
 
 for _cid, _fn in {
     "error-broadcast-names-both-shapes": _shapes_add,

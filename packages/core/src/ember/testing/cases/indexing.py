@@ -12,7 +12,7 @@ import numpy as np
 import ember
 
 from ... import _dtype as dt
-from .._case import Arg, rng_for, sample
+from .._case import Arg, Case, register, rng_for, sample
 from ._build import ALL, case
 
 _MASK = np.array([True, False, True])
@@ -153,8 +153,6 @@ def _check_setitem_keeps_other_views(device: Any) -> None:
     np.testing.assert_array_equal(before, [[1.0, 2.0], [3.0, 4.0]])
     assert alias is x
 
-
-from .._case import Case, register  # noqa: E402  # checks follow the op cases
 
 register(Case(id="setitem-rebinds-and-keeps-host-copies", group="indexing",
               check=_check_setitem_keeps_other_views, dtypes=(dt.float32,)))
