@@ -82,11 +82,14 @@ def _pytest(session: nox.Session, *args: str) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff over every package, the tests, examples and benchmarks; and plugins import core's
-    machinery from ``ember.backend`` only (``scripts/check_plugin_api.py``)."""
+    """ruff over every package, the tests, examples and benchmarks; plugins import core's
+    machinery from ``ember.backend`` only (``scripts/check_plugin_api.py``); and core's imports
+    make no cycle through ``ember._tensor`` and none sits at a module's bottom
+    (``scripts/check_imports.py``)."""
     _install(session)
     session.run("ruff", "check", "packages", "tests", "examples", "benchmarks", "noxfile.py")
     session.run("python", "scripts/check_plugin_api.py")
+    session.run("python", "scripts/check_imports.py")
 
 
 @nox.session
