@@ -1,7 +1,7 @@
 """OpenCL (PoCL) against numpy on the same machine: matmul, elementwise, reduction, conv2d.
 
     python benchmarks/opencl_vs_numpy.py               # prints a table
-    python benchmarks/opencl_vs_numpy.py --write docs/performance.md
+    python benchmarks/opencl_vs_numpy.py --write results.md   # appends the table
 
 Each figure is the median of several timed runs, each after a short pause and an untimed run
 (the first also builds the kernels), numpy and OpenCL alternating; OpenCL timings include

@@ -5,7 +5,7 @@ The fast kernel gives each work-item an ``RM x VW`` block of C (8 rows x 16 colu
 accumulators of ``float16``/``double8`` vectors, one vector load of a dense row of B and one
 broadcast element of A per row per step of K, no local memory and no barriers.  PoCL runs a
 work-group as a loop over work-items, so on CPUs this explicit vector form is what reaches the
-SIMD units; local-memory tiles cost barriers there (measured in docs/performance.md).  The rows
+SIMD units; local-memory tiles cost barriers there (measured in docs/opencl.md).  The rows
 and columns the blocks do not cover are computed by the general kernel into the same output.
 
 Operands are strided views (broadcast batches cost no copy); batch axes are merged where their

@@ -115,7 +115,7 @@ class KernelSelector:
         whichever ran last has left a correct result behind).  A candidate outside
         ``favoured`` wins over the favoured ones only by more than ``MARGIN``: matmul favours
         cuBLAS, whose kernels hold their speed under sustained load better than a short
-        timing shows for Triton's (the GPU's power limit; ``docs/performance.md``).  Big
+        timing shows for Triton's (the GPU's power limit; ``docs/triton.md``).  Big
         candidates are timed on a GPU heated by the first of them (`_heat`).
         """
         name = self.known(key)
@@ -161,7 +161,7 @@ class KernelSelector:
         """Run ``fn`` for about ``HEAT_MS`` when one call takes ``HEAT_MIN_MS`` or more.  A GPU
         timed cool runs big matmuls 10-15% faster than under sustained load (where training
         runs), and not all kernels lose alike: a choice made cool was the wrong one hot
-        (``docs/performance.md``)."""
+        (``docs/triton.md``, "Heat first")."""
         assert self.timer is not None
         try:
             per_call = self.timer(fn)

@@ -40,7 +40,7 @@ __all__ = ["COUNT", "WORKSPACE", "LtGemm", "alignment", "available", "lt_layouts
 
 #: algorithms asked of the heuristic per problem (each a kernel-selection candidate); on the
 #: H200 it offers at most eight for the acceptance problems even when asked for sixteen, and the
-#: seventh was the fastest for 8192³ fp16 (``docs/performance.md``)
+#: seventh was the fastest for 8192³ fp16 (``EMBER_LT_ALGOS=16 benchmarks/gpu/cublaslt_algos.py``)
 COUNT = 8
 #: bytes of workspace the algorithms may use (cuBLAS's recommendation for Hopper)
 WORKSPACE = 32 << 20
