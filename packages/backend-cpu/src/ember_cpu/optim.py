@@ -20,7 +20,8 @@ from ember.ops import composite as cops
 from ._common import F32, LOW, quiet
 from ._jit import adam_update
 
-__all__ = ["KERNELS", "adam_step", "adam_step_capturable", "adam_steps"]
+__all__ = ["KERNELS", "adam_step", "adam_step_capturable", "adam_steps",
+           "adam_steps_capturable"]
 
 
 def _compute(a: np.ndarray) -> np.ndarray:
@@ -123,8 +124,20 @@ def adam_step_capturable(p: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndar
                  bias_correction2_sqrt=math.sqrt(_one_minus_pow(beta2, t)))
 
 
+def adam_steps_capturable(*arrays: np.ndarray, **params: Any) -> tuple[np.ndarray, ...]:
+    """`adam_step_capturable` for n parameters sharing the step count (the last array)."""
+    if len(arrays) % 4 != 1:
+        raise ValueError(f"adam_steps_capturable: expected four lists of n tensors and a step "
+                         f"count, got {len(arrays)} tensors")
+    n, step = len(arrays) // 4, arrays[-1]
+    outs = [adam_step_capturable(arrays[i], arrays[n + i], arrays[2 * n + i], arrays[3 * n + i],
+                                 step, **params) for i in range(n)]
+    return (*(o[0] for o in outs), *(o[1] for o in outs), *(o[2] for o in outs))
+
+
 KERNELS: dict[Any, Any] = {
     cops.adam_step: adam_step,
     cops.adam_steps: adam_steps,
     cops.adam_step_capturable: adam_step_capturable,
+    cops.adam_steps_capturable: adam_steps_capturable,
 }

@@ -174,11 +174,23 @@ def adam_step(be: TritonBackend, p: DeviceArray, g: DeviceArray, m: DeviceArray,
 def adam_step_capturable(be: TritonBackend, p: DeviceArray, g: DeviceArray, m: DeviceArray,
                          v: DeviceArray, step: DeviceArray,
                          **options: Any) -> tuple[DeviceArray, ...]:
-    # the bias corrections are computed in the kernel from the step count and log(beta)
-    logs = tuple(math.log(b) if b > 0 else -math.inf for b in (options["beta1"],
-                                                                options["beta2"]))
-    return _update(be, (p,), (g,), (m,), (v,), logs, step=step, **options)
+    return _update(be, (p,), (g,), (m,), (v,), _logs(options), step=step, **options)
+
+
+def adam_steps_capturable(be: TritonBackend, *arrays: DeviceArray,
+                          **options: Any) -> tuple[DeviceArray, ...]:
+    """`adam_step_capturable` for n parameters sharing the step count (the last array)."""
+    n = len(arrays) // 4
+    ps, gs, ms, vs = (arrays[k * n:(k + 1) * n] for k in range(4))
+    return _update(be, ps, gs, ms, vs, _logs(options), step=arrays[-1], **options)
+
+
+def _logs(options: dict[str, Any]) -> tuple[float, float]:
+    """log(beta1), log(beta2): the kernel computes both bias corrections from the count."""
+    b1, b2 = options["beta1"], options["beta2"]
+    return (math.log(b1) if b1 > 0 else -math.inf, math.log(b2) if b2 > 0 else -math.inf)
 
 
 KERNELS: dict[Any, Any] = {cops.adam_step: adam_step, cops.adam_steps: adam_steps,
-                           cops.adam_step_capturable: adam_step_capturable}
+                           cops.adam_step_capturable: adam_step_capturable,
+                           cops.adam_steps_capturable: adam_steps_capturable}

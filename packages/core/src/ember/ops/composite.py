@@ -81,6 +81,12 @@ adam_step_capturable = Op("adam_step_capturable", "composite", 5,
                           ("lr", "beta1", "beta2", "eps", "weight_decay", "decoupled",
                            "maximize"),
                           result="same*3", outputs=3, differentiable=False, dtypes="float")
+#: ``adam_steps_capturable(p_1..p_n, g_1..g_n, exp_avg_1..exp_avg_n, exp_avg_sq_1..exp_avg_sq_n,
+#: step, <the params of adam_step_capturable>)`` -> ``(p_1..p_n, exp_avg_1..exp_avg_n,
+#: exp_avg_sq_1..exp_avg_sq_n)``: `adam_step_capturable` for n parameters sharing one step
+#: count, as one op (one launch per 16 parameters on the Triton backends).
+adam_steps_capturable = Op("adam_steps_capturable", "composite", -1, adam_step_capturable.params,
+                           result="params*3", outputs=-1, differentiable=False, dtypes="float")
 
 #: ``linear(x[N, in], weight[out, in], bias[out])`` -> ``x @ weight.T + bias`` (``[N, out]``):
 #: a matmul whose epilogue adds the bias (one kernel where a backend fuses it); all three

@@ -90,8 +90,14 @@ class Adam(Optimizer):
         """Parameters that share a device implementing `adam_steps` and a step count are
         updated by one op (one launch on the Triton backends, as PyTorch's multi-tensor Adam);
         the others, and AMSGrad, capturable and captured steps, one at a time."""
-        if (len(items) < 2 or group["amsgrad"] or group.get("capturable")
-                or _capture.active()):
+        if len(items) < 2 or group["amsgrad"]:
+            super().update_group(items, group)
+            return
+        if (group.get("capturable") or _trace.TRACE
+                or any(isinstance(it[3].get("step"), Tensor) for it in items)):
+            self._capturable_group(items, group)
+            return
+        if _capture.active():
             super().update_group(items, group)
             return
         batches: dict[tuple[Any, Any], list[StepItem]] = {}
@@ -122,6 +128,62 @@ class Adam(Optimizer):
         for i, (param, _, _, state) in enumerate(batch):
             state["exp_avg"], state["exp_avg_sq"] = outs[n + i], outs[2 * n + i]
             rebind(param, outs[i])
+
+    def _capturable_group(self, items: list[StepItem], group: dict[str, Any]) -> None:
+        """Capturable steps, batched: the parameters of a device implementing
+        `adam_steps_capturable` share one step count on the device (one tensor, incremented
+        once) and are updated by one op; the others one at a time (`_capturable`)."""
+        shared: dict[Any, Tensor] = {}  # (device, eager count or None) -> the shared count
+        batches: dict[tuple[Any, int], list[StepItem]] = {}
+        single: list[StepItem] = []
+        for item in items:
+            value, state = item[1], item[3]
+            if not (value._dtype in _FUSED_DTYPES
+                    and value._device.implements(composite.adam_steps_capturable)):
+                single.append(item)
+                continue
+            step = state.get("step")
+            if not isinstance(step, Tensor):  # a new state, or steps taken eagerly until now
+                key = (value._device, None if step is None else float(step))
+                step = shared.get(key)
+                if step is None:
+                    start = 0.0 if key[1] is None else key[1]
+                    step = shared[key] = cr.full((), start, dtype=dt.float32,
+                                                 device=value.device)
+            batches.setdefault((value._device, id(step)), []).append(item)
+            item[3]["_step"] = step  # the count this batch shares (removed below)
+        for batch in batches.values():
+            if len(batch) == 1:
+                batch[0][3].pop("_step")
+                single.append(batch[0])
+            else:
+                self._fused_capturable(batch, group)
+        super().update_group(single, group)
+
+    def _fused_capturable(self, batch: list[StepItem], group: dict[str, Any]) -> None:
+        capture = _capture.active()
+        befores = []
+        for _, value, _, state in batch:
+            step = state.pop("_step")
+            befores.append(dict(state))
+            if "exp_avg" not in state:
+                state["exp_avg"] = cr.zeros_like(value)
+                state["exp_avg_sq"] = cr.zeros_like(value)
+            state["step"] = step
+        lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+        lr = lr if isinstance(lr, _trace.HostFloat) else float(lr)  # replays re-read a HostFloat
+        t = batch[0][3]["step"] + 1
+        n = len(batch)
+        outs = apply(composite.adam_steps_capturable, *[it[1] for it in batch],
+                     *[it[2] for it in batch], *[it[3]["exp_avg"] for it in batch],
+                     *[it[3]["exp_avg_sq"] for it in batch], t, lr=lr, beta1=float(b1),
+                     beta2=float(b2), eps=float(eps), weight_decay=float(wd),
+                     decoupled=self._decoupled, maximize=bool(group["maximize"]))
+        for i, ((param, _, _, state), before) in enumerate(zip(batch, befores, strict=True)):
+            state["step"], state["exp_avg"], state["exp_avg_sq"] = t, outs[n + i], outs[2 * n + i]
+            rebind(param, outs[i])
+            if capture:
+                self._keep_state_in_place(state, before)
 
     def _decay(self, p: Tensor, g: Tensor, group: dict[str, Any]) -> tuple[Tensor, Tensor]:
         """``maximize`` and weight decay, before the moments: decoupled (AdamW) shrinks the
