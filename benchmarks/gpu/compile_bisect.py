@@ -15,6 +15,7 @@ on CUDA in docs/training-transformers.md).
 from __future__ import annotations
 
 import os
+import re
 import sys
 from typing import Any
 
@@ -122,6 +123,16 @@ def main() -> None:
         for text in lines:
             if any(f"K{k}(" in text for k in range(max(0, first - 6), first + 1)):
                 print("   ", text.strip())
+        print("where the inputs of the first differing kernel come from:")
+        line = next(text for text in lines if f"K{first}(" in text)
+        for v in re.findall(r"\bv\d+\b", line.split("=", 1)[1]):
+            src = next(t.strip() for t in lines if re.match(rf"\s+(\w+, )*{v}(, \w+)* = ", t))
+            print("   ", src)
+            m = re.fullmatch(r"\w+ = E\[(\d+)\]", src)
+            if m:
+                kind, what = pa.readers[int(m.group(1))]
+                print("      read from", kind, what if kind == "arg" else
+                      f"{type(what).__name__} {tuple(what.shape)} {what.dtype}")
 
 
 if __name__ == "__main__":

@@ -245,7 +245,6 @@ class CompiledFunction:
 
     def _record(self, key: Any, flat: list[Any], args: tuple[Any, ...],
                kwargs: dict[str, Any]) -> Any:
-        from ._device import _CACHE
         from .nn._values import lower
 
         why = self._why(key)
@@ -259,11 +258,7 @@ class CompiledFunction:
         tr = _trace.Tracer()
         arg_payloads = {id(base_payload(t)): i for i, t in enumerate(flat)
                         if isinstance(t, Tensor)}
-        devices = list(_CACHE.values())
-        fast = [(d, d.dispatch_binary) for d in devices if d.dispatch_binary is not None]
         with _LOCK:
-            for d, _ in fast:
-                d.dispatch_binary = None  # every op through the recorded path
             _trace.TRACE.append(tr)
             _capture._ACTIVE.append(tr)
             try:
@@ -280,8 +275,6 @@ class CompiledFunction:
             finally:
                 _capture._ACTIVE.remove(tr)
                 _trace.TRACE.remove(tr)
-                for d, f in fast:
-                    d.dispatch_binary = f
         self._last_key = key
         if tr.new_state is not None:
             self.stats.warmups += 1

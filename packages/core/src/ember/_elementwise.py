@@ -9,6 +9,7 @@ from ._apply import Scalar, apply, as_tensor_pair, cast, check_broadcast, scalar
 from ._checks import check_nonzero
 from ._errors import DivisionByZeroError, DTypeError
 from ._tensor import Tensor
+from ._trace import TRACE
 from .amp._state import AUTOCAST, autocast_inputs
 from .ops import elementwise as ew
 from .ops._op import Op
@@ -40,7 +41,7 @@ def _binary(op: Op, a: Tensor | Scalar, b: Tensor | Scalar, kind: str) -> Tensor
             if a._data.shape != b._data.shape:
                 check_broadcast(op, a, b)
             fast = a._device.dispatch_binary
-            if fast is not None:
+            if fast is not None and not TRACE:  # a trace records every kernel (dispatch)
                 try:
                     out = fast(op, a, b)
                 except MemoryError as exc:  # named as `Backend.dispatch` names it
