@@ -7,9 +7,9 @@ weights fixed (gradients only, no optimizer), it prints, for three batches, the 
 largest gradient difference between eager and ``ember.compile`` (the trace is on batch 0), and
 the constants the program froze.  Then it replays a program traced on batch 0 and one traced
 on batch 1, both on batch 1, as Python (``EMBER_COMPILE_GRAPHS=0``), recording every kernel's
-output, and prints the first kernels whose outputs differ with their program lines: where a
-replay on a new batch departs from a trace of that batch (the divergence under bf16 autocast
-on CUDA in docs/training-transformers.md).
+output, and prints the first kernels whose outputs differ with their program lines and where
+their inputs come from: where a replay on a new batch departs from a trace of that batch (an
+op that ran unrecorded shows as an input read from a tensor instead of a kernel's output).
 """
 
 from __future__ import annotations

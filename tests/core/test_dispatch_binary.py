@@ -60,3 +60,24 @@ def test_integers_and_decorators_do_not_reach_it(fast: tuple[FastCpu, Device]) -
     assert be.seen == []
     assert ember.device("cpu").dispatch_binary is None  # the default: plain dispatch
     assert ember.device("autodiff<cpu>").dispatch_binary is None
+
+
+def test_a_trace_records_what_the_fast_path_would_answer(fast: tuple[FastCpu, Device]) -> None:
+    """While `ember.compile` records, core does not ask the fast path (its answer would run
+    unrecorded and replays would read the traced call's result); eager calls ask it again."""
+    be, dev = fast
+    rng = np.random.default_rng(0)
+    xs = [(rng.standard_normal((2, 3)), rng.standard_normal((2, 3))) for _ in range(3)]
+
+    def f(a: Any, b: Any) -> Any:
+        return a * b + b
+
+    compiled = ember.compile(f)
+    for x, y in xs:
+        before = list(be.seen)
+        got = compiled(ember.tensor(x, device=dev), ember.tensor(y, device=dev)).numpy()
+        np.testing.assert_allclose(got, x * y + y, rtol=1e-12)
+        assert be.seen == before  # neither the trace nor the replays asked it
+    assert compiled.stats.traces == 1 and compiled.stats.replays == 2
+    f(ember.tensor(xs[0][0], device=dev), ember.tensor(xs[0][1], device=dev))
+    assert be.seen[-2:] == ["mul", "add"]
