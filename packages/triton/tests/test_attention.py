@@ -348,3 +348,32 @@ def test_mismatched_operands_name_the_op_and_shapes(dev: ember.Device) -> None:
     mask = be.memory.from_numpy(np.zeros((3, 4, 5), np.bool_))
     with pytest.raises(ValueError, match="broadcasting to"):
         attention.scaled_dot_product_attention(be, q, q, q, mask, scale=1.0, mask=True)
+
+
+@pytest.mark.parametrize(("cores", "precision", "want"),
+                         [(True, "ieee", "tf32x3"), (False, "ieee", "ieee"),
+                          (True, "tf32", "tf32"), (False, "tf32", "tf32")])
+def test_float32_products_take_3xtf32_where_the_device_has_tensor_cores(
+        dev: ember.Device, monkeypatch: pytest.MonkeyPatch, small_blocks: None,
+        cores: bool, precision: str, want: str) -> None:
+    """Strict float32 runs 3xTF32 on devices with float32 tensor cores (the kernels are
+    compiled with that product; the interpreter multiplies in float32 whatever it is told, so
+    the results still meet float32's tolerance), TF32 only when asked for."""
+    be = dev.backend
+    monkeypatch.setattr(be.memory, "f32_tensor_cores", lambda: cores)
+    monkeypatch.setattr(be, "matmul_precision", precision)
+    seen: list[str] = []
+    real = be.launch
+
+    def recording(kernel: object, grid: object, *args: object, **meta: object) -> object:
+        if "PRECISION" in meta:
+            seen.append(str(meta["PRECISION"]))
+        return real(kernel, grid, *args, **meta)
+
+    monkeypatch.setattr(be, "launch", recording)
+    q, k, v, g = _inputs((2,), 37, 29, 32)
+    got = _run_both(dev, q, k, v, g, None, True, "float32")
+    assert seen == [want] * 3  # the forward, dK/dV and dQ (delta has no product)
+    ref = _reference(q, k, v, g, None, True, 1 / np.sqrt(32))
+    for name in ref:
+        _close(got[name], ref[name], "float32")

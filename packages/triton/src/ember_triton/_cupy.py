@@ -155,6 +155,9 @@ class CupyMemory(Memory):
         props = self.cupy.cuda.runtime.getDeviceProperties(self.index)
         return int(props["multiProcessorCount"])
 
+    def f32_tensor_cores(self) -> bool:
+        return not self.cupy.cuda.runtime.is_hip and int(self.device.compute_capability) >= 80
+
     def tma(self) -> bool:
         return not self.cupy.cuda.runtime.is_hip and int(self.device.compute_capability) >= 90
 

@@ -93,6 +93,13 @@ class Memory:
         so CI runs it."""
         return 8
 
+    def f32_tensor_cores(self) -> bool:
+        """Whether float32 products can run on tensor cores as 3xTF32 (CUDA sm80 and later):
+        each operand split into a TF32 head and tail, three TF32 products summed in float32,
+        float32's accuracy (the fused attention's strict-float32 products, as PyTorch's
+        memory-efficient attention computes them there).  The interpreter multiplies in float32."""
+        return False
+
     def tma(self) -> bool:
         """Whether the device loads tiles through tensor descriptors in hardware (Hopper's TMA,
         CUDA sm90 and later): the persistent matmul kernels' candidates.  The interpreter runs

@@ -59,6 +59,10 @@ _CONFIGS: dict[tuple[str, str, int], list[Config]] = {
     ("fwd", "half", 256): [(64, 32, 4, 2), (64, 64, 8, 2)],
     ("fwd", "tf32", 64): [(128, 32, 4, 3), (64, 64, 4, 3), (128, 64, 8, 2)],
     ("fwd", "tf32", 128): [(64, 32, 4, 2), (128, 32, 8, 2), (64, 64, 8, 2)],
+    # 3xTF32: three products per tile, the operands' heads and tails held in registers
+    ("fwd", "tf32x3", 64): [(64, 32, 4, 2), (128, 32, 4, 3), (64, 64, 4, 2), (128, 64, 8, 2),
+                            (32, 32, 4, 2)],
+    ("fwd", "tf32x3", 128): [(64, 32, 4, 2), (64, 32, 8, 2), (32, 32, 4, 2)],
     # float32 in IEEE products runs on the FMA units: larger tiles per warp are candidates too
     ("fwd", "ieee", 64): [(64, 32, 4, 2), (32, 32, 4, 2), (64, 64, 8, 2), (64, 64, 4, 2),
                           (128, 64, 8, 2), (128, 32, 8, 2)],
@@ -68,6 +72,9 @@ _CONFIGS: dict[tuple[str, str, int], list[Config]] = {
     ("dkdv", "half", 256): [(32, 64, 4, 1), (16, 64, 4, 2)],
     ("dkdv", "tf32", 64): [(32, 64, 4, 2), (32, 128, 8, 2)],
     ("dkdv", "tf32", 128): [(32, 64, 4, 2), (32, 32, 4, 2)],
+    ("dkdv", "tf32x3", 64): [(32, 64, 4, 2), (32, 32, 4, 2), (64, 64, 4, 2), (64, 64, 8, 2),
+                             (32, 128, 8, 2)],
+    ("dkdv", "tf32x3", 128): [(32, 32, 4, 2), (32, 64, 8, 2), (16, 32, 4, 2)],
     ("dkdv", "ieee", 64): [(32, 64, 4, 2), (32, 32, 4, 2), (64, 64, 4, 2), (64, 64, 8, 2),
                            (32, 128, 8, 2), (64, 32, 4, 2)],
     ("dkdv", "ieee", 128): [(32, 32, 4, 2), (16, 32, 4, 2)],
@@ -76,6 +83,9 @@ _CONFIGS: dict[tuple[str, str, int], list[Config]] = {
     ("dq", "half", 256): [(64, 32, 4, 1), (64, 16, 4, 2)],
     ("dq", "tf32", 64): [(64, 32, 4, 2), (128, 32, 8, 2)],
     ("dq", "tf32", 128): [(64, 32, 4, 2), (32, 32, 4, 2)],
+    ("dq", "tf32x3", 64): [(64, 32, 4, 2), (32, 32, 4, 2), (64, 64, 4, 2), (128, 32, 8, 2),
+                           (128, 64, 8, 2)],
+    ("dq", "tf32x3", 128): [(32, 32, 4, 2), (64, 32, 8, 2), (32, 16, 4, 2)],
     ("dq", "ieee", 64): [(64, 32, 4, 2), (32, 32, 4, 2), (64, 64, 4, 2), (64, 64, 8, 2),
                          (128, 64, 8, 2), (128, 32, 8, 2)],
     ("dq", "ieee", 128): [(32, 32, 4, 2), (32, 16, 4, 2)],
@@ -90,12 +100,21 @@ def _pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
+def _f32_precision(be: TritonBackend) -> str:
+    """How float32 products run: TF32 where ``matmul_precision`` asks for it; else 3xTF32 on
+    tensor cores where the device has them (float32's accuracy, as PyTorch's memory-efficient
+    attention computes float32 on sm80 and later), else strict IEEE products on the FMA units."""
+    if be.matmul_precision == "tf32":
+        return "tf32"
+    return "tf32x3" if be.memory.f32_tensor_cores() else "ieee"
+
+
 def _family(be: TritonBackend, dt: np.dtype[Any]) -> str:
     name = dtype_name(dt)
     if name == "float64":
         return "wide"
     if name == "float32":
-        return "tf32" if be.matmul_precision == "tf32" else "ieee"
+        return _f32_precision(be)
     return "half"
 
 
@@ -202,7 +221,7 @@ def _meta(be: TritonBackend, q: DeviceArray, v: DeviceArray, causal: bool,
     return {"UNIT": 1.0 if wide else _LOG2E, "CAUSAL": causal,
             "MASK": 0 if mask is None else 1 if mask.dtype == np.bool_ else 2,
             "WIDE": wide, "DOT": interp or not wide,
-            "PRECISION": be.matmul_precision if name == "float32" else "ieee",
+            "PRECISION": _f32_precision(be) if name == "float32" else "ieee",
             "UPCAST": interp and name == "bfloat16", "EVEN_D": d == dv == bd,
             "BLOCK_D": bd, "BLOCK_DV": bd}
 
