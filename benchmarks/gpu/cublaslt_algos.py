@@ -1,7 +1,7 @@
 """cuBLASLt's algorithms against torch's cuBLAS, one by one (``python
 benchmarks/gpu/cublaslt_algos.py``): for 4096³ and 8192³ in bf16, fp16 and tf32, the device time
 of torch's ``a @ b``, of CuPy's cuBLAS call (what kernel selection's "cublas" candidate was),
-and of each algorithm cuBLASLt's heuristic offers (`ember_triton._cublaslt`), in interleaved
+and of each algorithm cuBLASLt's heuristic offers (`ember_cuda.cublaslt`), in interleaved
 rounds with CUDA events; TFLOP/s and each one's median ratio to torch over the rounds
 (``EMBER_LT_ALGOS=N`` asks the heuristic for N algorithms instead of `_cublaslt.COUNT`).
 A tuning benchmark: `_cublaslt.COUNT`, how many of the heuristic's algorithms kernel selection
@@ -30,8 +30,8 @@ def lt_problem(d, n: int, name: str):  # type: ignore[no-untyped-def]
     import torch
 
     import ember
-    from ember_triton._cublas import gemm_layout
-    from ember_triton._cublaslt import LtGemm, alignment
+    from ember_cuda.cublas import gemm_layout
+    from ember_cuda.cublaslt import LtGemm, alignment
 
     ename, tname, lname = DTYPES[name]
     torch.backends.cuda.matmul.allow_tf32 = name == "tf32"
@@ -53,9 +53,9 @@ def child() -> None:
     import torch
 
     import ember
-    import ember_triton._cublaslt as _lt
-    from ember_triton._cublas import strided_batched_gemm
-    from ember_triton._cublaslt import WORKSPACE, version
+    import ember_cuda.cublaslt as _lt
+    from ember_cuda.cublas import strided_batched_gemm
+    from ember_cuda.cublaslt import WORKSPACE, version
 
     _lt.COUNT = int(os.environ.get("EMBER_LT_ALGOS", _lt.COUNT))
 

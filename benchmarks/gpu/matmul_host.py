@@ -33,7 +33,7 @@ def child() -> None:
     rows = []
     for n in SIZES:
         for cublas in (False, True):
-            be.use_cublas = cublas
+            be.use_vendor_gemm = cublas
             pairs = [(ember.randn((n, n), dtype=ember.bfloat16, device=d),
                       ember.randn((n, n), dtype=ember.bfloat16, device=d)) for _ in range(3)]
             for a, b in pairs * 2:  # selection, then plans, on operands at new addresses
@@ -75,7 +75,7 @@ def child() -> None:
                                  if e.device_type.name == "CUDA"]
             rows.append((n, "selected" if cublas else "Triton alone", host, gpu))
             print(n, rows[-1][1], "checked; kernels per call:", kernels, flush=True)
-    be.use_cublas = True
+    be.use_vendor_gemm = True
     print("\n| bf16 n³ | mode | host µs/call: ember / no plans / torch | "
           "µs/call by events: ember / no plans / torch |\n|---|---|---|---|")
     for n, mode, host, gpu in rows:

@@ -75,7 +75,7 @@ def child(quick: bool) -> dict[str, object]:
             tb = torch.randn((n, n), dtype=tdt, device="cuda")
 
             def ember_mm(cublas: bool, a=a, b=b):  # type: ignore[no-untyped-def]
-                be.use_cublas = cublas
+                be.use_vendor_gemm = cublas
                 return a @ b
             ember_mm(False)  # kernel selection among the Triton configs, then with cuBLAS
             ember_mm(True)
@@ -94,7 +94,7 @@ def child(quick: bool) -> dict[str, object]:
             def median_ratio(k: str, per=per) -> float:
                 return round(statistics.median(
                     t / x for t, x in zip(per["torch"], per[k], strict=True)), 3)
-            be.use_cublas = True
+            be.use_vendor_gemm = True
             # correctness on the same operands: ember vs torch on ember's data
             ref = torch.from_dlpack(cp.asarray(a.numpy().astype(np.float32))) @ \
                 torch.from_dlpack(cp.asarray(b.numpy().astype(np.float32)))
@@ -199,10 +199,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=os.environ.get("OUT") or "artifacts/gpu-perf")
     p.add_argument("--lt-algos", type=int, default=None,
                    help="cuBLASLt algorithms per problem for kernel selection (default: "
-                        "ember_triton._cublaslt.COUNT)")
+                        "ember_cuda.cublaslt.COUNT)")
     args = p.parse_args(argv)
     if args.child:
-        import ember_triton._cublaslt as lt
+        import ember_cuda.cublaslt as lt
 
         if args.lt_algos is not None:
             lt.COUNT = args.lt_algos

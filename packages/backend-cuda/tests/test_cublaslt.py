@@ -1,4 +1,4 @@
-"""cuBLASLt on ``cuda:0`` (`ember_triton._cublaslt`): every algorithm the heuristic offers,
+"""cuBLASLt on ``cuda:0`` (`ember_cuda.cublaslt`): every algorithm the heuristic offers,
 for each dtype, operand layout, the bias epilogue, batches (broadcast B) and 16-byte aligned
 operands; then matmul and linear with kernel selection made to pick cuBLASLt, first call and
 recorded replays.  The oracle is numpy in float64 on the operands as stored.
@@ -34,8 +34,8 @@ def _array(x: np.ndarray, dtype: ember.DType, transposed: bool) -> tuple[Any, np
 @pytest.mark.parametrize("layout", ["nn", "tn", "nt"])
 @pytest.mark.parametrize("name", list(TOL))
 def test_every_algorithm_matches_numpy(name: str, layout: str, bias: bool) -> None:
-    from ember_triton._cublas import gemm_layout
-    from ember_triton._cublaslt import LtGemm, alignment
+    from ember_cuda.cublas import gemm_layout
+    from ember_cuda.cublaslt import LtGemm, alignment
 
     be = ember.device("cuda:0").backend
     dtype = ember.float32 if name == "tf32" else getattr(ember, name)
@@ -53,7 +53,7 @@ def test_every_algorithm_matches_numpy(name: str, layout: str, bias: bool) -> No
                 bias, align)
     assert lt.algos, "the heuristic offered no algorithm"
     want = av @ bv + (zv if bias else 0)
-    from ember_triton._cublaslt import WORKSPACE
+    from ember_cuda.cublaslt import WORKSPACE
 
     for i in range(len(lt.algos)):
         be.memory.synchronize()
@@ -68,8 +68,8 @@ def test_every_algorithm_matches_numpy(name: str, layout: str, bias: bool) -> No
 def test_batched_with_broadcast_b(offset: int) -> None:
     """Three matrices of A against one B (batch stride 0); A starts ``offset`` float32s into
     its buffer, so 16-byte aligned only."""
-    from ember_triton._cublas import gemm_layout
-    from ember_triton._cublaslt import WORKSPACE, LtGemm, alignment
+    from ember_cuda.cublas import gemm_layout
+    from ember_cuda.cublaslt import WORKSPACE, LtGemm, alignment
 
     be = ember.device("cuda:0").backend
     rng = np.random.default_rng(2)
@@ -107,7 +107,7 @@ def pick_cublaslt(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.setattr(be.selector, "known", lambda key: None)
     monkeypatch.setattr(be.selector, "choose", choose)
     monkeypatch.setattr(be, "matmul_plans", {})
-    monkeypatch.setattr(be, "use_cublas", True)
+    monkeypatch.setattr(be, "use_vendor_gemm", True)
     return picked
 
 
@@ -128,7 +128,7 @@ def test_matmul_and_linear_through_cublaslt(pick_cublaslt: list[str]) -> None:
 
 def test_selection_with_cublas_times_only_tritons_own_pick(monkeypatch: pytest.MonkeyPatch,
                                                            ) -> None:
-    """Where Triton's configs were already timed for a bucket (``use_cublas`` off), the
+    """Where Triton's configs were already timed for a bucket (``use_vendor_gemm`` off), the
     bucket with cuBLAS candidates times that pick against cuBLASLt's algorithms only."""
     import ember_triton.linalg as la
 
@@ -146,7 +146,7 @@ def test_selection_with_cublas_times_only_tritons_own_pick(monkeypatch: pytest.M
     monkeypatch.setattr(be.selector, "known", known)
     monkeypatch.setattr(be.selector, "choose", choose)
     monkeypatch.setattr(be, "matmul_plans", {})
-    monkeypatch.setattr(be, "use_cublas", True)
+    monkeypatch.setattr(be, "use_vendor_gemm", True)
     rng = np.random.default_rng(6)
     a, b = (rng.standard_normal((1024, 1024)).astype(np.float32) for _ in range(2))
     at, bt = (ember.tensor(v, dtype=ember.bfloat16, device=ember.device("cuda:0"))

@@ -1,6 +1,6 @@
 """A compiled launcher: one C call packs a kernel's arguments and calls ``cuLaunchKernel``.
 
-`ember_triton._launcher.DriverLaunch` packs arguments with ``struct`` under a lock and then calls
+`ember_cuda.launcher.DriverLaunch` packs arguments with ``struct`` under a lock and then calls
 CuPy's binding of ``cuLaunchKernel``: three Python-level steps, about 0.7 µs on the H200's host
 on top of the binding's own argument conversion.  This module compiles (once per machine, with
 the C compiler Triton itself needs and through Triton's build cache) a small extension whose
@@ -13,7 +13,7 @@ type code per argument, the driver's array of parameter pointers and one 8-byte 
 argument (the parameter pointers point at the slots of non-``constexpr`` arguments, then at two
 zeroed slots for Triton 3.6's scratch pointers).  ``cuLaunchKernel`` is found in the process's
 ``libcuda`` and handed to the extension as an address; the extension links nothing.  The same
-extension issues cuBLASLt's recorded matmuls (``lt_matmul``, `ember_triton._cublaslt`), from a
+extension issues cuBLASLt's recorded matmuls (``lt_matmul``, `ember_cuda.cublaslt`), from a
 state holding ``cublasLtMatmul``'s address and the problem's descriptors.
 
 Anything this module cannot do (no C compiler, an argument type without a code) leaves the
@@ -190,7 +190,7 @@ typedef int (*lt_matmul_t)(void *handle, void *desc, const void *alpha, const vo
                            const void *algo, void *workspace, size_t workspace_size,
                            void *stream);
 
-/* a cuBLASLt problem as `_cublaslt.LtGemm` made it: its function, handle, descriptors, the
+/* a cuBLASLt problem as `cublaslt.LtGemm` made it: its function, handle, descriptors, the
    scale factors' addresses, one algorithm, the workspace's size */
 typedef struct {
     lt_matmul_t matmul;

@@ -13,8 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
-from ._array import dtype_name
+from ember_triton.vendor import dtype_name
 
 __all__ = ["gemm_layout", "strided_batched_gemm"]
 

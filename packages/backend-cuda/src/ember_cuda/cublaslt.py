@@ -26,7 +26,7 @@ import sys
 import threading
 from typing import Any
 
-from ._cublas import (
+from .cublas import (
     _COMPUTE_32F,
     _COMPUTE_32F_FAST_TF32,
     _COMPUTE_64F,
@@ -45,7 +45,7 @@ COUNT = 8
 #: bytes of workspace the algorithms may use (cuBLAS's recommendation for Hopper)
 WORKSPACE = 32 << 20
 
-# enum values of cublasLt.h (stable parts of the ABI; data and compute types as `_cublas`)
+# enum values of cublasLt.h (stable parts of the ABI; data and compute types as `cublas`)
 _DESC_TRANSA, _DESC_TRANSB, _DESC_EPILOGUE, _DESC_BIAS_POINTER = 3, 4, 7, 8
 _EPILOGUE_BIAS = 4
 _LAYOUT_BATCH_COUNT, _LAYOUT_BATCH_OFFSET = 5, 6
@@ -150,7 +150,7 @@ def lt_layouts(m: int, n: int, k: int, a_layout: tuple[int, int], b_layout: tupl
                ) -> tuple[tuple[int, int, int, int], tuple[int, int, int, int],
                           tuple[int, int, int]]:
     """cuBLASLt's view of row-major ``C[m, n] = A @ B`` with ember's operand layouts
-    (``(op, leading dimension)`` from `ember_triton._cublas.gemm_layout`):
+    (``(op, leading dimension)`` from `ember_cuda.cublas.gemm_layout`):
     ``((transa, rows, cols, ld) of its A = our B, the same of its B = our A, (rows, cols, ld)
     of C)``, all column-major."""
     op_a, lda = a_layout
@@ -249,14 +249,14 @@ class LtGemm:
 
     def compiled_run(self, index: int) -> Any:
         """``run(index, ...)`` for a problem without bias as one call of the compiled
-        launcher's extension (`ember_triton._claunch`): ``call(c, a, b, stream, workspace)``
+        launcher's extension (`ember_cuda.claunch`): ``call(c, a, b, stream, workspace)``
         returning cuBLASLt's status, about 15 `ctypes` conversions fewer a matmul; ``None``
         where the extension cannot be built or ``EMBER_C_LAUNCH=0`` (the caller keeps
         `run`).  Made once per algorithm: selection builds a launch for every timed call."""
         if index in self._compiled:
             return self._compiled[index]
-        from ._claunch import build
-        from ._launcher import _COMPILED
+        from .claunch import build
+        from .launcher import _COMPILED
 
         mod = build() if _COMPILED and not self.bias else None
         call = None

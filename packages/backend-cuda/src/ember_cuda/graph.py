@@ -150,18 +150,18 @@ def graph(step: Callable[[], Any], *, device: Any = "cuda:0", warmup: int = 3) -
     pool = cupy.cuda.MemoryPool()
     # CuPy refuses cuBLAS calls while a stream captures: matmuls use ember's Triton kernels
     # (kernel selection picks among its tile configs during the warm-up)
-    use_cublas, be.use_cublas = be.use_cublas, False
+    use_vendor, be.use_vendor_gemm = be.use_vendor_gemm, False
     with stream:
         try:
             for _ in range(warmup):
                 step()
         finally:
-            be.use_cublas = use_cublas
+            be.use_vendor_gemm = use_vendor
         stream.synchronize()
         rec = _Recording(base)
         keep: list[Any] = [pool, stream]
         be.capture_keep = keep  # scalars uploaded for the step stay alive with the graph
-        be.use_cublas = False
+        be.use_vendor_gemm = False
         try:
             with cupy.cuda.using_allocator(pool.malloc), capturing(rec):
                 stream.begin_capture()
@@ -185,7 +185,7 @@ def graph(step: Callable[[], Any], *, device: Any = "cuda:0", warmup: int = 3) -
                 "printing) or upload new host data cannot be captured") from exc
         finally:
             be.capture_keep = None
-            be.use_cublas = use_cublas
+            be.use_vendor_gemm = use_vendor
     stream.synchronize()
     return CudaGraph(recorded, output, keep, base)
 

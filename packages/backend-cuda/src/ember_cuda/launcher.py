@@ -1,4 +1,6 @@
-"""Launching a compiled Triton kernel again: the host path of every recurring eager op.
+"""Launching a compiled Triton kernel again on CUDA: the host path of every recurring eager op.
+
+ember_cuda's `ember_triton.vendor.Launcher` (``backend.make_launch``, set by the plugin).
 
 Triton's own launcher (``CompiledKernel.run``) is a Python object that allocates scratch
 buffers and then calls a generated C function that parses every argument; on the H200's host
@@ -11,9 +13,9 @@ The parameter layout follows the kernel Triton compiled: one parameter per argum
 signature type is not ``constexpr`` (pointers as 64-bit addresses, integers and floats in their
 widths), then the two scratch pointers Triton 3.6 appends to every kernel (null here: kernels
 that need scratch memory keep Triton's launcher).  Any kernel or Triton version this module does
-not recognise keeps Triton's launcher too (`TritonLaunch`).  Where a C compiler is at hand (as
-Triton's own launchers need one), `ember_triton._claunch` does the packing and the launch in one
-compiled call instead of `DriverLaunch`'s three Python-level steps.
+not recognise keeps Triton's launcher too (`ember_triton.vendor.TritonLaunch`).  Where a C
+compiler is at hand (as Triton's own launchers need one), `ember_cuda.claunch` does the packing
+and the launch in one compiled call instead of `DriverLaunch`'s three Python-level steps.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["DriverLaunch", "TritonLaunch", "make_entry"]
+from ember_triton.vendor import LaunchEntry, TritonLaunch
+
+__all__ = ["DriverLaunch", "make_entry"]
 
 #: struct codes of scalar parameters, each padded to an 8-byte slot
 _CODES = {
@@ -37,24 +41,8 @@ _CODES = {
 _KNOWN_LAYOUTS = ("3.6.",)
 #: ``EMBER_DRIVER_LAUNCH=0`` keeps Triton's launcher for every kernel
 _ENABLED = os.environ.get("EMBER_DRIVER_LAUNCH", "1") != "0"
-#: ``EMBER_C_LAUNCH=0`` keeps `DriverLaunch` instead of the compiled launcher (`_claunch`)
+#: ``EMBER_C_LAUNCH=0`` keeps `DriverLaunch` instead of the compiled launcher (`claunch`)
 _COMPILED = os.environ.get("EMBER_C_LAUNCH", "1") != "0"
-
-
-class TritonLaunch:
-    """Triton's launcher, called with the arguments it expects (the general path)."""
-
-    __slots__ = ("compiled", "tail")
-
-    def __init__(self, compiled: Any, tail: tuple[Any, ...]) -> None:
-        self.compiled = compiled
-        self.tail = tail
-
-    def __call__(self, grid: tuple[int, ...], stream: int, raw: Sequence[Any]) -> None:
-        c = self.compiled
-        n = len(grid)
-        c.run(grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1, stream, c.function,
-              c.packed_metadata, None, None, None, *raw, *self.tail)
 
 
 class DriverLaunch:
@@ -129,7 +117,7 @@ def _driver_types(compiled: Any, nraw: int) -> list[str] | None:
     return types
 
 
-def make_entry(compiled: Any, raw: Sequence[Any], tail: tuple[Any, ...]) -> Any:
+def make_entry(compiled: Any, raw: Sequence[Any], tail: tuple[Any, ...]) -> LaunchEntry:
     """How to launch ``compiled`` again with arguments like ``raw`` (addresses and numbers):
     a `DriverLaunch` when it can, else a `TritonLaunch`."""
     if _ENABLED and getattr(compiled, "function", None) is not None and all(
@@ -143,10 +131,10 @@ def make_entry(compiled: Any, raw: Sequence[Any], tail: tuple[Any, ...]) -> Any:
                 pass
             else:
                 if _COMPILED:  # the same launch, packed and issued by one C call
-                    from ._claunch import make_launch
+                    from .claunch import make_launch
 
                     fast = make_launch(compiled, types)
                     if fast is not None:
-                        return fast
+                        return fast  # type: ignore[no-any-return]
                 return entry
     return TritonLaunch(compiled, tail)

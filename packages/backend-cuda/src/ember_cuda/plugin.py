@@ -1,43 +1,41 @@
-"""The ``cuda:N`` devices.  Registers everywhere; unavailable (with the reason) without a GPU."""
+"""The ``cuda:N`` devices.  Registers everywhere; unavailable (with the reason) without a GPU.
+
+A device is `ember_triton.gpu.create_backend` (CuPy memory, ember's Triton driver) plus what
+is CUDA's alone, through the hooks of `ember_triton.vendor`: cuBLASLt and cuBLAS as matmul
+candidates (`gemm.CublasGemm`; ``EMBER_CUBLAS=0`` leaves matmuls to Triton), the compiled
+launcher (`launcher.make_entry`), and ember.compile's programs replayed as CUDA graphs.
+"""
 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ember.backend import DeviceSpec
 from ember.hookspecs import hookimpl
 
-from .probe import device_count, probe
+from .probe import CUDA, device_count, probe
 
 if TYPE_CHECKING:
     from ember_triton import TritonBackend
 
 
 def _factory(index: int) -> TritonBackend:
-    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
-        raise RuntimeError("cuda devices need compiled Triton kernels, but TRITON_INTERPRET is "
-                           "set in this process (the triton-interpret device sets it)")
-    ok, reason = probe()
-    if not ok:
-        from ember.backend import DeviceUnavailableError
+    from ember_triton.gpu import create_backend
 
-        raise DeviceUnavailableError(f"device 'cuda:{index}' is unavailable: {reason}")
-    from ember_triton import CupyMemory, TritonBackend
+    from .gemm import CublasGemm
+    from .launcher import make_entry
 
-    from .driver import install
-
-    memory = CupyMemory(index)
-    memory.activate()
-    install()
-    precision = os.environ.get("EMBER_MATMUL_PRECISION", "ieee")
-    backend = TritonBackend(memory, "cuda", matmul_precision=precision)
+    backend = create_backend(CUDA, index)
+    backend.vendor_gemm = CublasGemm(index)
+    backend.use_vendor_gemm = os.environ.get("EMBER_CUBLAS", "1") != "0"
+    backend.make_launch = make_entry
     # ember.compile's programs replay as CUDA graphs (cuBLASLt's calls recorded inside them)
     backend.capture_program = _capture_program(backend)
     return backend
 
 
-def _capture_program(backend: TritonBackend) -> object:
+def _capture_program(backend: TritonBackend) -> Any:
     from .graph import capture_program
 
     class _Base:  # what ProgramGraph needs of the device before the backend has one

@@ -1,4 +1,4 @@
-"""A cheap availability check: the CUDA driver library answers, and cupy/triton are installed.
+"""The CUDA `ember_triton.gpu.Vendor`: devices counted by the CUDA driver library.
 
 No cupy or triton import happens here (``import ember`` and ``ember.devices()`` stay fast).
 """
@@ -6,14 +6,13 @@ No cupy or triton import happens here (``import ember`` and ``ember.devices()`` 
 from __future__ import annotations
 
 import ctypes
-import functools
-import importlib.util
 
-__all__ = ["device_count", "probe"]
+from ember_triton.gpu import Vendor
+
+__all__ = ["CUDA", "device_count", "probe"]
 
 
-@functools.cache
-def _driver() -> tuple[int, str]:
+def _count() -> tuple[int, str]:
     try:
         lib = ctypes.CDLL("libcuda.so.1")
     except OSError:
@@ -30,15 +29,18 @@ def _driver() -> tuple[int, str]:
     return n.value, ""
 
 
+CUDA = Vendor(
+    name="cuda", count_devices=_count,
+    cupy_missing="cupy is not installed (pip install 'ember-backend-cuda[cuda13]')",
+    triton_missing="triton is not installed (pip install triton)",
+    triton_driver=("triton.backends.nvidia.driver", "CudaDriver", "CudaUtils", "CudaLauncher"),
+    capability=True)
+
+
 def probe() -> tuple[bool, str]:
     """``(available, reason)`` for the ``cuda`` devices."""
-    if importlib.util.find_spec("cupy") is None:
-        return False, "cupy is not installed (pip install 'ember-backend-cuda[cuda13]')"
-    if importlib.util.find_spec("triton") is None:
-        return False, "triton is not installed (pip install triton)"
-    n, reason = _driver()
-    return n > 0, reason
+    return CUDA.probe()
 
 
 def device_count() -> int:
-    return max(_driver()[0], 1)
+    return CUDA.device_count()

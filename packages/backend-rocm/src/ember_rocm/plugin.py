@@ -3,34 +3,23 @@ GPU.  Untested on hardware."""
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
 from ember.backend import DeviceSpec
 from ember.hookspecs import hookimpl
 
-from .probe import device_count, probe
+from .probe import ROCM, device_count, probe
 
 if TYPE_CHECKING:
     from ember_triton import TritonBackend
 
 
 def _factory(index: int) -> TritonBackend:
-    ok, reason = probe()
-    if not ok:
-        from ember.backend import DeviceUnavailableError
+    # CuPy memory, ember's HIP driver; no vendor GEMM (rocBLAS is not wired in): Triton's
+    # matmul kernels only, and Triton's own launcher
+    from ember_triton.gpu import create_backend
 
-        raise DeviceUnavailableError(f"device 'rocm:{index}' is unavailable: {reason}")
-    # CuPy's memory layer is the same on ROCm builds of CuPy
-    from ember_triton import CupyMemory, TritonBackend
-
-    from .driver import install
-
-    memory = CupyMemory(index)
-    memory.activate()
-    install()
-    return TritonBackend(memory, "rocm",
-                         matmul_precision=os.environ.get("EMBER_MATMUL_PRECISION", "ieee"))
+    return create_backend(ROCM, index)
 
 
 @hookimpl

@@ -1,16 +1,19 @@
-"""A cheap availability check: the HIP runtime answers, and cupy/triton are installed."""
+"""The ROCm `ember_triton.gpu.Vendor`: devices counted by the HIP runtime.  Untested on
+hardware.
+
+No cupy or triton import happens here (``import ember`` and ``ember.devices()`` stay fast).
+"""
 
 from __future__ import annotations
 
 import ctypes
-import functools
-import importlib.util
 
-__all__ = ["device_count", "probe"]
+from ember_triton.gpu import Vendor
+
+__all__ = ["ROCM", "device_count", "probe"]
 
 
-@functools.cache
-def _runtime() -> tuple[int, str]:
+def _count() -> tuple[int, str]:
     try:
         lib = ctypes.CDLL("libamdhip64.so")
     except OSError:
@@ -22,15 +25,17 @@ def _runtime() -> tuple[int, str]:
     return n.value, ""
 
 
+ROCM = Vendor(
+    name="rocm", count_devices=_count,
+    cupy_missing="cupy (a ROCm build) is not installed",
+    triton_missing="triton is not installed",
+    triton_driver=("triton.backends.amd.driver", "HIPDriver", "HIPUtils", "HIPLauncher"))
+
+
 def probe() -> tuple[bool, str]:
     """``(available, reason)`` for the ``rocm`` devices."""
-    if importlib.util.find_spec("cupy") is None:
-        return False, "cupy (a ROCm build) is not installed"
-    if importlib.util.find_spec("triton") is None:
-        return False, "triton is not installed"
-    n, reason = _runtime()
-    return n > 0, reason
+    return ROCM.probe()
 
 
 def device_count() -> int:
-    return max(_runtime()[0], 1)
+    return ROCM.device_count()

@@ -1,7 +1,9 @@
 """`TritonBackend`: the device-independent Triton backend, parametrised by a memory layer.
 
-``ember_cuda`` and ``ember_rocm`` give it CuPy memory and their driver; the ``triton-interpret``
-device gives it host memory, and its kernels run under Triton's interpreter.
+``ember_cuda`` and ``ember_rocm`` give it CuPy memory and their driver (`ember_triton.gpu`);
+``ember_cuda`` adds cuBLAS and its own launcher through the hooks of `ember_triton.vendor`.
+The ``triton-interpret`` device gives it host memory, and its kernels run under Triton's
+interpreter.
 """
 
 from __future__ import annotations
@@ -33,8 +35,8 @@ from ._array import DeviceArray
 from ._autotune import KernelSelector
 from ._codegen import contiguous, run_binary
 from ._jit import KernelLibrary
-from ._launcher import make_entry
 from ._memory import Memory
+from .vendor import Launcher, VendorGemm, triton_launch
 
 __all__ = ["TritonBackend"]
 
@@ -122,7 +124,13 @@ class TritonBackend(Backend):
         self.reduce_chunk = 1 << 14
         #: matmul's kernel selection: timed choices per shape bucket, cached on disk per GPU
         self.selector = KernelSelector(memory.device_id(), memory.timer)
-        self.use_cublas = os.environ.get("EMBER_CUBLAS", "1") != "0"
+        #: a vendor GEMM library's matmul candidates (`ember_triton.vendor`; set by a device
+        #: plugin, ``None``: Triton's kernels only), and whether matmuls consult it
+        self.vendor_gemm: VendorGemm | None = None
+        self.use_vendor_gemm = True
+        #: how a compiled kernel is launched again (`launch`): Triton's launcher, unless the
+        #: device plugin sets its own (`ember_triton.vendor.Launcher`)
+        self.make_launch: Launcher = triton_launch
         #: the device's multiprocessors (split-K matmuls fill them)
         self.processors = memory.processors()
         #: Hopper's TMA: kernel selection adds the persistent tensor-descriptor matmuls
@@ -141,8 +149,6 @@ class TritonBackend(Backend):
         self._planned: dict[Any, Any] = {}
         #: recurring matmuls by their arguments: one recorded launch each (`linalg._matmul_dot`)
         self.matmul_plans: dict[Any, Any] = {}
-        #: cuBLASLt's descriptors and algorithms per matmul problem (`linalg._lt_gemm`)
-        self.lt_gemms: dict[Any, Any] = {}
         #: recurring reductions likewise (`reduction._reduction`)
         self.reduce_plans: dict[Any, Any] = {}
         #: and fused optimizer updates (`optim._update`)
@@ -254,8 +260,8 @@ class TritonBackend(Backend):
             if compiled is not None and all(n in meta for n in rest):  # else: JIT each time
                 if len(self._launchers) >= 16384:  # integers that never recur
                     self._launchers.clear()
-                hit = self._launchers[key] = make_entry(compiled, raw,
-                                                        tuple(meta[n] for n in rest))
+                hit = self._launchers[key] = self.make_launch(compiled, raw,
+                                                              tuple(meta[n] for n in rest))
                 return hit
         return None
 
@@ -286,7 +292,7 @@ class TritonBackend(Backend):
 
     def run_compiled(self, entry: Any, grid: tuple[int, ...], raw: Sequence[Any]) -> None:
         """Launch a compiled kernel again without the JIT: ``entry`` is what `launch`
-        returned (`ember_triton._launcher`), ``raw`` the arguments with arrays as addresses
+        returned (`make_launch`'s entry), ``raw`` the arguments with arrays as addresses
         (see `launch_key`)."""
         entry(grid, self.memory.stream(), raw)
 

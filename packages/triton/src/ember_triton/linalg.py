@@ -5,33 +5,32 @@ on the backend switches to tensor-core TF32.  float16/bfloat16 accumulate in flo
 
 On a GPU, float16/bfloat16/float32 problems of at least ``TUNE_MIN_MACS`` multiply-adds go
 through kernel selection: every Triton tile config of ``_CONFIGS`` (and of ``_TMA_CONFIGS`` on
-Hopper) and, on CUDA, the algorithms cuBLASLt's heuristic offers (`_cublaslt`; cuBLAS through
-CuPy where cuBLASLt cannot run the problem) are timed once per shape bucket and the fastest is
-kept (`KernelSelector`, cached on disk).  ``backend.use_cublas = False`` (or
-``EMBER_CUBLAS=0``) leaves Triton alone.
+Hopper) and the candidates a vendor library offers (``backend.vendor_gemm``, a
+`ember_triton.vendor.VendorGemm`: cuBLASLt's algorithms and cuBLAS on ``cuda:N``) are timed
+once per shape bucket and the fastest is kept (`KernelSelector`, cached on disk).
+``backend.use_vendor_gemm = False`` leaves Triton alone; with no provider (the interpreter,
+ROCm) Triton's configs are the only candidates.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from ember.ops import composite as cops
 from ember.ops import linalg as la
 
-from . import _cublaslt
 from ._array import DeviceArray, dtype_name, kind_of
 from ._autotune import bucket
 from ._codegen import collapse, contiguous, elementwise
 from .elementwise import binary_expression
 
 if TYPE_CHECKING:
-    from ._cupy import CupyMemory
     from .backend import TritonBackend
 
-__all__ = ["KERNELS", "matmul"]
+__all__ = ["KERNELS", "add_rows", "matmul"]
 
 
 def _batch_strides(x: DeviceArray, bshape: tuple[int, ...]) -> tuple[int, ...]:
@@ -130,7 +129,8 @@ TUNE_MIN_MACS = 1 << 24
 
 def _matmul_dot(be: TritonBackend, out: DeviceArray, a: DeviceArray, b: DeviceArray,
                 args: tuple[int, ...], batch: int, bias: DeviceArray | None = None) -> None:
-    """Tensor-core matmul: Triton tile configs (and cuBLAS on CUDA), chosen per shape bucket.
+    """Tensor-core matmul: Triton tile configs (and a vendor library's candidates), chosen per
+    shape bucket.
 
     A shape bucket's choice, once made, is run directly: the candidates are only built (and
     timed) the first time a bucket is seen.  A problem that ran as one Triton launch on
@@ -139,7 +139,7 @@ def _matmul_dot(be: TritonBackend, out: DeviceArray, a: DeviceArray, b: DeviceAr
     kernel straight away (the eager path of a training step's small matmuls).
     """
     pkey = (args, batch, a.dtype, None if bias is None else bias.dtype, be.matmul_precision,
-            be.use_cublas)
+            be.use_vendor_gemm)
     plan = be.matmul_plans.get(pkey)
     if plan is not None:
         o, x, y = out.ptr, a.ptr, b.ptr
@@ -160,25 +160,28 @@ def _run_matmul(be: TritonBackend, out: DeviceArray, a: DeviceArray, b: DeviceAr
     m, n, k = args[:3]
     dt = a.dtype
     precision = be.matmul_precision if dtype_name(dt) == "float32" else "ieee"
+    vendor = be.vendor_gemm if be.use_vendor_gemm else None
+    family = "half" if dtype_name(dt) != "float32" else ("tf32" if precision == "tf32" else "ieee")
     if be.memory.interpret:  # the interpreter pays per program: one config of big blocks
         bm, bn, bk = (max(16, min(64, be.block_size(x))) for x in (m, n, k))
-        return _triton_matmul(be, (bm, bn, bk, 8, 4, 1), out, a, b, args, batch, precision,
-                              bias)
-    family = "half" if dtype_name(dt) != "float32" else ("tf32" if precision == "tf32" else "ieee")
-    configs = _CONFIGS[family]
+        configs = [(bm, bn, bk, 8, 4, 1)]
+        if vendor is None:
+            return _triton_matmul(be, configs[0], out, a, b, args, batch, precision, bias)
+    else:
+        configs = _CONFIGS[family]
     if m * n * k * batch < TUNE_MIN_MACS:
         return _triton_matmul(be, configs[0], out, a, b, args, batch, precision, bias)
-    layouts = _cublas_layouts(args, batch) if be.name == "cuda" and be.use_cublas else None
-    blas = layouts is not None
-    lt = _lt_gemm(be, out, a, b, args, batch, precision, layouts, bias) if blas else None
-    lt_names = {} if lt is None else {f"cublaslt:{lt.version}:{i}": i
-                                      for i in range(len(lt.algos))}
+    offer = (None if vendor is None
+             else vendor.offer(be, out, a, b, args, batch, precision, bias))
+    blas = offer is not None
+    vendor_names: Sequence[str] = () if offer is None else offer.names
     tma = be.tma and batch == 1 and tma_fits(a, b, args, precision)
     key = ("matmul", dtype_name(dt), precision, bucket(m), bucket(n), bucket(k), batch > 1,
-           a.strides[-1] == 1, b.strides[-1] == 1, blas, tma, lt is not None and lt.align)
+           a.strides[-1] == 1, b.strides[-1] == 1, blas, tma,
+           False if offer is None else offer.variant)
     name = be.selector.known(key)
-    if name is None or not (name in lt_names or (name == "cublas" and blas)
-                            or name in _CONFIG_NAMES or (name in _TMA_NAMES and tma)):
+    if name is None or not (name in vendor_names or name in _CONFIG_NAMES
+                            or (name in _TMA_NAMES and tma)):
         candidates: dict[str, Callable[[], Any]] = {
             _config_name(cfg): functools.partial(_triton_matmul, be, cfg, out, a, b, args,
                                                  batch, precision, bias)
@@ -188,26 +191,18 @@ def _run_matmul(be: TritonBackend, out: DeviceArray, a: DeviceArray, b: DeviceAr
                 _config_name(cfg, "tma"): functools.partial(_tma_matmul, be, cfg, out, a, b,
                                                             args, precision, bias)
                 for cfg in _TMA_CONFIGS[family]})
-        if blas:
+        if offer is not None:
             # Triton's own pick for this bucket, where known, stands for every Triton config:
-            # timing them all again costs seconds and heats the GPU for the cuBLAS candidates
+            # timing them all again costs seconds and heats the GPU for the vendor's candidates
             triton_pick = be.selector.known((*key[:-3], False, tma, False))
             if triton_pick in candidates:
                 candidates = {triton_pick: candidates[triton_pick]}
-        candidates.update({
-            lt_name: functools.partial(_lt_matmul, be, lt, i, out, a, b, bias)
-            for lt_name, i in lt_names.items()})
-        if blas and not lt_names:
-            candidates["cublas"] = functools.partial(_cublas_matmul, be, out, a, b, args,
-                                                     batch, precision, layouts, bias)
-        name = be.selector.choose(key, candidates,
-                                  favoured=[c for c in candidates if c.startswith("cublas")])
+            candidates.update({v: functools.partial(offer.run, v) for v in vendor_names})
+        # the vendor's candidates are favoured (`KernelSelector.choose`)
+        name = be.selector.choose(key, candidates, favoured=vendor_names)
         return candidates[name]()
-    if name in lt_names:
-        return _lt_matmul(be, lt, lt_names[name], out, a, b, bias)
-    if name == "cublas":
-        _cublas_matmul(be, out, a, b, args, batch, precision, layouts, bias)
-        return None
+    if offer is not None and name in vendor_names:
+        return offer.run(name)
     if name in _TMA_NAMES:
         return _tma_matmul(be, _TMA_NAMES[name], out, a, b, args, precision, bias)
     return _triton_matmul(be, _CONFIG_NAMES[name], out, a, b, args, batch, precision, bias)
@@ -359,89 +354,7 @@ def _k_major(be: TritonBackend, a: DeviceArray, b: DeviceArray, args: tuple[int,
     return a, b, (m, n, k, b2, sa1, sa2, sam, sak, sb1, sb2, sbk, sbn)
 
 
-def _cublas_layouts(args: tuple[int, ...],
-                    batch: int) -> tuple[tuple[int, int], tuple[int, int]] | None:
-    """cuBLAS's operand layouts for ``args``, or ``None`` where cuBLAS cannot run it."""
-    from ._cublas import gemm_layout
-
-    m, n, k, b2, _, _, sam, sak, _, _, sbk, sbn = args
-    if batch > 1 and batch != b2:  # two batch axes that do not merge: Triton only
-        return None
-    a_layout = gemm_layout(m, k, sam, sak)
-    b_layout = gemm_layout(k, n, sbk, sbn)
-    if a_layout is None or b_layout is None:
-        return None
-    return a_layout, b_layout
-
-
-class _LtLaunch:
-    """A cuBLASLt algorithm as `_matmul_dot`'s plans call a recorded launch:
-    ``(grid, stream, [c, a, b, bias])``; through the compiled launcher's extension where
-    it can (`_cublaslt.LtGemm.compiled_run`)."""
-
-    __slots__ = ("compiled", "index", "lt", "memory")
-
-    def __init__(self, lt: Any, index: int, memory: Any) -> None:
-        self.lt, self.index, self.memory = lt, index, memory
-        self.compiled = lt.compiled_run(index)
-
-    def __call__(self, grid: Any, stream: int, raw: list[int]) -> None:
-        workspace = self.memory.workspace(_cublaslt.WORKSPACE)
-        if self.compiled is None:
-            self.lt.run(self.index, raw[0], raw[1], raw[2], raw[3], stream, workspace)
-            return
-        _cublaslt._check(self.compiled(raw[0], raw[1], raw[2], stream, workspace),
-                         "cublasLtMatmul")
-
-
-def _lt_gemm(be: TritonBackend, out: DeviceArray, a: DeviceArray, b: DeviceArray,
-             args: tuple[int, ...], batch: int, precision: str, layouts: Any,
-             bias: DeviceArray | None) -> Any:
-    """cuBLASLt's descriptors for this problem (`_cublaslt.LtGemm`, made once per problem and
-    alignment), or ``None`` where cuBLASLt cannot run it."""
-    if bias is not None and batch > 1:  # the epilogue's bias would need a batch stride
-        return None
-    align = _cublaslt.alignment(out.ptr, a.ptr, b.ptr, out.ptr if bias is None else bias.ptr)
-    key = (args, batch, a.dtype, precision, bias is not None, align)
-    lt = be.lt_gemms.get(key, False)
-    if lt is False:
-        if len(be.lt_gemms) >= 4096:  # as `matmul_plans`: problems that never recur
-            be.lt_gemms.clear()
-        lt = None
-        if align and _cublaslt.available():
-            m, n, k, _, _, sa2, _, _, _, sb2, _, _ = args
-            index = cast("CupyMemory", be.memory).index  # cuBLASLt runs on CUDA devices only
-            lt = _cublaslt.LtGemm(index, m, n, k, batch, layouts[0], layouts[1],
-                                  sa2, sb2, dtype_name(a.dtype), precision, bias is not None,
-                                  align)
-            if not lt.algos:
-                lt = None
-        be.lt_gemms[key] = lt
-    return lt
-
-
-def _lt_matmul(be: TritonBackend, lt: Any, index: int, out: DeviceArray, a: DeviceArray,
-               b: DeviceArray, bias: DeviceArray | None) -> Any:
-    """``out = a @ b (+ bias)`` by cuBLASLt's algorithm ``index``; returns `_matmul_dot`'s
-    plan for it."""
-    entry = _LtLaunch(lt, index, be.memory)
-    entry(None, be.memory.stream(), [out.ptr, a.ptr, b.ptr, 0 if bias is None else bias.ptr])
-    return entry, None, (), lt.align - 1
-
-
-def _cublas_matmul(be: TritonBackend, out: DeviceArray, a: DeviceArray, b: DeviceArray,
-                   args: tuple[int, ...], batch: int, precision: str, layouts: Any,
-                   bias: DeviceArray | None = None) -> None:
-    from ._cublas import strided_batched_gemm
-
-    m, n, k, _, _, sa2, _, _, _, sb2, _, _ = args
-    strided_batched_gemm(out.ptr, a.ptr, b.ptr, m, n, k, batch, sa2, sb2, layouts[0],
-                         layouts[1], a.dtype, precision)
-    if bias is not None:  # cuBLAS's plain GEMM has no epilogue: one more kernel
-        _add_rows(be, out, bias)
-
-
-def _add_rows(be: TritonBackend, out: DeviceArray, bias: DeviceArray) -> None:
+def add_rows(be: TritonBackend, out: DeviceArray, bias: DeviceArray) -> None:
     """``out += bias`` over the rows of ``out`` (``add``'s arithmetic, in place)."""
     e = binary_expression("add", out.dtype)
     elementwise(be, e.body, [out, bias], e.out, out=out, widen=e.widen, shape=out.shape)
@@ -455,7 +368,7 @@ def linear(be: TritonBackend, x: DeviceArray, w: DeviceArray, bias: DeviceArray)
     n = w.shape[0]
     if dtype_name(x.dtype) not in ("float16", "bfloat16", "float32"):
         out = matmul(be, x, wt)
-        _add_rows(be, out, bias)
+        add_rows(be, out, bias)
         return out
     out = be.empty((m, n), x.dtype)
     if out.size:
