@@ -114,8 +114,9 @@ class KernelSelector:
         Every candidate must compute the same result (they are run on the real operands, so
         whichever ran last has left a correct result behind).  A candidate outside
         ``favoured`` wins over the favoured ones only by more than ``MARGIN``: matmul favours
-        cuBLAS, whose kernels hold their speed under sustained load better than a short
-        timing shows for Triton's (the GPU's power limit; ``docs/triton.md``).  Big
+        a vendor library's candidates (``backend.vendor_gemm``: cuBLAS on CUDA), whose
+        kernels hold their speed under sustained load better than a short timing shows for
+        Triton's (the GPU's power limit; ``docs/triton.md``).  Big
         candidates are timed on a GPU heated by the first of them (`_heat`).
         """
         name = self.known(key)
