@@ -106,7 +106,9 @@ def test_oversized_lengths_get_an_error(server, remote_token, good):
     (["put", 5, "float32", (1 << 40,), b""], "over the server's tensor limit"),
     (["free", 5], "expected ['free', ids]"),
     (["mystery"], "unknown record kind 'mystery'"),
-    ([], "a record is an array"),
+    ([], "a record is an id or an array"),
+    ([1.5], "a record is an id or an array"),
+    (["free", ({},)], "unhashable"),
 ])
 def test_bad_records_are_errors_at_the_next_sync(server, remote_token, good, record, message):
     ws = _fresh(server, remote_token)
@@ -117,6 +119,44 @@ def test_bad_records_are_errors_at_the_next_sync(server, remote_token, good, rec
     # the session goes on: the error was reported once, the tensors are intact
     reply = ask(ws, ["get", 1])
     assert reply[0] == "data"
+    np.testing.assert_array_equal(np.frombuffer(reply[3], np.float32), [0, 1, 2, 3])
+    ws.close()
+    good()
+
+
+@pytest.mark.parametrize("records, message", [
+    ([[9999, 5, 1]], "unknown op code 9999"),
+    ([[-1, 5, 1]], "unknown op code -1"),
+    ([["#add", 5, 1]], "takes 2 tensor(s)"),
+    ([["#add", 5, 1, 2]], "different dtypes"),
+    ([["#add", 1, 1, 1]], "is in use"),
+    ([["#add", 5, 1, 999]], "unknown tensor id 999"),
+    ([["#exp", 0, 1]], "a tensor id must be an int"),
+    ([["#exp", 5, {}]], "a tensor id must be an int"),
+    ([["#reshape", (5,), (1,)]], "expected [code, out_ids, arg_ids, params]"),
+    ([["#reshape", (5,), (1,), {"shape": (7,)}]], "cannot reshape"),
+    ([["#add", (5,), (1, 1), {"alpha": 2}]], "unknown params"),
+    # the second time a signature comes its checks are remembered, and still refuse
+    ([["#add", 5, 1, 1], ["#add", 5, 1, 1]], "is in use"),
+    ([["#add", 5, 1, 1], ["#add", 6, 1, 1], 6, ["#add", 6, 5, 5], ["#add", 7, 1, 0]],
+     "a tensor id must be an int"),
+])
+def test_bad_coded_records_are_errors_at_the_next_sync(server, remote_token, good, records,
+                                                       message):
+    ws, hello = open_raw(server.port, remote_token)
+    table = hello[2]["ops"]
+
+    def coded(item: object) -> object:
+        if isinstance(item, str) and item.startswith("#"):
+            return table.index(item[1:])
+        return item
+
+    setup = [["put", 1, "float32", (2, 2), np.arange(4, dtype=np.float32).tobytes()],
+             ["put", 2, "int64", (2, 2), np.arange(4, dtype=np.int64).tobytes()]]
+    sent = [[coded(x) for x in r] if isinstance(r, list) else r for r in records]
+    reply = ask(ws, *setup, *sent, ["sync"])
+    assert reply[0] == "error" and message in reply[2], reply
+    reply = ask(ws, ["get", 1])  # the session goes on, its tensors intact
     np.testing.assert_array_equal(np.frombuffer(reply[3], np.float32), [0, 1, 2, 3])
     ws.close()
     good()

@@ -14,12 +14,16 @@ import threading
 import tomllib
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
+from websockets.protocol import State
 from websockets.sync.client import ClientConnection, connect
 
 from ._protocol import VERSION, ProtocolError, pack, unpack
+
+if TYPE_CHECKING:
+    from ember.ops import Op
 
 __all__ = ["Connection", "RemoteConnectionError", "RemoteError", "SessionLostError", "token_for"]
 
@@ -126,6 +130,11 @@ class Connection:
             raise RemoteConnectionError(f"{where} answered {reply[0]!r}, not hello")
         self.server_id: str = reply[1]
         self.info: dict[str, Any] = reply[2]
+        from ember.ops import registry
+
+        #: op -> its code in the server's op table (an op missing there is sent by name)
+        self.codes: dict[Op, int] = {registry[name]: i for i, name in
+                                     enumerate(self.info.get("ops", ())) if name in registry}
         self.records: deque[Any] = deque()
         self.flush_records = FLUSH_RECORDS
         self.pending_bytes = 0
@@ -148,6 +157,14 @@ class Connection:
             f"the remote server {self.address} is unreachable or went away "
             f"({self.reason}); waited at most {self.timeout:g} s (EMBER_REMOTE_TIMEOUT or "
             "the device option timeout= sets it); its tensors are lost")
+
+    def check_open(self) -> None:
+        """Raise as a sync would if the connection is known to have closed (a read answered
+        from the client's copy of the data still finds a server that went away)."""
+        if not self.alive:
+            raise self.lost()
+        if self.ws.state is not State.OPEN:
+            raise self._dead(self.ws.close_exc or ConnectionError("the connection closed"))
 
     def flush(self, sync: tuple[Any, ...] | None = None) -> list[Any] | None:
         """Send every queued record (and ``sync`` last); wait for the answer to ``sync``."""
@@ -190,7 +207,7 @@ class Connection:
     def free(self, tid: int) -> None:
         """A tensor was dropped: its id goes with the next batch (called from ``__del__``)."""
         if self.alive:
-            self.records.append(("free", (tid,)))
+            self.records.append(tid)
 
     def close(self) -> None:
         try:

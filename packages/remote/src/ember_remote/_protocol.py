@@ -7,9 +7,15 @@ that its length is the shape's elements times the dtype's item size.
 
 Client to server
     ``["auth", VERSION, token, device]`` - the first message of a connection, nothing else is
-    read before it.  The server answers ``["hello", server_id, info]`` or ``["refused", why]``.
+    read before it.  The server answers ``["hello", server_id, info]`` or ``["refused", why]``;
+    ``info["ops"]`` is the op table: the names of the server's ops, whose positions are the
+    codes of coded op records.  The client chooses every result id itself.
     ``["batch", records]`` - records run in order; each is one of
-        ``["op", name, arg_ids, params, out_ids]``   run an op; the client chose ``out_ids``
+        ``[code, out_id, *arg_ids]``                 run op number ``code`` of the hello's op
+                                                      table: no params, one result (most ops)
+        ``[code, out_ids, arg_ids, params]``         run op number ``code``, any op
+        ``id``                                        the client dropped tensor ``id``
+        ``["op", name, arg_ids, params, out_ids]``   run the op named ``name``
         ``["put", id, dtype, shape, data]``          a host array becomes tensor ``id``
         ``["free", ids]``                             the client dropped these tensors
         ``["get", id]``       (sync) reply ``["data", dtype, shape, data]``
@@ -33,7 +39,7 @@ from ember.backend import ALL_DTYPES
 __all__ = ["DTYPE_EXT", "VERSION", "ProtocolError", "dtype_named", "pack", "unpack"]
 
 #: bumped whenever the schema changes; client and server must agree
-VERSION = 1
+VERSION = 2
 DTYPE_EXT = 1
 _BY_NAME = {d.name: d for d in ALL_DTYPES}
 

@@ -9,8 +9,9 @@ crash, a hang or a silently wrong tensor.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from ember import DType, Tensor, from_numpy, ops
@@ -19,9 +20,15 @@ from ember.backend import Device, numpy_dtype
 from ._protocol import ProtocolError, dtype_named, pack, unpack
 from ._shapes import RULES, Shape, numel
 
+if TYPE_CHECKING:
+    from ember.ops import Op
+
 __all__ = ["Limits", "Session"]
 
 _MAX_ID = 1 << 62
+#: signatures a session remembers as checked (a hostile client cannot grow it without end)
+_MAX_CHECKED = 1 << 14
+_NO_PARAMS: dict[str, Any] = {}
 _SYNC = ("get", "shape", "sync")
 
 
@@ -59,11 +66,19 @@ def _shape(value: Any) -> Shape:
 class Session:
     """The tensors and pending error of one authenticated connection."""
 
-    def __init__(self, device: Device, limits: Limits) -> None:
+    def __init__(self, device: Device, limits: Limits, table: Sequence[str] = ()) -> None:
         self.device = device
         self.limits = limits
+        #: the op table sent with the hello: a coded record's ``code`` is a position in it
+        self.table: list[Op | None] = [ops.registry.get(name) for name in table]
         self.tensors: dict[int, Tensor] = {}
         self.sizes: dict[int, int] = {}
+        #: ``(shape, dtype)`` of each tensor: what a coded op's checks depend on
+        self.sigs: dict[int, tuple[Shape, DType]] = {}
+        #: ``(code, *input sigs)`` of a coded op without params -> what its checks concluded:
+        #: ``(op, result shape, result dtype, result bytes)``; an op whose rule gives its
+        #: result's shape is checked in full the first time only
+        self.checked: dict[tuple[Any, ...], tuple[Op, Shape, DType, int]] = {}
         #: ids whose op failed -> why (a later read of one names the op that failed)
         self.failed: dict[int, str] = {}
         self.bytes = 0
@@ -77,36 +92,55 @@ class Session:
         if msg[0] != "batch" or len(msg) != 2 or not isinstance(msg[1], tuple):
             raise ProtocolError(f"expected ['batch', records], got a {msg[0]!r} message")
         records = msg[1]
+        last = len(records) - 1
         for i, rec in enumerate(records):
-            if not isinstance(rec, tuple) or not rec or not isinstance(rec[0], str):
-                self._fail("?", ProtocolError("a record is an array whose first item names it"))
+            kind = type(rec)
+            if kind is int:  # a free, the most common record
+                self._drop(rec)
                 continue
-            kind = rec[0]
-            if kind in _SYNC:
-                if i != len(records) - 1:
-                    self._fail(kind, ProtocolError("a sync record must end its batch"))
+            if kind is not tuple or not rec:
+                self._fail("?", ProtocolError("a record is an id or an array"))
+                continue
+            head = rec[0]
+            if type(head) is int:  # a coded op
+                try:
+                    self._coded(rec)
+                except OpFailed as exc:
+                    self._fail_op(exc)
+                except Exception as exc:  # a malformed record: reported, the session goes on
+                    self._fail(self._name(head), exc)
+                continue
+            if not isinstance(head, str):
+                self._fail("?", ProtocolError("a record is an id or an array whose first item "
+                                              "is an op code or names the record"))
+                continue
+            if head in _SYNC:
+                if i != last:
+                    self._fail(head, ProtocolError("a sync record must end its batch"))
                     continue
                 return self._sync(rec)
             try:
-                if kind == "op":
+                if head == "op":
                     self._op(rec)
-                elif kind == "put":
+                elif head == "put":
                     self._put(rec)
-                elif kind == "free":
+                elif head == "free":
                     self._free(rec)
                 else:
-                    raise ProtocolError(f"unknown record kind {kind!r}")
+                    raise ProtocolError(f"unknown record kind {head!r}")
             except OpFailed as exc:
                 self._fail_op(exc)
             except Exception as exc:  # a bad record is reported, the session goes on
-                self._fail(str(rec[1]) if kind == "op" and len(rec) > 1 else kind, exc)
+                self._fail(str(rec[1]) if head == "op" and len(rec) > 1 else head, exc)
         return None
 
     def close(self) -> None:
         """Drop every tensor of this session (the client disconnected)."""
         self.tensors.clear()
         self.sizes.clear()
+        self.sigs.clear()
         self.failed.clear()
+        self.checked.clear()
         self.bytes = 0
 
     # -- errors ------------------------------------------------------------------------------
@@ -139,9 +173,11 @@ class Session:
             raise ProtocolError(f"tensor id {tid} is in use")
         if len(self.tensors) >= self.limits.max_tensors:
             raise MemoryError(f"this client holds {len(self.tensors)} tensors, the limit")
-        size = numel(tuple(t.shape)) * t.dtype.itemsize
+        shape = tuple(t.shape)
+        size = numel(shape) * t.dtype.itemsize
         self.tensors[tid] = t
         self.sizes[tid] = size
+        self.sigs[tid] = (shape, t.dtype)
         self.bytes += size
 
     def _admit(self, what: str, shapes: list[Shape], dtypes: list[DType]) -> None:
@@ -180,11 +216,87 @@ class Session:
         if len(rec) != 2 or not isinstance(rec[1], tuple):
             raise ProtocolError("expected ['free', ids]")
         for tid in rec[1]:
-            tid = _check_id(tid)
-            if self.tensors.pop(tid, None) is not None:
-                self.bytes -= self.sizes.pop(tid)
-            else:
-                self.failed.pop(tid, None)
+            self._drop(tid)
+
+    def _drop(self, tid: Any) -> None:
+        """The client dropped tensor ``tid``."""
+        if self.tensors.pop(tid, None) is not None:
+            self.bytes -= self.sizes.pop(tid)
+            del self.sigs[tid]
+        elif tid in self.failed:
+            del self.failed[tid]
+        elif type(tid) is not int:
+            raise ProtocolError(f"a tensor id must be an int in [1, 2**62), got {tid!r}")
+
+    def _name(self, code: int) -> str:
+        op = self.table[code] if 0 <= code < len(self.table) else None
+        return op.name if op is not None else f"op code {code}"
+
+    def _coded(self, rec: tuple[Any, ...]) -> None:
+        """``(code, out, *args)``: checked in full the first time its op meets these input
+        shapes and dtypes, then from what those checks concluded; or the general form
+        ``(code, outs, args, params)``, checked in full."""
+        code, out = rec[0], rec[1]
+        op = self.table[code] if 0 <= code < len(self.table) else None
+        if op is None:
+            raise ProtocolError(f"unknown op code {code} (the op table has {len(self.table)} "
+                                "ops)")
+        if type(out) is not int:
+            if len(rec) != 4:
+                raise ProtocolError(f"{op.name}: expected [code, out_ids, arg_ids, params]")
+            self._op(("op", op.name, rec[2], rec[3], out))
+            return
+        ids = rec[2:]
+        sigs = self.sigs
+        try:
+            key = (code, *[sigs[a] for a in ids])
+            op, shape, dtype, size = self.checked[key]
+        except (KeyError, TypeError):  # a new signature, or an input that is not there
+            self._op(("op", op.name, ids, _NO_PARAMS, (out,)))
+            self._remember(op, rec, out)
+            return
+        tensors = self.tensors
+        if out in tensors or out in self.failed or not 0 < out < _MAX_ID:
+            raise ProtocolError(f"{op.name}: tensor id {out} is in use" if out > 0 else
+                                f"a tensor id must be an int in [1, 2**62), got {out!r}")
+        try:
+            if self.bytes + size > self.limits.max_client:
+                self._admit(op.name, [shape], [dtype])  # raises, with the figures
+            if len(tensors) >= self.limits.max_tensors:
+                raise MemoryError(f"this client holds {len(tensors)} tensors, the limit")
+            t = self.device.dispatch(op, [tensors[a] for a in ids], _NO_PARAMS)
+            data = t._data
+            if tuple(data.shape) != shape or t._dtype is not dtype:
+                raise RuntimeError(f"{op.name}: its result has shape {tuple(data.shape)} "
+                                   f"{t._dtype.name}, its rule says {shape} {dtype.name} (a "
+                                   "bug in ember_remote or the backend)")
+            payload_dtype = getattr(data, "dtype", None)
+            if payload_dtype is not None and payload_dtype != numpy_dtype(dtype):
+                raise RuntimeError(f"{op.name}: its result holds {payload_dtype}, declared "
+                                   f"{dtype.name}")
+        except Exception as exc:
+            self.failed[out] = f"op {op.name!r} failed: {type(exc).__name__}: {exc}"
+            raise OpFailed(op.name, exc) from exc
+        tensors[out] = t
+        self.sizes[out] = size
+        sigs[out] = (shape, dtype)
+        self.bytes += size
+
+    def _remember(self, op: Op, rec: tuple[Any, ...], out: int) -> None:
+        """After a coded op without params ran, checked in full: what later ops of the same
+        signature can skip (only where its rule gave the result's shape before it ran)."""
+        sigs = self.sigs
+        result = sigs.get(out)
+        rule = RULES.get(op)
+        if result is None or rule is None or len(self.checked) >= _MAX_CHECKED:
+            return
+        try:
+            inputs = [sigs[a] for a in rec[2:]]
+            if rule([s for s, _ in inputs], _NO_PARAMS) != result[0]:
+                return
+        except Exception:  # a rule that needs params: no shortcut
+            return
+        self.checked[(rec[0], *inputs)] = (op, result[0], result[1], self.sizes[out])
 
     def _op(self, rec: tuple[Any, ...]) -> None:
         if len(rec) != 5:

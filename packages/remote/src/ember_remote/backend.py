@@ -16,7 +16,7 @@ from ember import ops
 from ember.backend import ALL_DTYPES, Backend, DType, numpy_dtype
 
 from ._connection import FLUSH_BYTES, Connection, RemoteConnectionError
-from ._shapes import RULES, Shape
+from ._shapes import RULES, Shape, _broadcast
 
 if TYPE_CHECKING:
     from ember import Tensor
@@ -26,19 +26,25 @@ __all__ = ["DEFAULT_TIMEOUT", "RemoteBackend", "RemoteHandle", "parse_target"]
 
 DEFAULT_TIMEOUT = 10.0
 _FULL = ops.creation.full
+_NO_PARAMS: dict[str, Any] = {}
+#: uploads up to this many bytes keep a copy on the client: reading one back is no round trip
+HOST_COPY = 64 << 10
 
 
 class RemoteHandle:
     """A tensor's payload on a remote device: its id in a session, and its shape (asked of
     the server, a round trip, only where no rule gave it)."""
 
-    __slots__ = ("__weakref__", "_shape", "conn", "id", "recipe")
+    __slots__ = ("__weakref__", "_shape", "conn", "host", "id", "recipe")
 
     def __init__(self, conn: Connection, tid: int, shape: Shape | None,
-                 recipe: tuple[str, dict[str, Any]] | None = None) -> None:
+                 recipe: tuple[str, dict[str, Any]] | None = None,
+                 host: bytes | None = None) -> None:
         self.conn, self.id, self._shape = conn, tid, shape
         #: ``(op name, params)`` of a constant (``full``), which a new session can make again
         self.recipe = recipe
+        #: the bytes of a small tensor this client uploaded: reading it needs no round trip
+        self.host = host
 
     @property
     def shape(self) -> Shape:
@@ -51,7 +57,7 @@ class RemoteHandle:
     def __del__(self) -> None:
         conn = self.conn
         if conn.alive:
-            conn.records.append(("free", (self.id,)))
+            conn.records.append(self.id)
 
     def __repr__(self) -> str:
         return f"RemoteHandle({self.id} on {self.conn.address})"
@@ -177,15 +183,20 @@ class RemoteBackend(Backend):
             n = len(shapes)
         records = conn.records
         device = self.device
+        code = conn.codes.get(op)
         if n == 1 and op.outputs == 1:  # most ops: spelled out, no generators
             tid = conn.new_id()
-            if len(args) == 2:
-                ins: tuple[int, ...] = (args[0]._data.id, args[1]._data.id)
+            if code is None:
+                records.append(("op", op.name, tuple([a._data.id for a in args]), params,
+                                (tid,)))
+            elif params:
+                records.append((code, (tid,), tuple([a._data.id for a in args]), params))
             elif len(args) == 1:
-                ins = (args[0]._data.id,)
+                records.append((code, tid, args[0]._data.id))
+            elif len(args) == 2:
+                records.append((code, tid, args[0]._data.id, args[1]._data.id))
             else:
-                ins = tuple([a._data.id for a in args])
-            records.append(("op", op.name, ins, params, (tid,)))
+                records.append((code, tid, *[a._data.id for a in args]))
             if len(records) >= conn.flush_records:
                 conn.flush()
             dtype = args[0]._dtype if op.result == "same" else op.result_rule(args, params)
@@ -196,7 +207,9 @@ class RemoteBackend(Backend):
             t._dtype = dtype  # type: ignore[assignment]  # one output: one dtype
             return t
         ids = tuple([conn.new_id() for _ in range(n)])
-        records.append(("op", op.name, tuple([a._data.id for a in args]), params, ids))
+        ins = tuple([a._data.id for a in args])
+        records.append(("op", op.name, ins, params, ids) if code is None
+                       else (code, ids, ins, params))
         if len(records) >= conn.flush_records:
             conn.flush()
         make = device.tensor_type._make
@@ -205,6 +218,29 @@ class RemoteBackend(Backend):
             shapes = [None] * n
         return tuple(make(RemoteHandle(conn, i, s), device, d)
                      for i, s, d in zip(ids, shapes, dtypes, strict=True))
+
+    def dispatch_binary(self, op: Op, a: Tensor, b: Tensor) -> Tensor | None:
+        """Core's fast path of eager binary ops (two float tensors of this device, one dtype,
+        broadcasting checked): one coded record; ``None`` sends core to `dispatch`."""
+        ha: RemoteHandle = a._data
+        hb: RemoteHandle = b._data
+        conn = ha.conn
+        code = conn.codes.get(op)
+        if hb.conn is not conn or not conn.alive or code is None:
+            return None
+        sa, sb = ha.shape, hb.shape
+        shape = sa if sa == sb else _broadcast([sa, sb], _NO_PARAMS)
+        tid = conn.new_id()
+        records = conn.records
+        records.append((code, tid, ha.id, hb.id))
+        if len(records) >= conn.flush_records:
+            conn.flush()
+        device = self.device
+        t = object.__new__(device.tensor_type)
+        t._data = RemoteHandle(conn, tid, shape)
+        t._device = device
+        t._dtype = a._dtype if op.result == "same" else op.result_rule((a, b), _NO_PARAMS)  # type: ignore[assignment]  # one output: one dtype
+        return t
 
     # -- data movement ---------------------------------------------------------------------------
 
@@ -221,12 +257,16 @@ class RemoteBackend(Backend):
         conn.pending_bytes += len(data)
         if conn.pending_bytes >= FLUSH_BYTES or len(conn.records) >= conn.flush_records:
             conn.flush()
-        return RemoteHandle(conn, tid, tuple(array.shape))
+        return RemoteHandle(conn, tid, tuple(array.shape),
+                            host=data if len(data) <= HOST_COPY else None)
 
     def to_numpy(self, payload: RemoteHandle, dtype: DType) -> np.ndarray:
         conn = payload.conn
         if not conn.alive:
             raise conn.lost()
+        if payload.host is not None:  # data this client sent: tensors never change
+            conn.check_open()
+            return np.frombuffer(payload.host, dtype=numpy_dtype(dtype)).reshape(payload.shape)
         reply = conn.flush(("get", payload.id))
         _, dname, shape, data = reply  # type: ignore[misc]  # a data reply
         if dname != dtype.name:

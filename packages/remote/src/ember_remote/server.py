@@ -114,13 +114,15 @@ class RemoteServer:
 
         composites = [name for name, op in registry.items()
                       if op.composite and dev.implements(op)]
+        table = sorted(registry)  # coded op records name an op by its position here
         info = {"device": str(dev), "dtypes": sorted(d.name for d in ember.backend.ALL_DTYPES
                                                      if backend.supports(d)),
-                "composites": composites, "max_message": self.limits.max_message,
+                "composites": composites, "ops": table,
+                "max_message": self.limits.max_message,
                 "max_tensor": self.limits.max_tensor, "max_client": self.limits.max_client}
         conn.send(pack(["hello", self.server_id, info]))
         conn.protocol.max_message_size = self.limits.max_message
-        return Session(dev, self.limits)
+        return Session(dev, self.limits, table)
 
     def _handle(self, conn: ServerConnection) -> None:
         with self._lock:
