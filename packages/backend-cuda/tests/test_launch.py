@@ -1,24 +1,17 @@
 """CUDA's launch paths checked on the CPU: the compiled launcher (`ember_cuda.claunch`) packs
 each argument as ``cuLaunchKernel`` reads it, and cuBLASLt's compiled call passes the problem
-as `ember_cuda.cublaslt.LtGemm.run` does, each against a recording stand-in of the driver."""
+as `ember_cuda.cublaslt.LtGemm.run` does, each against a recording stand-in of the driver.
+On a GPU machine the real ``cuLaunchKernel`` is handed back to the extension afterwards."""
 
 from __future__ import annotations
 
 import ctypes
 import struct
 import types
+from collections.abc import Iterator
 from typing import Any
 
-import ember
 import pytest
-
-
-@pytest.fixture(scope="module")
-def dev() -> ember.Device:
-    """The interpreter device, made before anything imports triton (building the extension
-    does): triton then comes up in the interpreter mode other tests of the process need."""
-    return ember.device("triton-interpret")
-
 
 # -- the compiled launcher (`ember_cuda.claunch`), against a recording cuLaunchKernel --------
 
@@ -35,10 +28,9 @@ class _Compiled:
 
 
 @pytest.fixture
-def recorded(monkeypatch: pytest.MonkeyPatch, dev: Any) -> list[dict[str, Any]]:
+def recorded(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict[str, Any]]]:
     """Launches through the compiled extension, each recorded (the parameters read back as the
-    driver would: 8 bytes behind each parameter pointer).  ``dev`` first: building imports
-    triton, which must come up in the interpreter mode the other tests of this process need."""
+    driver would: 8 bytes behind each parameter pointer)."""
     from ember_cuda import claunch as _claunch
 
     mod = _claunch.build()
@@ -58,7 +50,12 @@ def recorded(monkeypatch: pytest.MonkeyPatch, dev: Any) -> list[dict[str, Any]]:
     mod.set_driver(ctypes.cast(callback, ctypes.c_void_p).value)
     monkeypatch.setattr(_claunch, "load", lambda: mod)
     calls.append({"keep": callback, "nparams": recorded_params})
-    return calls
+    yield calls
+    try:  # the extension's launches go to the driver again (none where there is no GPU)
+        real = ctypes.cast(ctypes.CDLL("libcuda.so.1").cuLaunchKernel, ctypes.c_void_p).value
+    except (OSError, AttributeError):
+        real = 0
+    mod.set_driver(real or 0)
 
 
 def test_compiled_launcher_packs_each_type_in_its_slot(recorded: list[dict[str, Any]]) -> None:
@@ -106,7 +103,7 @@ _LT_MATMUL = ctypes.CFUNCTYPE(ctypes.c_int, *([ctypes.c_void_p] * 14), ctypes.c_
                               ctypes.c_void_p)
 
 
-def test_compiled_cublaslt_call_passes_the_problem_as_run_does(dev: Any) -> None:
+def test_compiled_cublaslt_call_passes_the_problem_as_run_does() -> None:
     """`LtGemm.compiled_run` hands ``cublasLtMatmul`` what `LtGemm.run` does: cuBLASLt's A
     is our B (and its B our A), C is written in place, the algorithm and workspace as given;
     a status comes back as it is, and `LtLaunch` raises on one."""
