@@ -56,6 +56,10 @@ CONV = [  # stride, padding, dilation, groups, kernel
     ((2, 1), (1, 2), (1, 1), 1, (3, 2)),
     ((1, 2), (2, 1), (2, 1), 2, (2, 3)),
     ((3, 3), (0, 1), (1, 2), 4, (1, 2)),
+    # pointwise: a GEMM on the input itself (subsampled for a stride), no im2col
+    ((1, 1), (0, 0), (1, 1), 1, (1, 1)),
+    ((2, 3), (0, 0), (2, 2), 2, (1, 1)),
+    ((2, 2), (1, 0), (1, 1), 1, (1, 1)),
 ]
 
 
@@ -237,3 +241,34 @@ def test_max_pool2d_never_points_into_the_padding(fill, dtype):
                                   dilation=(1, 1), ceil_mode=True)
     assert idx.tolist() == [[[[0, 1, 3], [5, 6, 8], [15, 16, 18]]]]
     assert (vals == fill).all() and vals.dtype == dtype
+
+
+def test_small_conv_gemms_run_on_one_blas_thread_and_restore_the_count():
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from ember_cpu import _blas
+
+    libs = _blas._numpy_blas()
+    if not libs:
+        pytest.skip("numpy's BLAS is not one threadpoolctl controls")
+    seen = []
+    real = np.matmul
+
+    def spy(*args, **kwargs):
+        seen.append([lib.get_num_threads() for lib in libs])
+        return real(*args, **kwargs)
+
+    x = rng.standard_normal((1, 4, 9, 9)).astype(np.float32)
+    w = rng.standard_normal((6, 4, 3, 3)).astype(np.float32)
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):
+        before = [lib.get_num_threads() for lib in libs]
+        np_matmul, _blas.np.matmul = _blas.np.matmul, spy
+        try:
+            got = K[ops.conv2d](x, w, stride=(1, 1), padding=(1, 1), dilation=(1, 1), groups=1)
+        finally:
+            _blas.np.matmul = np_matmul
+        after = [lib.get_num_threads() for lib in libs]
+    assert seen == [[1] * len(libs)]  # one GEMM, on one thread
+    assert after == before == [2] * len(libs)
+    np.testing.assert_allclose(got, naive_conv2d(x.astype(np.float64), w.astype(np.float64),
+                                                 (1, 1), (1, 1), (1, 1), 1), rtol=1e-4,
+                               atol=1e-4)

@@ -15,7 +15,7 @@ import numpy as np
 from ember.ops import nn
 from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
-from . import _conv_jit
+from . import _blas, _conv_jit
 from ._common import F32, F64, LOW
 
 __all__ = ["KERNELS", "conv2d", "conv_transpose2d"]
@@ -67,6 +67,14 @@ def conv2d(x: np.ndarray, w: np.ndarray, stride: Pair = (1, 1), padding: Pair = 
     ow = _out_size(wd, kw, stride[1], padding[1], dilation[1])
     if not _compiled(x, w) or min(n, c, oh, ow, o) <= 0:
         return _conv2d_numpy(x, w, stride, padding, dilation, groups)
+    cols_k = cg * kh * kw
+    gemm_flops = 2 * (o // groups) * cols_k * oh * ow  # of each image's (and group's) GEMM
+    wg = np.ascontiguousarray(w).reshape(groups, o // groups, cols_k)
+    if kh == kw == 1 and not any(padding):
+        # a pointwise convolution is a GEMM on the (subsampled) input itself: no im2col
+        xs = x[:, :, ::stride[0], ::stride[1]] if tuple(stride) != (1, 1) else x
+        xs = np.ascontiguousarray(xs).reshape(n, groups, cg, oh * ow)
+        return _blas.matmul(wg, xs, gemm_flops).reshape(n, o, oh, ow)
     hp, wp = h + 2 * padding[0], wd + 2 * padding[1]
     # the shifted planes make the GEMM compute (Hp*Wp) / (OH*OW) times the outputs: beyond
     # ~1.2 (small maps: 14x14 and 7x7 with a 3x3 kernel) im2col's exact columns win (one
@@ -75,17 +83,16 @@ def conv2d(x: np.ndarray, w: np.ndarray, stride: Pair = (1, 1), padding: Pair = 
     if tuple(stride) == (1, 1) and hp * wp <= 1.2 * oh * ow:
         # one GEMM per group over the shifted planes, then the valid outputs in NCHW order
         cols, hp, wp = shifted_cols(x, (kh, kw), padding, dilation)
-        wg = np.ascontiguousarray(w).reshape(groups, o // groups, cg * kh * kw)
         # per image ([O/G, K] @ [K, Hp*Wp]: OpenBLAS runs these faster than one wide GEMM)
-        per_image = cols.reshape(groups, cg * kh * kw, n, hp * wp).transpose(2, 0, 1, 3)
-        full = np.matmul(wg, per_image).reshape(n, o, hp, wp)
+        per_image = cols.reshape(groups, cols_k, n, hp * wp).transpose(2, 0, 1, 3)
+        full = _blas.matmul(wg, per_image, gemm_flops * hp * wp // (oh * ow))
+        full = full.reshape(n, o, hp, wp)
         return np.ascontiguousarray(full[:, :, :oh, :ow])
     # im2col as [N, C*kh*kw, OH*OW] (one compiled pass, padding read as zeros): W @ cols
     # lands straight in NCHW order
     cols = np.empty((n, c * kh * kw, oh, ow), dt)
     _conv_jit.im2col(np.ascontiguousarray(x), cols, _geometry(kh, kw, stride, padding, dilation))
-    wg = np.ascontiguousarray(w).reshape(groups, o // groups, cg * kh * kw)
-    out: np.ndarray = np.matmul(wg, cols.reshape(n, groups, cg * kh * kw, oh * ow))
+    out = _blas.matmul(wg, cols.reshape(n, groups, cols_k, oh * ow), gemm_flops)
     return out.reshape(n, o, oh, ow)
 
 
