@@ -27,10 +27,14 @@ if TYPE_CHECKING:
 
 __all__ = ["Connection", "RemoteConnectionError", "RemoteError", "SessionLostError", "token_for"]
 
-#: records queued before a batch is sent anyway (so the server works while the client queues
-#: more: ``EMBER_REMOTE_BATCH`` overrides); uploads over FLUSH_BYTES in all go at once
+#: records queued before a batch is sent anyway (``EMBER_REMOTE_BATCH`` overrides); uploads
+#: over FLUSH_BYTES in all go at once
 FLUSH_RECORDS = int(os.environ.get("EMBER_REMOTE_BATCH", "1024"))
 FLUSH_BYTES = 1 << 20
+#: so that the server works while the client queues more, the queue also goes out once its
+#: ops' results hold FLUSH_ELEMENTS elements in all (``EMBER_REMOTE_FLUSH_ELEMENTS``): a
+#: stream of small ops goes in large batches, a stream of large ones early
+FLUSH_ELEMENTS = int(os.environ.get("EMBER_REMOTE_FLUSH_ELEMENTS", str(1 << 16)))
 
 
 class RemoteError(RuntimeError):
@@ -137,6 +141,8 @@ class Connection:
                                      enumerate(self.info.get("ops", ())) if name in registry}
         self.records: deque[Any] = deque()
         self.flush_records = FLUSH_RECORDS
+        #: elements of the queued ops' results (those counted: see `RemoteBackend.dispatch`)
+        self.elements = 0
         self.pending_bytes = 0
         self._ids = itertools.count(1)
         self.new_id = self._ids.__next__
@@ -173,7 +179,7 @@ class Connection:
         with self._lock:
             q = self.records
             batch = [q.popleft() for _ in range(len(q))]
-            self.pending_bytes = 0
+            self.pending_bytes = self.elements = 0
             if sync is not None:
                 batch.append(sync)
             if not batch:
@@ -198,11 +204,6 @@ class Connection:
             error = _error_types().get(kind, RemoteError)
             raise error(f"remote op {op!r} failed on {self.address}/{self.inner}: {message}")
         return reply
-
-    def queue(self, record: tuple[Any, ...]) -> None:
-        self.records.append(record)
-        if len(self.records) >= self.flush_records:
-            self.flush()
 
     def free(self, tid: int) -> None:
         """A tensor was dropped: its id goes with the next batch (called from ``__del__``)."""

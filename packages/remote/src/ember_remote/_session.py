@@ -29,6 +29,7 @@ _MAX_ID = 1 << 62
 #: signatures a session remembers as checked (a hostile client cannot grow it without end)
 _MAX_CHECKED = 1 << 14
 _NO_PARAMS: dict[str, Any] = {}
+Checked = tuple["Op", tuple[Shape, ...], tuple[DType, ...], tuple[int, ...], int]
 _SYNC = ("get", "shape", "sync")
 
 
@@ -75,10 +76,10 @@ class Session:
         self.sizes: dict[int, int] = {}
         #: ``(shape, dtype)`` of each tensor: what a coded op's checks depend on
         self.sigs: dict[int, tuple[Shape, DType]] = {}
-        #: ``(code, *input sigs)`` of a coded op without params -> what its checks concluded:
-        #: ``(op, result shape, result dtype, result bytes)``; an op whose rule gives its
-        #: result's shape is checked in full the first time only
-        self.checked: dict[tuple[Any, ...], tuple[Op, Shape, DType, int]] = {}
+        #: ``(code, params, *input sigs)`` of a coded op -> what its checks concluded: ``(op,
+        #: result shapes, result dtypes, result bytes, their sum)``; an op whose rule gives its
+        #: results' shapes is checked in full the first time only
+        self.checked: dict[tuple[Any, ...], Checked] = {}
         #: ids whose op failed -> why (a later read of one names the op that failed)
         self.failed: dict[int, str] = {}
         self.bytes = 0
@@ -233,70 +234,95 @@ class Session:
         return op.name if op is not None else f"op code {code}"
 
     def _coded(self, rec: tuple[Any, ...]) -> None:
-        """``(code, out, *args)``: checked in full the first time its op meets these input
-        shapes and dtypes, then from what those checks concluded; or the general form
-        ``(code, outs, args, params)``, checked in full."""
+        """``(code, out, *args)`` or ``(code, outs, args, params)``: checked in full the first
+        time its op meets these params and input shapes and dtypes, then from what those
+        checks concluded (`checked`); the result is still checked after the kernel."""
         code, out = rec[0], rec[1]
         op = self.table[code] if 0 <= code < len(self.table) else None
         if op is None:
             raise ProtocolError(f"unknown op code {code} (the op table has {len(self.table)} "
                                 "ops)")
-        if type(out) is not int:
-            if len(rec) != 4:
-                raise ProtocolError(f"{op.name}: expected [code, out_ids, arg_ids, params]")
-            self._op(("op", op.name, rec[2], rec[3], out))
-            return
-        ids = rec[2:]
+        if type(out) is int:
+            outs: Any = (out,)
+            ids: Any = rec[2:]
+            params: Any = _NO_PARAMS
+            pk: Any = None
+        elif len(rec) != 4:
+            raise ProtocolError(f"{op.name}: expected [code, out_ids, arg_ids, params]")
+        else:
+            outs, ids, params = out, rec[2], rec[3]
+            pk = tuple(params.items()) if type(params) is dict else params
         sigs = self.sigs
         try:
-            key = (code, *[sigs[a] for a in ids])
-            op, shape, dtype, size = self.checked[key]
-        except (KeyError, TypeError):  # a new signature, or an input that is not there
-            self._op(("op", op.name, ids, _NO_PARAMS, (out,)))
-            self._remember(op, rec, out)
+            key = (code, pk, *[sigs[a] for a in ids])
+            entry = self.checked[key]
+        except (KeyError, TypeError):  # new params or inputs, or an input that is not there
+            self._op(("op", op.name, ids, params, outs))
+            self._remember(op, key_head=(code, pk), ids=ids, params=params, outs=outs)
             return
-        tensors = self.tensors
-        if out in tensors or out in self.failed or not 0 < out < _MAX_ID:
-            raise ProtocolError(f"{op.name}: tensor id {out} is in use" if out > 0 else
-                                f"a tensor id must be an int in [1, 2**62), got {out!r}")
+        _, shapes, dtypes, sizes, size = entry
+        tensors, failed = self.tensors, self.failed
+        for o in outs:
+            if type(o) is not int or not 0 < o < _MAX_ID:
+                raise ProtocolError(f"a tensor id must be an int in [1, 2**62), got {o!r}")
+            if o in tensors or o in failed:
+                raise ProtocolError(f"{op.name}: tensor id {o} is in use")
+        n = len(shapes)
+        if len(outs) != n or (n > 1 and len(set(outs)) != n):
+            raise ProtocolError(f"{op.name} has {n} result(s), got ids {outs}")
         try:
             if self.bytes + size > self.limits.max_client:
-                self._admit(op.name, [shape], [dtype])  # raises, with the figures
-            if len(tensors) >= self.limits.max_tensors:
+                self._admit(op.name, list(shapes), list(dtypes))  # raises, with the figures
+            if len(tensors) + n > self.limits.max_tensors:
                 raise MemoryError(f"this client holds {len(tensors)} tensors, the limit")
-            t = self.device.dispatch(op, [tensors[a] for a in ids], _NO_PARAMS)
-            data = t._data
-            if tuple(data.shape) != shape or t._dtype is not dtype:
-                raise RuntimeError(f"{op.name}: its result has shape {tuple(data.shape)} "
-                                   f"{t._dtype.name}, its rule says {shape} {dtype.name} (a "
-                                   "bug in ember_remote or the backend)")
-            payload_dtype = getattr(data, "dtype", None)
-            if payload_dtype is not None and payload_dtype != numpy_dtype(dtype):
-                raise RuntimeError(f"{op.name}: its result holds {payload_dtype}, declared "
-                                   f"{dtype.name}")
+            out_t = self.device.dispatch(op, [tensors[a] for a in ids], params)
+            results = (out_t,) if n == 1 and op.outputs == 1 else out_t
+            if len(results) != n:
+                raise RuntimeError(f"{op.name} gave {len(results)} result(s), its rule says {n}")
+            for i, t in enumerate(results):
+                data = t._data
+                if tuple(data.shape) != shapes[i] or t._dtype is not dtypes[i]:
+                    raise RuntimeError(
+                        f"{op.name}: result {i} has shape {tuple(data.shape)} {t._dtype.name}, "
+                        f"its rule says {shapes[i]} {dtypes[i].name} (a bug in ember_remote "
+                        "or the backend)")
+                payload_dtype = getattr(data, "dtype", None)
+                if payload_dtype is not None and payload_dtype != numpy_dtype(dtypes[i]):
+                    raise RuntimeError(f"{op.name}: result {i} holds {payload_dtype}, declared "
+                                       f"{dtypes[i].name}")
         except Exception as exc:
-            self.failed[out] = f"op {op.name!r} failed: {type(exc).__name__}: {exc}"
+            for o in outs:
+                failed[o] = f"op {op.name!r} failed: {type(exc).__name__}: {exc}"
             raise OpFailed(op.name, exc) from exc
-        tensors[out] = t
-        self.sizes[out] = size
-        sigs[out] = (shape, dtype)
         self.bytes += size
+        for i, o in enumerate(outs):
+            tensors[o] = results[i]
+            self.sizes[o] = sizes[i]
+            sigs[o] = (shapes[i], dtypes[i])
 
-    def _remember(self, op: Op, rec: tuple[Any, ...], out: int) -> None:
-        """After a coded op without params ran, checked in full: what later ops of the same
-        signature can skip (only where its rule gave the result's shape before it ran)."""
+    def _remember(self, op: Op, key_head: tuple[Any, Any], ids: Any, params: Any,
+                  outs: Any) -> None:
+        """After a coded op ran, checked in full: what later ops with the same params and
+        input signatures can skip (only where its rule gave the results' shapes before it
+        ran, so that they depend on nothing else)."""
         sigs = self.sigs
-        result = sigs.get(out)
         rule = RULES.get(op)
-        if result is None or rule is None or len(self.checked) >= _MAX_CHECKED:
+        if rule is None or len(self.checked) >= _MAX_CHECKED:
             return
         try:
-            inputs = [sigs[a] for a in rec[2:]]
-            if rule([s for s, _ in inputs], _NO_PARAMS) != result[0]:
+            results = [sigs[o] for o in outs]
+            inputs = [sigs[a] for a in ids]
+            got = rule([s for s, _ in inputs], params)
+            expected = got if isinstance(got, list) else [got]
+            if [s for s, _ in results] != expected:
                 return
-        except Exception:  # a rule that needs params: no shortcut
+            key = (*key_head, *inputs)
+            hash(key)
+        except Exception:  # a failed op, or a rule that needs a param left to the kernel
             return
-        self.checked[(rec[0], *inputs)] = (op, result[0], result[1], self.sizes[out])
+        sizes = tuple(self.sizes[o] for o in outs)
+        self.checked[key] = (op, tuple(s for s, _ in results), tuple(d for _, d in results),
+                             sizes, sum(sizes))
 
     def _op(self, rec: tuple[Any, ...]) -> None:
         if len(rec) != 5:

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from math import prod
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from ember import ops
 from ember.backend import ALL_DTYPES, Backend, DType, numpy_dtype
 
-from ._connection import FLUSH_BYTES, Connection, RemoteConnectionError
+from ._connection import FLUSH_BYTES, FLUSH_ELEMENTS, Connection, RemoteConnectionError
 from ._shapes import RULES, Shape, _broadcast
 
 if TYPE_CHECKING:
@@ -197,6 +198,10 @@ class RemoteBackend(Backend):
                 records.append((code, tid, args[0]._data.id, args[1]._data.id))
             else:
                 records.append((code, tid, *[a._data.id for a in args]))
+            if shapes is not None:  # what the server will have to work on, roughly
+                conn.elements += prod(shapes)
+                if conn.elements >= FLUSH_ELEMENTS:
+                    conn.flush()
             if len(records) >= conn.flush_records:
                 conn.flush()
             dtype = args[0]._dtype if op.result == "same" else op.result_rule(args, params)
