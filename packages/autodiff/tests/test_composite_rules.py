@@ -66,7 +66,7 @@ def _rms_norm(x: np.ndarray, *w: np.ndarray, ndim: int, eps: float,
 
 
 def _cross_entropy(z: np.ndarray, t: np.ndarray, ignore_index: int, label_smoothing: float,
-                   reduction: str) -> tuple[np.ndarray, ...]:
+                   reduction: str, float32_loss: bool = False) -> tuple[np.ndarray, ...]:
     CALLS["cross_entropy"] += 1
     v = z.astype(np.float64)
     mx = v.max(axis=1, keepdims=True)
@@ -77,7 +77,8 @@ def _cross_entropy(z: np.ndarray, t: np.ndarray, ignore_index: int, label_smooth
                     + label_smoothing * (lse - v.mean(axis=1)))
     count = np.array(valid.sum(), dtype=z.dtype)
     loss = {"mean": lambda: rows.sum() / count, "sum": rows.sum, "none": lambda: rows}[reduction]()
-    return np.asarray(loss, dtype=z.dtype), lse.astype(z.dtype), count
+    ld = np.float32 if float32_loss and z.dtype.itemsize < 4 else z.dtype
+    return np.asarray(loss, dtype=ld), lse.astype(z.dtype), count
 
 
 class ForwardCompositeCpu(CpuBackend):

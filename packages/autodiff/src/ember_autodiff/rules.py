@@ -638,7 +638,8 @@ def _cross_entropy(g: Tensor, out: tuple[Tensor, Tensor, Tensor], logits: Tensor
     lse = out[1]
     if _recorded(logits):  # the row logsumexp, differentiably (see `_recorded`)
         lse = F.logsumexp(logits.to(dtype=lse.dtype), dim=1)
-    return F.cross_entropy_backward(g, logits, target, lse, out[2], **params), None
+    return F.cross_entropy_backward(g, logits, target, lse, out[2], params["ignore_index"],
+                                    params["label_smoothing"], params["reduction"]), None
 
 
 

@@ -363,9 +363,11 @@ def _check_targets(op: str, z: np.ndarray, t: np.ndarray, ignore_index: int,
 
 @quiet
 def cross_entropy(z: np.ndarray, t: np.ndarray, ignore_index: int, label_smoothing: float,
-                  reduction: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                  reduction: str, float32_loss: bool = False
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(loss, lse, count)`` of integer targets: each row's loss is ``(1 - s) (lse - z[t]) +
-    s (lse - mean(z))`` (``s`` the label smoothing), 0 on ignored rows.
+    s (lse - mean(z))`` (``s`` the label smoothing), 0 on ignored rows; the loss in ``z``'s
+    dtype, or in the statistics' with ``float32_loss``.
 
     Note: an ignored row adds exactly 0 even where its logits are nan or inf (PyTorch skips
     it, as the Triton kernel does); core's decomposition multiplies it by 0, which keeps nan.
@@ -397,11 +399,12 @@ def cross_entropy(z: np.ndarray, t: np.ndarray, ignore_index: int, label_smoothi
     loss[~valid] = 0.0
     lse = lse_s + shift
     count = np.asarray(np.count_nonzero(valid), sd)
+    ld = sd if float32_loss else z.dtype
     if reduction == "none":
-        out = _out(loss, z.dtype)
+        out = _out(loss, ld)
     else:
         total = loss.sum()
-        out = np.asarray(total / count if reduction == "mean" else total).astype(z.dtype)
+        out = np.asarray(total / count if reduction == "mean" else total).astype(ld)
     return out, _out(lse, sd), count
 
 
@@ -412,7 +415,10 @@ def cross_entropy_backward(g: np.ndarray, z: np.ndarray, t: np.ndarray, lse: np.
     """``(softmax(z) - (1 - s) onehot(t) - s / C) * scale`` with ``scale`` = ``g / count``
     (mean), ``g`` (sum) or ``g[row]`` (none); exactly 0 on ignored rows."""
     op = "cross_entropy_backward"
-    _float(op, g, z)
+    if g.dtype == F32 and z.dtype in LOW:  # the float32 loss of half logits (autocast)
+        _float(op, z)
+    else:
+        _float(op, g, z)
     valid = _check_targets(op, z, t, ignore_index, reduction)
     m, c = z.shape
     want = (m,) if reduction == "none" else ()

@@ -121,7 +121,8 @@ def cross_entropy_backward(g: Tensor, logits: Tensor, target: Tensor, lse: Tenso
     ``(softmax(logits) - (1 - s) onehot(target) - s / C)`` times ``g`` (divided by ``count``
     for ``mean``), zero on rows whose target is ``ignore_index``.
     """
-    if g._dtype is logits._dtype and logits._device.implements(cops.cross_entropy_backward):
+    fits = g._dtype is logits._dtype or (g._dtype is dt.float32 and logits._dtype.itemsize < 4)
+    if fits and logits._device.implements(cops.cross_entropy_backward):
         return apply(cops.cross_entropy_backward, g, logits,  # type: ignore[no-any-return]
                      target, lse, count, ignore_index=ignore_index,
                      label_smoothing=label_smoothing, reduction=reduction)

@@ -30,7 +30,7 @@ from ._backward import (
 )
 from ._checks import check_range
 from ._errors import DTypeError, ShapeError
-from .amp._state import AUTOCAST, autocast_inputs
+from .amp._state import AUTOCAST, autocast_inputs, setting
 from .ops import composite as cops, nn as nnops
 from .ops._op import Op
 
@@ -444,13 +444,20 @@ def cross_entropy(logits: Tensor, target: Tensor, weight: Tensor | None = None,
     >>> round(loss.item(), 4)
     1.3863
     """
-    if AUTOCAST:
-        logits, target, weight = autocast_inputs(cops.cross_entropy, (logits, target, weight))
     cdim = 1 if logits.ndim > 1 else 0
-    if (weight is None and not target.dtype.is_floating_point and logits.ndim
-            and logits.dtype.is_floating_point and reduction in ("mean", "sum", "none")
-            and tuple(target.shape) == tuple(logits.shape[:cdim] + logits.shape[cdim + 1:])
-            and logits._device.implements(cops.cross_entropy)):
+    fused = (weight is None and not target.dtype.is_floating_point and logits.ndim
+             and logits.dtype.is_floating_point and reduction in ("mean", "sum", "none")
+             and tuple(target.shape) == tuple(logits.shape[:cdim] + logits.shape[cdim + 1:])
+             and logits._device.implements(cops.cross_entropy))
+    if AUTOCAST:
+        if fused and logits._dtype.itemsize < 4 and setting(logits._device) is not None:
+            # autocast's float32 loss: the kernel reads the half logits and computes in
+            # float32 (what widening them first gives, without the float32 copy); the
+            # gradient comes back in the logits' dtype, as the widening's backward rounds it
+            return _fused_cross_entropy(logits, target, ignore_index, reduction,
+                                        label_smoothing, float32_loss=True)
+        logits, target, weight = autocast_inputs(cops.cross_entropy, (logits, target, weight))
+    if fused:
         return _fused_cross_entropy(logits, target, ignore_index, reduction, label_smoothing)
     logp = log_softmax(logits, dim=cdim)
     if target.dtype.is_floating_point:  # class probabilities
@@ -475,7 +482,7 @@ def cross_entropy(logits: Tensor, target: Tensor, weight: Tensor | None = None,
 
 
 def _fused_cross_entropy(logits: Tensor, target: Tensor, ignore_index: int, reduction: str,
-                         label_smoothing: float) -> Tensor:
+                         label_smoothing: float, float32_loss: bool = False) -> Tensor:
     """The composite op over ``[M, C]`` rows: the class axis moved last, other axes flattened."""
     c = logits.shape[1] if logits.ndim > 1 else logits.shape[0]
     if logits.ndim > 2:
@@ -484,7 +491,7 @@ def _fused_cross_entropy(logits: Tensor, target: Tensor, ignore_index: int, redu
     _check_targets("cross_entropy", target, c, ignore_index)
     out = apply(cops.cross_entropy, rows, cast(target, dt.int64).reshape(-1),
                 ignore_index=int(ignore_index), label_smoothing=float(label_smoothing),
-                reduction=reduction)
+                reduction=reduction, float32_loss=float32_loss)
     loss: Tensor = out[0]
     return loss.reshape(target.shape) if reduction == "none" else loss
 

@@ -216,7 +216,8 @@ _REDUCTIONS = {"mean": 0, "sum": 1, "none": 2}
 
 
 def cross_entropy(be: TritonBackend, z: DeviceArray, t: DeviceArray, ignore_index: int,
-                  label_smoothing: float, reduction: str) -> tuple[DeviceArray, ...]:
+                  label_smoothing: float, reduction: str,
+                  float32_loss: bool = False) -> tuple[DeviceArray, ...]:
     m, c = z.shape
     zr = contiguous(be, z)
     tr = contiguous(be, t)
@@ -225,7 +226,8 @@ def cross_entropy(be: TritonBackend, z: DeviceArray, t: DeviceArray, ignore_inde
     count = be.empty((), sd)
     none = reduction == "none"
     acc = np.dtype(np.float64) if _wide(z.dtype) else _F32
-    rows = be.empty((m,), z.dtype if none else acc)
+    ld = sd if float32_loss else z.dtype  # the loss's dtype
+    rows = be.empty((m,), ld if none else acc)
     mod = be.module("rows")
     if m:
         plan = _Plan(be, m, c, z.dtype)
@@ -234,7 +236,7 @@ def cross_entropy(be: TritonBackend, z: DeviceArray, t: DeviceArray, ignore_inde
                   ONE=plan.one, **plan.meta)
     if none:
         return rows, lse, be.scalar(1, sd)
-    out = be.empty((), z.dtype)
+    out = be.empty((), ld)
     block = min(max(16, _pow2(m)), 1 << 14 if be.memory.interpret else 1024)
     be.launch(mod.cross_entropy_reduce, (1,), out, count, rows, tr, m, int(ignore_index),
               MEAN=reduction == "mean", BLOCK=block)

@@ -55,6 +55,16 @@ def _same_and_stats(args: Sequence[Any], params: dict[str, Any]) -> tuple[DType,
     return d, _stat(d), _stat(d)
 
 
+def _loss_and_stats(args: Sequence[Any], params: dict[str, Any]) -> tuple[DType, DType, DType]:
+    d: DType = args[0]._dtype
+    return (_stat(d) if params.get("float32_loss") else d), _stat(d), _stat(d)
+
+
+def _second(args: Sequence[Any], params: dict[str, Any]) -> DType:
+    d: DType = args[1]._dtype
+    return d
+
+
 def _same_and_stat(args: Sequence[Any], params: dict[str, Any]) -> tuple[DType, DType]:
     d: DType = args[0]._dtype
     return d, _stat(d)
@@ -86,6 +96,8 @@ RESULT_RULES: Final[dict[str, DTypeRule]] = {
     "param": _param,
     "same+index": _same_and_index,
     "same+stats": _same_and_stats,
+    "loss+stats": _loss_and_stats,
+    "second": _second,
     "same+stat": _same_and_stat,
     "same*2": _same_twice,
     "same*3": _same_thrice,
@@ -108,7 +120,9 @@ class Op:
     result : rule giving the output dtype(s) from the input dtypes and params: ``same``,
         ``last``, ``bool``, ``index`` (int64), ``param`` (``params["dtype"]``), ``same+index``;
         composites also use ``same+stats`` / ``same+stat`` (the input's dtype, then two / one
-        row statistics in float32 for half types), ``same*2`` / ``same*3`` / ``same*4``, and
+        row statistics in float32 for half types), ``loss+stats`` (``same+stats`` whose first
+        output takes the statistics' dtype under the ``float32_loss`` param), ``second`` (the
+        second input's dtype), ``same*2`` / ``same*3`` / ``same*4``, and
         ``params*3`` (inputs are four lists of n tensors, outputs three lists with the first
         list's dtypes).
     outputs : number of outputs (``sort`` returns values and indices); ``-1`` where it

@@ -47,14 +47,18 @@ rms_norm_backward = Op("rms_norm_backward", "composite", -1, ("ndim", "weight"),
 
 _CE = ("ignore_index", "label_smoothing", "reduction")
 #: ``cross_entropy(logits[M, C], target[M] int64, ignore_index=, label_smoothing=,
-#: reduction=("mean"|"sum"|"none"))`` -> ``(loss, lse[M], count[])``: the loss (0-d, or
-#: ``[M]`` for ``none``), each row's logsumexp and the number of targets not ignored.
-cross_entropy = Op("cross_entropy", "composite", 2, _CE, result="same+stats", outputs=3,
-                   dtypes="float")
-#: ``cross_entropy_backward(g, logits, target, lse, count, ...)`` -> ``dlogits``:
-#: ``(softmax - (1 - s) onehot - s / C)`` scaled by ``g`` (and ``1 / count`` for ``mean``),
-#: zero on ignored rows.
-cross_entropy_backward = Op("cross_entropy_backward", "composite", 5, _CE, dtypes="float")
+#: reduction=("mean"|"sum"|"none"), float32_loss=)`` -> ``(loss, lse[M], count[])``: the loss
+#: (0-d, or ``[M]`` for ``none``), each row's logsumexp and the number of targets not ignored.
+#: The loss has the logits' dtype, or with ``float32_loss`` the statistics' (float32 for half
+#: logits: autocast's float32 loss, computed from the half logits without widening them first).
+cross_entropy = Op("cross_entropy", "composite", 2, (*_CE, "float32_loss"), result="loss+stats",
+                   outputs=3, dtypes="float")
+#: ``cross_entropy_backward(g, logits, target, lse, count, ...)`` -> ``dlogits`` in the
+#: logits' dtype: ``(softmax - (1 - s) onehot - s / C)`` scaled by ``g`` (and ``1 / count``
+#: for ``mean``), zero on ignored rows.  ``g`` has the loss's dtype (float32 for the
+#: ``float32_loss`` of half logits).
+cross_entropy_backward = Op("cross_entropy_backward", "composite", 5, _CE, result="second",
+                            dtypes="float")
 
 #: ``adam_step(p, g, exp_avg, exp_avg_sq, lr=, beta1=, beta2=, eps=, weight_decay=,
 #: decoupled=, maximize=, step_size=, bias_correction2_sqrt=)`` -> ``(p, exp_avg, exp_avg_sq)``:
@@ -179,3 +183,12 @@ gru_layer = Op("gru_layer", "composite", -1, ("bias", "reverse"), result="same*2
 #: ``(dgates_x[T, N, 3H], dh[N, H], dw_hh[3H, H], db_hh[3H])``; ``db_hh`` is empty without a bias.
 gru_layer_backward = Op("gru_layer_backward", "composite", 5, ("bias", "reverse"),
                         result="same*4", outputs=4, dtypes="float")
+#: ``fused_conv2d(x[N, C, H, W], w[O, C/groups, kh, kw], [bias[O]], [scale[O], shift[O],
+#: mean[O], var[O]], [residual[N, O, OH, OW]], stride=, padding=, dilation=, groups=,
+#: bias=bool, norm=bool, residual=bool, relu=bool, eps=)`` -> `conv2d` plus ``bias``, then
+#: inference batch normalisation ``(y - mean) * scale / sqrt(var + eps) + shift`` (``norm``),
+#: plus ``residual``, then ReLU (``relu``): a convolution and its epilogue, as inference
+#: engines fuse them (ONNX import runs Conv -> BatchNormalization -> Add -> Relu chains so).
+fused_conv2d = Op("fused_conv2d", "composite", -1,
+                  ("stride", "padding", "dilation", "groups", "bias", "norm", "residual",
+                   "relu", "eps"), dtypes="float")
