@@ -272,3 +272,46 @@ def test_small_conv_gemms_run_on_one_blas_thread_and_restore_the_count():
     np.testing.assert_allclose(got, naive_conv2d(x.astype(np.float64), w.astype(np.float64),
                                                  (1, 1), (1, 1), (1, 1), 1), rtol=1e-4,
                                atol=1e-4)
+
+
+@pytest.mark.parametrize(("bias", "norm", "residual", "relu"),
+                         [(True, True, True, True), (False, True, False, True),
+                          (True, False, True, False), (False, False, False, True)])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_fused_conv2d_applies_its_epilogue_as_the_definition(bias, norm, residual, relu,
+                                                             dtype):
+    from ember.ops import composite as cops
+
+    x = rng.standard_normal((2, 4, 7, 8))
+    w = rng.standard_normal((6, 2, 3, 3))
+    y = naive_conv2d(x, w, (2, 1), (1, 1), (1, 1), 2)
+    per = {k: rng.standard_normal(6) for k in ("b", "s", "t", "m")}
+    per["v"] = rng.random(6) + 0.2
+    res = rng.standard_normal(y.shape)
+    extra = ([per["b"]] if bias else []) + \
+        ([per[k] for k in ("s", "t", "m", "v")] if norm else []) + ([res] if residual else [])
+    want = y + (per["b"][:, None, None] if bias else 0)
+    if norm:
+        k = per["s"] / np.sqrt(per["v"] + 1e-3)
+        want = (want - per["m"][:, None, None]) * k[:, None, None] + per["t"][:, None, None]
+    want = want + (res if residual else 0)
+    want = np.maximum(want, 0) if relu else want
+    dt = np.dtype(dtype)
+    got = K[ops.composite.fused_conv2d](
+        x.astype(dt), w.astype(dt), *[a.astype(dt) for a in extra], stride=(2, 1),
+        padding=(1, 1), dilation=(1, 1), groups=2, bias=bias, norm=norm, residual=residual,
+        relu=relu, eps=1e-3)
+    assert got.dtype == dt and cops.fused_conv2d in K
+    tol = 1e-12 if dt == np.float64 else 1e-4
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+def test_fused_conv2d_refuses_a_residual_of_another_shape():
+    from ember.backend import ShapeError
+
+    x = rng.standard_normal((1, 2, 5, 5))
+    w = rng.standard_normal((3, 2, 3, 3))
+    with pytest.raises(ShapeError, match="residual"):
+        K[ops.composite.fused_conv2d](x, w, np.zeros((1, 3, 5, 5)), stride=(1, 1),
+                                      padding=(0, 0), dilation=(1, 1), groups=1, bias=False,
+                                      norm=False, residual=True, relu=False, eps=1e-5)

@@ -1,13 +1,15 @@
-"""How many BLAS threads a convolution's GEMM runs on.
+"""How many BLAS threads the GEMMs of convolutions and ``linear`` run on.
 
 OpenBLAS splits every GEMM over all its threads.  A GEMM of a batch-1 convolution (ResNet-18's
 largest is 0.23 GFLOP, ~2 ms of one core) gains little from that and can lose a lot: the
 workers sleep between calls and must be woken, and when another process holds a core, the
 thread that finished its half spins until the descheduled one gets a time slice.  On the 2-core
 development VM (2026-12-06, one other job running) ResNet-18 took 56 ms at one BLAS thread and
-170-360 ms at two.  So a GEMM below `SMALL_GEMM_FLOPS` runs on one thread; larger ones (and
-every GEMM outside the convolutions) keep the thread count the process set (``threadpoolctl``,
-``OPENBLAS_NUM_THREADS``), which also caps this: at one thread nothing changes.
+170-360 ms at two; and workers still spinning after one multi-threaded GEMM (the classifier's
+matrix-vector product) slowed the single-threaded kernels after it two-fold.  So a GEMM below
+`SMALL_GEMM_FLOPS` runs on one thread; larger ones (and plain ``matmul``) keep the thread
+count the process set (``threadpoolctl``, ``OPENBLAS_NUM_THREADS``), which also caps this: at
+one thread nothing changes.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["col2im", "im2col", "max_pool2d", "max_pool2d_backward"]
+__all__ = ["col2im", "epilogue", "im2col", "max_pool2d", "max_pool2d_backward"]
 
 Geometry = tuple[int, int, int, int, int, int, int, int]  # kh, kw, sh, sw, ph, pw, dh, dw
 
@@ -138,8 +138,30 @@ def _loops() -> dict[str, Callable[..., Any]]:
                 out[p, at] += g[p, k]
         return True
 
+    @jit
+    def epilogue(y: Any, scale: Any, shift: Any, residual: Any, relu: bool) -> None:
+        # y[n, o, :] = max(y * scale[o] + shift[o] + residual[n, o, :], 0) in one pass; an
+        # empty scale / residual is left out; ReLU keeps nan (as np.maximum does)
+        n_, o_, p_ = y.shape
+        scaled, added = scale.size > 0, residual.size > 0
+        zero = y.dtype.type(0)
+        for n in range(n_):
+            for o in range(o_):
+                k = scale[o] if scaled else y.dtype.type(1)
+                c = shift[o]
+                row = y[n, o]
+                if added:
+                    res = residual[n, o]
+                    for q in range(p_):
+                        v = row[q] * k + c + res[q]
+                        row[q] = zero if relu and v < zero else v
+                else:
+                    for q in range(p_):
+                        v = row[q] * k + c
+                        row[q] = zero if relu and v < zero else v
+
     return {"im2col": im2col, "col2im": col2im, "max_pool": max_pool,
-            "max_pool_backward": max_pool_backward}
+            "max_pool_backward": max_pool_backward, "epilogue": epilogue}
 
 
 def im2col(x: Any, cols: Any, geometry: Geometry, batch_major: bool = True) -> None:
@@ -165,3 +187,9 @@ def max_pool2d_backward(g: Any, indices: Any, out: Any) -> bool:
     """``out[P, H*W] += g[P, K]`` at ``indices[P, K]``; False (and ``out`` partly filled)
     when an index is outside ``[0, H*W)``."""
     return bool(_loops()["max_pool_backward"](g, indices, out))
+
+
+def epilogue(y: Any, scale: Any, shift: Any, residual: Any, relu: bool) -> None:
+    """In place on C-contiguous ``y[N, O, P]``: ``y * scale[O] + shift[O] + residual[N, O, P]``,
+    then ReLU when ``relu``; an empty ``scale`` or ``residual`` is left out."""
+    _loops()["epilogue"](y, scale, shift, residual, relu)

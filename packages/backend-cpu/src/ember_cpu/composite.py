@@ -18,7 +18,7 @@ import numpy as np
 from ember.backend import DTypeError, ShapeError
 from ember.ops import composite as cops
 
-from . import _conv_jit, optim
+from . import _blas, _conv_jit, optim
 from ._common import F32, F64, LOW, quiet, wide
 from ._jit import clamp_grad
 from .nn import shifted_cols
@@ -454,7 +454,7 @@ def linear(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
     if x.ndim != 2 or w.ndim != 2 or b.shape != w.shape[:1] or x.shape[1] != w.shape[1]:
         raise ShapeError(f"linear: expected x [N, in], weight [out, in], bias [out], got "
                          f"{x.shape}, {w.shape}, {b.shape}")
-    out = np.matmul(wide(x), wide(w).T)
+    out = _blas.matmul(wide(x), wide(w).T, 2 * x.shape[0] * w.shape[0] * w.shape[1])
     out += wide(b)
     return _out(out, x.dtype)
 

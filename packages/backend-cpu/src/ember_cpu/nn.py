@@ -12,13 +12,15 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from ember.backend import ShapeError
+from ember.ops import composite as cops
 from ember.ops import nn
 from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
 from . import _blas, _conv_jit
 from ._common import F32, F64, LOW
 
-__all__ = ["KERNELS", "conv2d", "conv_transpose2d"]
+__all__ = ["KERNELS", "conv2d", "conv_transpose2d", "fused_conv2d"]
 
 Pair = tuple[int, int]
 
@@ -94,6 +96,41 @@ def conv2d(x: np.ndarray, w: np.ndarray, stride: Pair = (1, 1), padding: Pair = 
     _conv_jit.im2col(np.ascontiguousarray(x), cols, _geometry(kh, kw, stride, padding, dilation))
     out = _blas.matmul(wg, cols.reshape(n, groups, cols_k, oh * ow), gemm_flops)
     return out.reshape(n, o, oh, ow)
+
+
+def fused_conv2d(x: np.ndarray, w: np.ndarray, *rest: np.ndarray, stride: Pair = (1, 1),
+                 padding: Pair = (0, 0), dilation: Pair = (1, 1), groups: int = 1,
+                 bias: bool = False, norm: bool = False, residual: bool = False,
+                 relu: bool = False, eps: float = 1e-5) -> np.ndarray:
+    """`conv2d` and its epilogue (bias, inference batch norm, residual, ReLU) applied in place
+    on the GEMM's output in one pass (see ``ember.ops.composite.fused_conv2d``)."""
+    if len(rest) != int(bias) + 4 * int(norm) + int(residual):
+        raise ValueError(f"fused_conv2d: {len(rest)} extra inputs for bias={bias}, "
+                         f"norm={norm}, residual={residual}")
+    y = conv2d(x, w, stride, padding, dilation, groups)
+    o = y.shape[1]
+    for a in rest[:len(rest) - int(residual)]:
+        if a.shape != (o,):
+            raise ShapeError(f"fused_conv2d: a per-channel input has shape {a.shape}, "
+                             f"expected ({o},)")
+    res = rest[-1] if residual else None
+    if res is not None and res.shape != y.shape:
+        raise ShapeError(f"fused_conv2d: residual {res.shape} is not the output's {y.shape}")
+    dt = y.dtype
+    work = dt if dt == F32 or dt == F64 else F32
+    b = rest[0].astype(work, copy=False) if bias else np.zeros(o, work)
+    scale = np.empty(0, work)
+    if norm:  # (y + b - mean) * k + shift, k = scale / sqrt(var + eps)
+        s, t, m, v = (a.astype(work, copy=False) for a in rest[int(bias):int(bias) + 4])
+        scale = s / np.sqrt(v + work.type(eps))
+        b = (b - m) * scale + t
+    out = y if y.dtype == work and y.flags.c_contiguous and y.flags.writeable else \
+        np.ascontiguousarray(y, dtype=work)
+    r = np.empty((0, 0, 0), work) if res is None else \
+        np.ascontiguousarray(res, dtype=work).reshape(out.shape[0], o, -1)
+    with np.errstate(all="ignore"):
+        _conv_jit.epilogue(out.reshape(out.shape[0], o, -1), scale, b, r, relu)
+    return out.astype(dt, copy=False)
 
 
 def shifted_cols(x: np.ndarray, k: Pair, padding: Pair, dilation: Pair
@@ -352,6 +389,7 @@ def _interpolate(x: np.ndarray, size: tuple[int, ...] = (), mode: str = "nearest
 KERNELS: dict[Any, Any] = {
     nn.conv1d: _conv1d,
     nn.conv2d: conv2d,
+    cops.fused_conv2d: fused_conv2d,
     nn.conv_transpose1d: _conv_transpose1d,
     nn.conv_transpose2d: conv_transpose2d,
     nn.max_pool2d: _max_pool2d,

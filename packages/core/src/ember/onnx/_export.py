@@ -317,6 +317,21 @@ def _interpolate(c: _Call) -> str:
     raise NotImplementedError(f"{c.where}: interpolate mode {mode!r} has no ONNX form here")
 
 
+def _fused_conv(c: _Call) -> str:
+    """`fused_conv2d` back to the nodes the importer fused: Conv, BatchNormalization, Add, Relu."""
+    p = c.params
+    k = 2 + int(p["bias"])
+    y = c.g.node("Conv", c.ins[:k], strides=list(p["stride"]), pads=list(p["padding"]) * 2,
+                 dilations=list(p["dilation"]), group=int(p["groups"]),
+                 kernel_shape=list(c.shapes[1][2:4]))
+    if p["norm"]:
+        y = c.g.node("BatchNormalization", [y, *c.ins[k:k + 4]], epsilon=float(p["eps"]))
+    if p["residual"]:
+        y = c.g.node("Add", [y, c.ins[-1]])
+    return c.g.node("Relu", [y]) if p["relu"] else y
+
+
+RULES["fused_conv2d"] = _fused_conv
 RULES.update(linear=_linear, conv1d=_conv, conv2d=_conv, conv_transpose1d=_conv_transpose,
              conv_transpose2d=_conv_transpose, max_pool2d=_max_pool, avg_pool2d=_avg_pool,
              adaptive_avg_pool2d=_adaptive_avg_pool, layer_norm=_layer_norm, gelu=_gelu,

@@ -22,7 +22,7 @@ import numpy as np
 from ember import Device, Tensor, device as _device, tensor as _tensor
 from ember.nn import Module, Parameter
 
-from . import _elementwise, _nn, _reduce, _shape  # noqa: F401  # register the op rules
+from . import _elementwise, _fuse, _nn, _reduce, _shape  # noqa: F401  # register the op rules
 from ._dtypes import FROM_ONNX, ember_dtype
 from ._registry import OPS, OPSET_MAX, OPSET_MIN, Node, Run, is_host
 
@@ -233,7 +233,10 @@ class OnnxModel(Module):
                     static[name] = v
                 continue
             run_nodes.append(n)
+        run_nodes = _fuse.fuse(run_nodes, [v.name for v in g.output])
         object.__setattr__(self, "_nodes", run_nodes)
+        object.__setattr__(self, "_rules", [_fuse.RULE if n.op_type == _fuse.FUSED
+                                            else OPS[n.op_type] for n in run_nodes])
         init_names = set(inits)
         inputs = [v for v in g.input if v.name not in init_names]
         object.__setattr__(self, "input_names", [v.name for v in inputs])
@@ -314,8 +317,7 @@ class OnnxModel(Module):
         for name, (mod, attr) in self._slots.items():
             values[name] = getattr(mod, attr)
         run = Run(dev, buffers)
-        for step, node in enumerate(self._nodes):
-            rule = OPS[node.op_type]
+        for step, (node, rule) in enumerate(zip(self._nodes, self._rules, strict=True)):
             xs = [values[i] if i else None for i in node.inputs]
             try:
                 if rule.host is not None and all(x is None or is_host(x) for x in xs):
