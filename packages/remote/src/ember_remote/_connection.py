@@ -34,7 +34,7 @@ FLUSH_BYTES = 1 << 20
 #: so that the server works while the client queues more, the queue also goes out once its
 #: ops' results hold FLUSH_ELEMENTS elements in all (``EMBER_REMOTE_FLUSH_ELEMENTS``): a
 #: stream of small ops goes in large batches, a stream of large ones early
-FLUSH_ELEMENTS = int(os.environ.get("EMBER_REMOTE_FLUSH_ELEMENTS", str(1 << 16)))
+FLUSH_ELEMENTS = int(os.environ.get("EMBER_REMOTE_FLUSH_ELEMENTS", str(1 << 18)))
 
 
 class RemoteError(RuntimeError):

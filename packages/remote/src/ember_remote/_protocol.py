@@ -30,6 +30,7 @@ Server to client
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import msgpack  # type: ignore[import-untyped]  # msgpack ships no type information
@@ -74,12 +75,18 @@ def _ext_hook(code: int, data: bytes) -> Any:
         raise ProtocolError("a dtype name that is not text") from None
 
 
-_PACKER = msgpack.Packer(default=_default, use_bin_type=True)
+#: a packer per thread: a Packer keeps its buffer between calls, and ``_default`` (Python)
+#: can let another thread in while a message is half packed
+_LOCAL = threading.local()
 
 
 def pack(message: Any) -> bytes:
     """The bytes of one message."""
-    return _PACKER.pack(message)  # type: ignore[no-any-return]  # msgpack is untyped
+    try:
+        packer = _LOCAL.packer
+    except AttributeError:
+        packer = _LOCAL.packer = msgpack.Packer(default=_default, use_bin_type=True)
+    return packer.pack(message)  # type: ignore[no-any-return]  # msgpack is untyped
 
 
 def unpack(data: bytes, *, max_bytes: int) -> list[Any]:

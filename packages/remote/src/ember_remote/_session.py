@@ -29,7 +29,9 @@ _MAX_ID = 1 << 62
 #: signatures a session remembers as checked (a hostile client cannot grow it without end)
 _MAX_CHECKED = 1 << 14
 _NO_PARAMS: dict[str, Any] = {}
-Checked = tuple["Op", tuple[Shape, ...], tuple[DType, ...], tuple[int, ...], int]
+#: what the checks of a coded op concluded: op, result shapes, dtypes, bytes, total bytes,
+#: numpy dtypes of the results' payloads
+Checked = tuple["Op", tuple[Shape, ...], tuple[DType, ...], tuple[int, ...], int, tuple[Any, ...]]
 _SYNC = ("get", "shape", "sync")
 
 
@@ -76,9 +78,9 @@ class Session:
         self.sizes: dict[int, int] = {}
         #: ``(shape, dtype)`` of each tensor: what a coded op's checks depend on
         self.sigs: dict[int, tuple[Shape, DType]] = {}
-        #: ``(code, params, *input sigs)`` of a coded op -> what its checks concluded: ``(op,
-        #: result shapes, result dtypes, result bytes, their sum)``; an op whose rule gives its
-        #: results' shapes is checked in full the first time only
+        #: ``(code, params, *input sigs)`` of a coded op -> what its checks concluded
+        #: (`Checked`); an op whose rule gives its results' shapes is checked in full the first
+        #: time only
         self.checked: dict[tuple[Any, ...], Checked] = {}
         #: ids whose op failed -> why (a later read of one names the op that failed)
         self.failed: dict[int, str] = {}
@@ -235,8 +237,78 @@ class Session:
 
     def _coded(self, rec: tuple[Any, ...]) -> None:
         """``(code, out, *args)`` or ``(code, outs, args, params)``: checked in full the first
-        time its op meets these params and input shapes and dtypes, then from what those
-        checks concluded (`checked`); the result is still checked after the kernel."""
+        time its op meets these params and input shapes and dtypes (`_coded_in_full`), then
+        from what those checks concluded (`checked`); the result is still checked after the
+        kernel."""
+        out = rec[1]
+        sigs = self.sigs
+        try:
+            if type(out) is int:  # no params, one result
+                params: Any = _NO_PARAMS
+                ids: Any = rec[2:]
+                n_in = len(ids)
+                if n_in == 2:
+                    key: Any = (rec[0], None, sigs[ids[0]], sigs[ids[1]])
+                elif n_in == 1:
+                    key = (rec[0], None, sigs[ids[0]])
+                else:
+                    key = (rec[0], None, *[sigs[a] for a in ids])
+                outs: Any = (out,)
+            else:
+                outs, ids, params = out, rec[2], rec[3]
+                key = (rec[0], tuple(params.items()), *[sigs[a] for a in ids])
+            op, shapes, dtypes, sizes, size, npds = self.checked[key]
+        except Exception:  # new params or inputs, a missing input, or a malformed record
+            self._coded_in_full(rec)
+            return
+        tensors, failed = self.tensors, self.failed
+        n = len(shapes)
+        for o in outs:
+            if type(o) is not int or not 0 < o < _MAX_ID:
+                raise ProtocolError(f"a tensor id must be an int in [1, 2**62), got {o!r}")
+            if o in tensors or o in failed:
+                raise ProtocolError(f"{op.name}: tensor id {o} is in use")
+        if len(outs) != n or (n > 1 and len(set(outs)) != n):
+            raise ProtocolError(f"{op.name} has {n} result(s), got ids {outs}")
+        try:
+            if self.bytes + size > self.limits.max_client:
+                self._admit(op.name, list(shapes), list(dtypes))  # raises, with the figures
+            if len(tensors) + n > self.limits.max_tensors:
+                raise MemoryError(f"this client holds {len(tensors)} tensors, the limit")
+            result = self.device.dispatch(op, [tensors[a] for a in ids], params)
+            results = (result,) if op.outputs == 1 else result
+            if len(results) != n:
+                raise RuntimeError(f"{op.name} gave {len(results)} result(s), its rule says {n}")
+            for i in range(n):
+                t = results[i]
+                data = t._data
+                shape = data.shape
+                if (shape != shapes[i] and tuple(shape) != shapes[i]) or t._dtype is not dtypes[i]:
+                    raise RuntimeError(
+                        f"{op.name}: result {i} has shape {tuple(shape)} {t._dtype.name}, its "
+                        f"rule says {shapes[i]} {dtypes[i].name} (a bug in ember_remote or the "
+                        "backend)")
+                held = getattr(data, "dtype", None)
+                if held is not None and held is not npds[i] and held != npds[i]:
+                    raise RuntimeError(f"{op.name}: result {i} holds {held}, declared "
+                                       f"{dtypes[i].name}")
+        except Exception as exc:
+            for o in outs:
+                failed[o] = f"op {op.name!r} failed: {type(exc).__name__}: {exc}"
+            raise OpFailed(op.name, exc) from exc
+        self.bytes += size
+        if n == 1:
+            tensors[out if type(out) is int else out[0]] = result
+            self.sizes[outs[0]] = size
+            sigs[outs[0]] = (shapes[0], dtypes[0])
+            return
+        for i, o in enumerate(outs):
+            tensors[o] = results[i]
+            self.sizes[o] = sizes[i]
+            sigs[o] = (shapes[i], dtypes[i])
+
+    def _coded_in_full(self, rec: tuple[Any, ...]) -> None:
+        """A coded op whose signature was not seen yet, or a malformed one: every check."""
         code, out = rec[0], rec[1]
         op = self.table[code] if 0 <= code < len(self.table) else None
         if op is None:
@@ -252,53 +324,8 @@ class Session:
         else:
             outs, ids, params = out, rec[2], rec[3]
             pk = tuple(params.items()) if type(params) is dict else params
-        sigs = self.sigs
-        try:
-            key = (code, pk, *[sigs[a] for a in ids])
-            entry = self.checked[key]
-        except (KeyError, TypeError):  # new params or inputs, or an input that is not there
-            self._op(("op", op.name, ids, params, outs))
-            self._remember(op, key_head=(code, pk), ids=ids, params=params, outs=outs)
-            return
-        _, shapes, dtypes, sizes, size = entry
-        tensors, failed = self.tensors, self.failed
-        for o in outs:
-            if type(o) is not int or not 0 < o < _MAX_ID:
-                raise ProtocolError(f"a tensor id must be an int in [1, 2**62), got {o!r}")
-            if o in tensors or o in failed:
-                raise ProtocolError(f"{op.name}: tensor id {o} is in use")
-        n = len(shapes)
-        if len(outs) != n or (n > 1 and len(set(outs)) != n):
-            raise ProtocolError(f"{op.name} has {n} result(s), got ids {outs}")
-        try:
-            if self.bytes + size > self.limits.max_client:
-                self._admit(op.name, list(shapes), list(dtypes))  # raises, with the figures
-            if len(tensors) + n > self.limits.max_tensors:
-                raise MemoryError(f"this client holds {len(tensors)} tensors, the limit")
-            out_t = self.device.dispatch(op, [tensors[a] for a in ids], params)
-            results = (out_t,) if n == 1 and op.outputs == 1 else out_t
-            if len(results) != n:
-                raise RuntimeError(f"{op.name} gave {len(results)} result(s), its rule says {n}")
-            for i, t in enumerate(results):
-                data = t._data
-                if tuple(data.shape) != shapes[i] or t._dtype is not dtypes[i]:
-                    raise RuntimeError(
-                        f"{op.name}: result {i} has shape {tuple(data.shape)} {t._dtype.name}, "
-                        f"its rule says {shapes[i]} {dtypes[i].name} (a bug in ember_remote "
-                        "or the backend)")
-                payload_dtype = getattr(data, "dtype", None)
-                if payload_dtype is not None and payload_dtype != numpy_dtype(dtypes[i]):
-                    raise RuntimeError(f"{op.name}: result {i} holds {payload_dtype}, declared "
-                                       f"{dtypes[i].name}")
-        except Exception as exc:
-            for o in outs:
-                failed[o] = f"op {op.name!r} failed: {type(exc).__name__}: {exc}"
-            raise OpFailed(op.name, exc) from exc
-        self.bytes += size
-        for i, o in enumerate(outs):
-            tensors[o] = results[i]
-            self.sizes[o] = sizes[i]
-            sigs[o] = (shapes[i], dtypes[i])
+        self._op(("op", op.name, ids, params, outs))
+        self._remember(op, key_head=(code, pk), ids=ids, params=params, outs=outs)
 
     def _remember(self, op: Op, key_head: tuple[Any, Any], ids: Any, params: Any,
                   outs: Any) -> None:
@@ -321,8 +348,9 @@ class Session:
         except Exception:  # a failed op, or a rule that needs a param left to the kernel
             return
         sizes = tuple(self.sizes[o] for o in outs)
-        self.checked[key] = (op, tuple(s for s, _ in results), tuple(d for _, d in results),
-                             sizes, sum(sizes))
+        dtypes = tuple(d for _, d in results)
+        self.checked[key] = (op, tuple(s for s, _ in results), dtypes, sizes, sum(sizes),
+                             tuple(numpy_dtype(d) for d in dtypes))
 
     def _op(self, rec: tuple[Any, ...]) -> None:
         if len(rec) != 5:
