@@ -33,19 +33,37 @@ HOST_COPY = 64 << 10
 
 
 class RemoteHandle:
-    """A tensor's payload on a remote device: its id in a session, and its shape (asked of
-    the server, a round trip, only where no rule gave it)."""
+    """A tensor's payload on a remote device: its id in a session, and its shape."""
 
-    __slots__ = ("__weakref__", "_shape", "conn", "host", "id", "recipe")
+    __slots__ = ("__weakref__", "conn", "host", "id", "recipe", "shape")
 
-    def __init__(self, conn: Connection, tid: int, shape: Shape | None,
+    def __init__(self, conn: Connection, tid: int, shape: Shape,
                  recipe: tuple[str, dict[str, Any]] | None = None,
                  host: bytes | None = None) -> None:
-        self.conn, self.id, self._shape = conn, tid, shape
+        self.conn, self.id, self.shape = conn, tid, shape
         #: ``(op name, params)`` of a constant (``full``), which a new session can make again
         self.recipe = recipe
         #: the bytes of a small tensor this client uploaded: reading it needs no round trip
         self.host = host
+
+    def __del__(self) -> None:
+        conn = self.conn
+        if conn.alive:
+            conn.records.append(self.id)
+
+    def __repr__(self) -> str:
+        return f"RemoteHandle({self.id} on {self.conn.address})"
+
+
+class PendingShapeHandle(RemoteHandle):
+    """The payload of a result whose shape no rule gave: asked of the server (a round trip)
+    when it is first read."""
+
+    __slots__ = ("_shape",)
+    _shape: Shape | None
+
+    def __init__(self, conn: Connection, tid: int) -> None:
+        super().__init__(conn, tid, None)  # type: ignore[arg-type]  # the setter keeps None
 
     @property
     def shape(self) -> Shape:
@@ -55,13 +73,16 @@ class RemoteHandle:
             s = self._shape = tuple(reply[1])  # type: ignore[index]  # a shape reply
         return s
 
-    def __del__(self) -> None:
-        conn = self.conn
-        if conn.alive:
-            conn.records.append(self.id)
+    @shape.setter
+    def shape(self, value: Shape | None) -> None:
+        self._shape = value
 
-    def __repr__(self) -> str:
-        return f"RemoteHandle({self.id} on {self.conn.address})"
+
+def _handle(conn: Connection, tid: int, shape: Shape | None) -> RemoteHandle:
+    return RemoteHandle(conn, tid, shape) if shape is not None else PendingShapeHandle(conn, tid)
+
+
+_new = object.__new__
 
 
 def parse_target(text: str) -> tuple[str, int, str]:
@@ -205,9 +226,14 @@ class RemoteBackend(Backend):
             if len(records) >= conn.flush_records:
                 conn.flush()
             dtype = args[0]._dtype if op.result == "same" else op.result_rule(args, params)
-            recipe = (op.name, params) if op is _FULL else None
-            t = object.__new__(device.tensor_type)
-            t._data = RemoteHandle(conn, tid, shapes, recipe)
+            if shapes is None:
+                h: RemoteHandle = PendingShapeHandle(conn, tid)
+            else:  # RemoteHandle(...) spelled out: no call of __init__
+                h = _new(RemoteHandle)
+                h.conn, h.id, h.shape, h.host = conn, tid, shapes, None
+                h.recipe = (op.name, params) if op is _FULL else None
+            t = _new(device.tensor_type)
+            t._data = h
             t._device = device
             t._dtype = dtype  # type: ignore[assignment]  # one output: one dtype
             return t
@@ -221,7 +247,7 @@ class RemoteBackend(Backend):
         dtypes: Any = op.result_rule(args, params)
         if shapes is None:
             shapes = [None] * n
-        return tuple(make(RemoteHandle(conn, i, s), device, d)
+        return tuple(make(_handle(conn, i, s), device, d)
                      for i, s, d in zip(ids, shapes, dtypes, strict=True))
 
     def dispatch_binary(self, op: Op, a: Tensor, b: Tensor) -> Tensor | None:
@@ -231,18 +257,21 @@ class RemoteBackend(Backend):
         hb: RemoteHandle = b._data
         conn = ha.conn
         code = conn.codes.get(op)
-        if hb.conn is not conn or not conn.alive or code is None:
+        if hb.conn is not conn or code is None or not conn.alive:
             return None
-        sa, sb = ha.shape, hb.shape
-        shape = sa if sa == sb else _broadcast([sa, sb], _NO_PARAMS)
+        shape = ha.shape
+        if hb.shape != shape:
+            shape = _broadcast([shape, hb.shape], _NO_PARAMS)
         tid = conn.new_id()
         records = conn.records
         records.append((code, tid, ha.id, hb.id))
         if len(records) >= conn.flush_records:
             conn.flush()
+        h = _new(RemoteHandle)  # RemoteHandle(...) spelled out: no call of __init__
+        h.conn, h.id, h.shape, h.recipe, h.host = conn, tid, shape, None, None
         device = self.device
-        t = object.__new__(device.tensor_type)
-        t._data = RemoteHandle(conn, tid, shape)
+        t = _new(device.tensor_type)
+        t._data = h
         t._device = device
         t._dtype = a._dtype if op.result == "same" else op.result_rule((a, b), _NO_PARAMS)  # type: ignore[assignment]  # one output: one dtype
         return t
