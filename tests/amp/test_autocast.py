@@ -292,6 +292,48 @@ def test_gradients_of_float32_parameters_are_float32_and_match(low: ember.DType,
                                    atol=0.05 * float(np.abs(tp.grad.numpy()).max()))
 
 
+@pytest.mark.parametrize("dev", ["autodiff<cpu>", "autodiff<triton-interpret>"])
+@pytest.mark.parametrize("low", LOW, ids=lambda d: d.name)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_reads_half_logits_without_a_float32_copy(
+        dev: str, low: ember.DType, reduction: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under autocast, half logits go to the device's fused cross-entropy as they are: the
+    loss is float32 (computed in float32 from the half values, label smoothing and ignored
+    rows included), the gradient comes back in the logits' dtype, and no float32 copy of the
+    logits is made; the numbers are float64's on the same half values."""
+    try:
+        ember.device(dev)
+    except Exception as exc:
+        pytest.skip(f"{dev}: {exc}")
+    r = _rng(13)
+    m, c, s = 9, 37, 0.1
+    z = _round(r.standard_normal((m, c)) * 3, low)
+    t = r.integers(0, c, m)
+    t[4] = -100
+    Z = ember.tensor(z, dtype=low, device=dev, requires_grad=True)
+    casts = _count_casts(monkeypatch)
+    with ember.autocast(ember.device(dev).base.name, dtype=low):
+        loss = F.cross_entropy(Z, _t(t, dev, ember.int64), label_smoothing=s,
+                               reduction=reduction)
+    assert not casts and loss.dtype is ember.float32
+    g = loss.backward(ember.ones(loss.shape, device=dev)) if reduction == "none" else \
+        loss.backward()
+    assert g[Z].dtype is low
+    valid = t != -100
+    lse = np.log(np.exp(z - z.max(1, keepdims=True)).sum(1)) + z.max(1)
+    rows = valid * ((1 - s) * (lse - z[np.arange(m), np.where(valid, t, 0)])
+                    + s * (lse - z.mean(1)))
+    want = {"mean": rows.sum() / valid.sum(), "sum": rows.sum(), "none": rows}[reduction]
+    np.testing.assert_allclose(loss.numpy(), want, rtol=1e-5, atol=1e-5)
+    onehot = np.zeros((m, c))
+    onehot[np.arange(m)[valid], t[valid]] = 1
+    d = (np.exp(z - lse[:, None]) - (1 - s) * onehot - s / c) * valid[:, None]
+    if reduction == "mean":
+        d /= valid.sum()
+    got = g[Z].to(dtype=ember.float64).numpy()
+    np.testing.assert_allclose(got, d, rtol=2 * ULP[low], atol=2 * ULP[low] * np.abs(d).max())
+
+
 def test_backward_inside_the_region_gives_float32_gradients() -> None:
     dev = "autodiff<cpu>"
     r = _rng(10)

@@ -489,9 +489,15 @@ def _fused_cross_entropy(logits: Tensor, target: Tensor, ignore_index: int, redu
         logits = logits.permute(0, *range(2, logits.ndim), 1)
     rows = logits.reshape(-1, c)
     _check_targets("cross_entropy", target, c, ignore_index)
-    out = apply(cops.cross_entropy, rows, cast(target, dt.int64).reshape(-1),
-                ignore_index=int(ignore_index), label_smoothing=float(label_smoothing),
-                reduction=reduction, float32_loss=float32_loss)
+    tgt = cast(target, dt.int64).reshape(-1)
+    params = {"ignore_index": int(ignore_index), "label_smoothing": float(label_smoothing),
+              "reduction": reduction, "float32_loss": float32_loss}
+    if float32_loss and tgt._device is rows._device:
+        # autocast's float32 is the kernel's own arithmetic here: past `apply`, whose policy
+        # would widen the logits first
+        out = rows._device.dispatch(cops.cross_entropy, (rows, tgt), params)
+    else:
+        out = apply(cops.cross_entropy, rows, tgt, **params)
     loss: Tensor = out[0]
     return loss.reshape(target.shape) if reduction == "none" else loss
 
