@@ -79,6 +79,7 @@ def main() -> None:
     parser.add_argument("--ops", type=int, default=2000)
     parser.add_argument("--no-epoch", action="store_true", help="only the host cost per op")
     args = parser.parse_args()
+    load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
     proc, address, token = start_server(args.inner)
     os.environ["EMBER_REMOTE_TOKEN"] = token
     remote = f"remote<{address}/{args.inner}>"
@@ -103,8 +104,10 @@ def main() -> None:
     finally:
         os.kill(proc.pid, signal.SIGTERM)
         proc.wait(30)
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"machine: {platform.node()} ({os.cpu_count()} cores), Python "
-          f"{platform.python_version()}, {time.strftime('%Y-%m-%d')}, best of {args.rounds}")
+          f"{platform.python_version()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+          f"best of {args.rounds}, load average {load} (before: {load_before})")
     li, ri = min(issue[args.inner]) * 1e6, min(issue[remote]) * 1e6
     ld, rd = min(done[args.inner]) * 1e6, min(done[remote]) * 1e6
     print(f"host cost per op, issuing {args.ops} ops: {args.inner} {li:.2f} us, {remote} "

@@ -140,6 +140,11 @@ def test_bad_records_are_errors_at_the_next_sync(server, remote_token, good, rec
     ([["#add", 5, 1, 1], ["#add", 5, 1, 1]], "is in use"),
     ([["#add", 5, 1, 1], ["#add", 6, 1, 1], 6, ["#add", 6, 5, 5], ["#add", 7, 1, 0]],
      "a tensor id must be an int"),
+    # a param that the shape rule reads is part of what was checked; a params array is not a map
+    ([["#reshape", (5,), (1,), {"shape": (4,)}], ["#reshape", (6,), (1,), {"shape": (7,)}]],
+     "cannot reshape"),
+    ([["#clamp", (5,), (1,), {"min": 0, "max": None}], ["#clamp", (6,), (1,), ("min", "max")]],
+     "a params map"),
 ])
 def test_bad_coded_records_are_errors_at_the_next_sync(server, remote_token, good, records,
                                                        message):

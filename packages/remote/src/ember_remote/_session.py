@@ -45,6 +45,26 @@ class Limits:
     max_tensors: int = 1 << 20
 
 
+class _Reads(dict[str, Any]):
+    """An op's params that note which of them a shape or dtype rule read."""
+
+    def __init__(self, params: dict[str, Any]) -> None:
+        super().__init__(params)
+        self.read: set[str] = set()
+
+    def __getitem__(self, name: str) -> Any:
+        self.read.add(name)
+        return super().__getitem__(name)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        self.read.add(name)
+        return super().get(name, default)
+
+    def __contains__(self, name: object) -> bool:
+        self.read.add(name)  # type: ignore[arg-type]  # params are named by strings
+        return super().__contains__(name)
+
+
 class OpFailed(Exception):
     """The error an op raised, with the op's name: reported at the next sync."""
 
@@ -78,10 +98,15 @@ class Session:
         self.sizes: dict[int, int] = {}
         #: ``(shape, dtype)`` of each tensor: what a coded op's checks depend on
         self.sigs: dict[int, tuple[Shape, DType]] = {}
-        #: ``(code, params, *input sigs)`` of a coded op -> what its checks concluded
-        #: (`Checked`); an op whose rule gives its results' shapes is checked in full the first
-        #: time only
+        #: ``(code, None, *input sigs)`` of a coded op without params -> what its checks
+        #: concluded (`Checked`); an op whose rule gives its results' shapes is checked in full
+        #: the first time only
         self.checked: dict[tuple[Any, ...], Checked] = {}
+        #: for a coded op with params: ``(code, param names)`` -> the params its rules read,
+        #: and ``(their values, *input sigs)`` -> what its checks concluded
+        self.reads: dict[tuple[int, tuple[str, ...]],
+                         tuple[tuple[str, ...], dict[tuple[Any, ...], Checked]]] = {}
+        self.n_checked = 0
         #: ids whose op failed -> why (a later read of one names the op that failed)
         self.failed: dict[int, str] = {}
         self.bytes = 0
@@ -96,10 +121,15 @@ class Session:
             raise ProtocolError(f"expected ['batch', records], got a {msg[0]!r} message")
         records = msg[1]
         last = len(records) - 1
+        tensors, sizes, sigs, failed = self.tensors, self.sizes, self.sigs, self.failed
         for i, rec in enumerate(records):
             kind = type(rec)
-            if kind is int:  # a free, the most common record
-                self._drop(rec)
+            if kind is int:  # a free, the most common record (`_drop` spelled out)
+                if tensors.pop(rec, None) is not None:
+                    self.bytes -= sizes.pop(rec)
+                    del sigs[rec]
+                elif rec in failed:
+                    del failed[rec]
                 continue
             if kind is not tuple or not rec:
                 self._fail("?", ProtocolError("a record is an id or an array"))
@@ -144,6 +174,7 @@ class Session:
         self.sigs.clear()
         self.failed.clear()
         self.checked.clear()
+        self.reads.clear()
         self.bytes = 0
 
     # -- errors ------------------------------------------------------------------------------
@@ -254,10 +285,14 @@ class Session:
                 else:
                     key = (rec[0], None, *[sigs[a] for a in ids])
                 outs: Any = (out,)
-            else:
+                op, shapes, dtypes, sizes, size, npds = self.checked[key]
+            else:  # the checks depend on the params' names and the values the rules read
                 outs, ids, params = out, rec[2], rec[3]
-                key = (rec[0], tuple(params.items()), *[sigs[a] for a in ids])
-            op, shapes, dtypes, sizes, size, npds = self.checked[key]
+                if type(params) is not dict:
+                    raise TypeError("params are a map")
+                reads, known = self.reads[(rec[0], tuple(params))]
+                key = (tuple([params[n] for n in reads]), *[sigs[a] for a in ids])
+                op, shapes, dtypes, sizes, size, npds = known[key]
         except Exception:  # new params or inputs, a missing input, or a malformed record
             self._coded_in_full(rec)
             return
@@ -317,40 +352,58 @@ class Session:
         if type(out) is int:
             outs: Any = (out,)
             ids: Any = rec[2:]
-            params: Any = _NO_PARAMS
-            pk: Any = None
+            params: Any = None
         elif len(rec) != 4:
             raise ProtocolError(f"{op.name}: expected [code, out_ids, arg_ids, params]")
         else:
             outs, ids, params = out, rec[2], rec[3]
-            pk = tuple(params.items()) if type(params) is dict else params
-        self._op(("op", op.name, ids, params, outs))
-        self._remember(op, key_head=(code, pk), ids=ids, params=params, outs=outs)
+        self._op(("op", op.name, ids, _NO_PARAMS if params is None else params, outs))
+        if self.n_checked < _MAX_CHECKED and type(params) in (dict, type(None)):
+            self._remember(op, code, ids, params, outs)
 
-    def _remember(self, op: Op, key_head: tuple[Any, Any], ids: Any, params: Any,
+    def _remember(self, op: Op, code: int, ids: Any, params: dict[str, Any] | None,
                   outs: Any) -> None:
-        """After a coded op ran, checked in full: what later ops with the same params and
-        input signatures can skip (only where its rule gave the results' shapes before it
-        ran, so that they depend on nothing else)."""
+        """After a coded op ran, checked in full: what later ops can skip whose params have
+        the same names and the same values where the rules read them (``seed`` or ``lr``
+        change no shape), and whose inputs have the same shapes and dtypes.  Only where the
+        op's rule gave the results' shapes before it ran."""
         sigs = self.sigs
         rule = RULES.get(op)
-        if rule is None or len(self.checked) >= _MAX_CHECKED:
+        if rule is None:
             return
+        seen = _Reads(params or _NO_PARAMS)
         try:
             results = [sigs[o] for o in outs]
             inputs = [sigs[a] for a in ids]
-            got = rule([s for s, _ in inputs], params)
+            got = rule([s for s, _ in inputs], seen)
             expected = got if isinstance(got, list) else [got]
-            if [s for s, _ in results] != expected:
+            dtypes = op.result_rule([self.tensors[a] for a in ids], seen)
+            if not isinstance(dtypes, tuple):
+                dtypes = (dtypes,) * len(outs)
+            if [s for s, _ in results] != expected or list(dtypes) != [d for _, d in results]:
                 return
-            key = (*key_head, *inputs)
-            hash(key)
         except Exception:  # a failed op, or a rule that needs a param left to the kernel
             return
         sizes = tuple(self.sizes[o] for o in outs)
-        dtypes = tuple(d for _, d in results)
-        self.checked[key] = (op, tuple(s for s, _ in results), dtypes, sizes, sum(sizes),
-                             tuple(numpy_dtype(d) for d in dtypes))
+        entry = (op, tuple(expected), tuple(dtypes), sizes, sum(sizes),
+                 tuple(numpy_dtype(d) for d in dtypes))
+        if params is None:
+            self.checked[(code, None, *inputs)] = entry
+        else:
+            names = tuple(params)
+            # a name the rules looked for and did not find is in `names` already; ``dtype`` is
+            # checked against the device by `_run`
+            read = (seen.read | {"dtype"}) & set(names)
+            reads, known = self.reads.get((code, names), ((), {}))
+            if not known or not read <= set(reads):  # new, or a rule read more: earlier
+                reads, known = tuple(sorted(read | set(reads))), {}  # entries keyed on less
+                self.reads[(code, names)] = (reads, known)
+            key = (tuple([params[n] for n in reads]), *inputs)
+            try:
+                known[key] = entry
+            except TypeError:  # a param value that cannot be a key
+                return
+        self.n_checked += 1
 
     def _op(self, rec: tuple[Any, ...]) -> None:
         if len(rec) != 5:
