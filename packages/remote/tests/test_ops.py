@@ -53,8 +53,41 @@ def test_ops_are_queued_until_a_sync(server):
     assert len(conn.records) == 0
 
 
+def test_large_results_go_to_the_server_early(server, monkeypatch):
+    from ember_remote import _connection, backend
+
+    monkeypatch.setattr(backend, "FLUSH_ELEMENTS", 1000)
+    d = ember.device(server.device())
+    conn = d.backend.connection()
+    x = ember.ones((40, 40), device=d)  # 1,600 elements: the queue goes out with it
+    assert len(conn.records) == 0 and _connection.FLUSH_RECORDS > 2
+    y = ember.ones((4, 4), device=d)
+    assert len(conn.records) == 1  # small results wait for more
+    assert (x.sum() + y.sum()).item() == 1616.0
+
+
+def test_reading_back_an_upload_needs_no_round_trip(server):
+    d = ember.device(server.device())
+    data = np.arange(6, dtype=np.int64).reshape(2, 3)
+    x = ember.tensor(data, device=d)
+    conn = d.backend.connection()
+
+    def no_round_trip(sync=None):
+        raise AssertionError(f"a round trip for {sync}")
+
+    conn.flush, flush = no_round_trip, conn.flush  # type: ignore[method-assign]
+    try:
+        np.testing.assert_array_equal(x.numpy(), data)  # the client's copy of what it sent
+        assert not x.numpy().flags.writeable
+    finally:
+        conn.flush = flush  # type: ignore[method-assign]
+    np.testing.assert_array_equal((x * 2).numpy(), data * 2)  # the server has it too
+
+
 def test_dropped_tensors_are_freed_on_the_server(server):
     d = ember.device(server.device())
+    for i in range(10):  # the constants `* i` makes, which core keeps (cached per device)
+        ember.ones((1,), device=d) * i
     before = d.backend.memory_stats()
     xs = [ember.ones((256, 256), device=d) * i for i in range(10)]
     held = d.backend.memory_stats()
