@@ -5,7 +5,9 @@ interleaves rounds of the local device and the same device through Remote, in on
 
 - *host cost per op*: a chain of small eager ops (8x8 float32: mul, add, tanh, sub) on
   ``INNER`` and on ``remote<127.0.0.1:PORT/INNER>``, ending in one ``.numpy()``; the time per
-  op to issue the chain (what the client's thread pays) and to finish it (the sync included);
+  op to issue the chain (what the client's thread pays; on shared cores the server's work on
+  the batches sent meanwhile can slow it), the issuing thread's CPU time per op, and the time
+  per op to finish it (the sync included);
 - *guide epoch*: one epoch of the guide CNN (digits, batch 32, AdamW; ``loss.item()`` each
   step, a sync point per step) on ``autodiff<INNER>`` and ``autodiff<remote<.../INNER>>``.
 
@@ -57,19 +59,22 @@ def start_server(inner: str) -> tuple[subprocess.Popen[str], str, str]:
     return proc, line.split(" on ", 1)[1].split()[0], token
 
 
-def op_chain(device: str, n: int) -> tuple[float, float]:
-    """Seconds per op to issue ``n`` small ops, and to finish them (one sync at the end)."""
+def op_chain(device: str, n: int) -> tuple[float, float, float]:
+    """Seconds per op to issue ``n`` small ops, and to finish them (one sync at the end); and
+    the CPU time the issuing thread used per op."""
     d = ember.device(device)
     x = ember.tensor(np.full((8, 8), 0.5, np.float32), device=d)
     c = ember.tensor(np.full((8, 8), 0.25, np.float32), device=d)
     x.numpy()
+    c0 = time.thread_time()
     t0 = time.perf_counter()
     for _ in range(n // 4):
         x = ((x * c + c).tanh() - c)
     t1 = time.perf_counter()
+    c1 = time.thread_time()
     x.numpy()
     t2 = time.perf_counter()
-    return (t1 - t0) / n, (t2 - t0) / n
+    return (t1 - t0) / n, (t2 - t0) / n, (c1 - c0) / n
 
 
 def main() -> None:
@@ -84,13 +89,15 @@ def main() -> None:
     os.environ["EMBER_REMOTE_TOKEN"] = token
     remote = f"remote<{address}/{args.inner}>"
     try:
-        issue = {args.inner: [], remote: []}
-        done = {args.inner: [], remote: []}
+        issue: dict[str, list[float]] = {args.inner: [], remote: []}
+        done: dict[str, list[float]] = {args.inner: [], remote: []}
+        cpu: dict[str, list[float]] = {args.inner: [], remote: []}
         for _ in range(args.rounds):
             for dev in (args.inner, remote):
-                a, b = op_chain(dev, args.ops)
+                a, b, c = op_chain(dev, args.ops)
                 issue[dev].append(a)
                 done[dev].append(b)
+                cpu[dev].append(c)
         epochs: dict[str, list[float]] = {}
         if not args.no_epoch:
             from guide_epoch import ember_epoch, ember_setup
@@ -112,6 +119,9 @@ def main() -> None:
     ld, rd = min(done[args.inner]) * 1e6, min(done[remote]) * 1e6
     print(f"host cost per op, issuing {args.ops} ops: {args.inner} {li:.2f} us, {remote} "
           f"{ri:.2f} us, ratio {ri / li:.2f}x (goal <= 2x)")
+    lc, rc = min(cpu[args.inner]) * 1e6, min(cpu[remote]) * 1e6
+    print(f"issuing thread's CPU time per op:     {args.inner} {lc:.2f} us, {remote} "
+          f"{rc:.2f} us, ratio {rc / lc:.2f}x")
     print(f"per op until the result is back:      {args.inner} {ld:.2f} us, {remote} "
           f"{rd:.2f} us, ratio {rd / ld:.2f}x")
     if epochs:
