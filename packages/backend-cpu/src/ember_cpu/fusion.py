@@ -30,8 +30,8 @@ from ember.backend import numpy_dtype
 
 if TYPE_CHECKING:
     from ember import DType
+    from ember.backend import FusedGroup, FusedKernel
     from ember.ops import Op
-    from ember_fusion import FusedGroup, FusedKernel
 
 __all__ = ["CpuFusionCompiler"]
 
@@ -63,10 +63,6 @@ for _op, _fn in ((EW.neg, "negative"), (EW.abs, "absolute"), (EW.sign, "sign"),
                  (EW.bitwise_or, "bitwise_or"), (EW.bitwise_xor, "bitwise_xor"),
                  (EW.bitwise_not, "invert")):
     _UFUNC[_op] = (_fn, _PLAIN)
-
-#: how partial results of reductions over the blocked axis combine
-_COMBINE: dict[Op, str] = {RD.sum: "sum", RD.mean: "sum", RD.prod: "prod", RD.max: "max",
-                           RD.min: "min", RD.any: "any", RD.all: "all"}
 
 #: ops on computed inputs up to this many blocks (of ``chunk`` elements) run eagerly
 EAGER_BLOCKS = 2
@@ -149,25 +145,13 @@ class _Codegen:
         self.g = group
         self.c = compiler
         self.ns: dict[str, Any] = {"np": np}
-        nodes = group.nodes
-        self.flat = group.mode == "rows" and self._flat_ok()
+        shape = group.nodes[0].shape
+        # one loop over the elements: inputs of the shape or of one element
+        self.flat = (group.mode == "rows" and group.flat and math.prod(shape) > 0
+                     and all(s == shape or math.prod(s) == 1 for s, _ in group.inputs))
         # the matmul at the head of a group runs whole, before the blocks
-        self.head = (group.mode == "rows" and nodes[0].op is ops.linalg.matmul)
-        last_use = [-1] * len(nodes)
-        for j, n in enumerate(nodes):
-            for a in n.args:
-                if a >= 0:
-                    last_use[a] = j
-        self.last_use = last_use
-
-    def _flat_ok(self) -> bool:
-        nodes = self.g.nodes
-        shape = nodes[0].shape
-        if any(n.shape != shape or (n.op.group != "elementwise"
-               and n.op is not ops.creation.cast) for n in nodes):
-            return False
-        size = math.prod(shape)
-        return all(s == shape or math.prod(s) == 1 for s, _ in self.g.inputs) and size > 0
+        self.head = group.mode == "rows" and group.head
+        self.last_use = group.last_use
 
     # -- the exact path ------------------------------------------------------------------------
 
@@ -195,7 +179,7 @@ class _Codegen:
         """The ``block`` function, and the (shape, dtype) of each scratch buffer it uses."""
         g = self.g
         nodes = g.nodes
-        outputs = {i: m for m, i in enumerate(g.outputs)}
+        outputs = g.slots
         lines = ["def block(lo, hi, X, O, B, parts, ci):", "    n = hi - lo"]
         sliced: dict[int, str] = {}
         bufs: list[tuple[tuple[int, ...], Any]] = []
@@ -262,10 +246,11 @@ class _Codegen:
 
     def _template(self, j: int) -> tuple[list[str], bool] | None:
         """numpy calls with ``out=`` computing node ``j`` as the cpu kernel does, or None."""
-        n = self.g.nodes[j]
+        g = self.g
+        n = g.nodes[j]
         dt = n.dtype.name
         op = n.op
-        in_dt = self._arg_dtype(j, 0)
+        in_dt = g.dtype(n.args[1 if op is EW.where else 0]).name if n.args else ""
         if op in _UFUNC:
             fn, dtypes = _UFUNC[op]
             if in_dt in dtypes and dt in _PLAIN:
@@ -294,16 +279,6 @@ class _Codegen:
         if op is ops.creation.cast and dt in _PLAIN and in_dt in _PLAIN:
             return ["np.copyto({out}, {0}, casting='unsafe')"], True
         return None
-
-    def _arg_dtype(self, j: int, i: int) -> str:
-        n = self.g.nodes[j]
-        if not n.args:
-            return ""
-        a = n.args[min(i, len(n.args) - 1)]
-        if n.op is EW.where:
-            a = n.args[1]
-        name: str = (self.g.nodes[a].dtype if a >= 0 else self.g.inputs[-1 - a][1]).name
-        return name
 
     def build(self) -> FusedKernel:
         whole_src = self.whole_source()
@@ -353,7 +328,7 @@ class _BlockedKernel:
         self.cross = sorted(g.cross)
         self.cross_out = {i: m for m, i in enumerate(g.outputs) if i in g.cross}
         self.head_kernel = gen.c.kernels[ops.linalg.matmul] if self.head else None
-        self.inputs = g.inputs
+        self.group = g
         self.nodes = g.nodes
         # a group of 1-2 ops gains nothing from blocks: it runs as the plain cpu kernels
         # (blocked, one op measured 2.4x and two ops 1.0-1.8x eager numpy's time)
@@ -412,7 +387,7 @@ class _BlockedKernel:
             work(range(nblocks))
         for c, i in enumerate(self.cross):
             node = self.nodes[i]
-            combined = _combine(node, parts[c], self._reduced_count(i))
+            combined = _combine(node, parts[c], self.group.reduced_count(i))
             if i in self.cross_out:
                 outs[self.cross_out[i]] = combined
         if self.flat:
@@ -420,15 +395,9 @@ class _BlockedKernel:
                     for o, (shape, _, cross, _) in zip(outs, self.outputs, strict=True)]
         return outs
 
-    def _reduced_count(self, i: int) -> int:
-        node = self.nodes[i]
-        a = node.args[0]
-        shape = self.nodes[a].shape if a >= 0 else self.inputs[-1 - a][0]
-        return math.prod(shape[d] for d in node.params["dims"])
-
 
 def _combine(node: Any, parts: list[Any], count: int) -> Any:
-    how = _COMBINE[node.op]
+    how = "sum" if node.op is RD.mean else node.op.name  # partial means are sums
     npdt = numpy_dtype(node.dtype)
     stacked = np.stack(parts)
     if how == "sum":

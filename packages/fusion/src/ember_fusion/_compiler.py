@@ -1,16 +1,18 @@
-"""What a backend's fusion compiler receives (`FusedGroup`) and what it must provide.
+"""What a backend's fusion compiler must provide.
 
 A backend plugin offers a compiler through the ``ember_fusion_compiler(backend)`` hook.  The
-compiler decides which ops it can fuse (``fusible``) and turns one `FusedGroup` into a kernel:
-a callable taking the payloads of the group's inputs and returning the payloads of its outputs.
-Fusion caches kernels by ``group.key``, so ``compile`` runs once per distinct group.
+compiler decides which ops it can fuse (``fusible``) and turns one `FusedGroup` (the
+description of a group, defined in core's plugin contract, `ember.backend.fused`) into a
+kernel: a callable taking the payloads of the group's inputs and returning the payloads of its
+outputs.  Fusion caches kernels by ``group.key``, so ``compile`` runs once per distinct group.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
+
+from ember.backend import FusedGroup, FusedKernel, GroupNode
 
 if TYPE_CHECKING:
     from ember import DType
@@ -18,49 +20,6 @@ if TYPE_CHECKING:
     from ember.ops import Op
 
 __all__ = ["FusedGroup", "FusedKernel", "FusionCompiler", "GroupNode", "ReferenceCompiler"]
-
-Shape = tuple[int, ...]
-#: a compiled group: ``kernel(input_payloads) -> output_payloads``
-FusedKernel = Callable[[Sequence[Any]], list[Any]]
-
-
-@dataclass(frozen=True)
-class GroupNode:
-    """One op of a group.  ``args`` index the group's nodes (``>= 0``) or its inputs
-    (``-1 - k`` is input ``k``)."""
-
-    op: Op
-    params: dict[str, Any] = field(hash=False, compare=False)
-    params_key: Any
-    dtype: DType
-    shape: Shape
-    args: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class FusedGroup:
-    """A connected piece of the recorded graph that one kernel computes.
-
-    ``mode`` is ``"rows"`` when every node's axis 0 is one shared extent ``rows`` (so the group
-    may be computed a block of rows at a time; nodes in ``cross`` reduce over that axis and are
-    only complete after the last block), or ``"whole"`` when it must be computed at once.
-    ``outputs`` are the node indices whose values leave the kernel.
-    """
-
-    nodes: tuple[GroupNode, ...]
-    inputs: tuple[tuple[Shape, DType], ...]
-    outputs: tuple[int, ...]
-    mode: str
-    rows: int
-    cross: frozenset[int]
-
-    @property
-    def key(self) -> tuple[Any, ...]:
-        return (self.nodes, self.inputs, self.outputs, self.mode, self.rows, self.cross)
-
-    def describe(self) -> str:
-        names = "+".join(n.op.name for n in self.nodes)
-        return f"{self.mode}[{names}]"
 
 
 class FusionCompiler(Protocol):

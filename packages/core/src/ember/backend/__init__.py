@@ -31,6 +31,12 @@ core's in-place writes are redirected.
 **Kernel IR** — `ir`: every elementwise op's semantics as a small expression DAG that each
 backend renders in its own language (see `ember.backend.ir`).
 
+**Fused groups** — `FusedGroup` (with `GroupNode`): what the Fusion decorator hands a
+backend's fusion compiler, the one description of a fused kernel that each backend renders;
+`FusedKernel` is what a compiler returns; `op_by_op` (the group unfused) and `HeadFirst` (a
+matmul head by the backend's kernel, then the rest) are runners compilers share (see
+`ember.backend.fused`).
+
 **Plugins** — `plugin_manager` (the pluggy manager), `extra_kernels` (kernels other plugins
 registered for a backend) and `conformance_skips` (a device's declared skips).
 """
@@ -56,6 +62,7 @@ from .._plugins import conformance_skips, extra_kernels, plugin_manager
 from .._tensor import Tensor
 from .._trace import TRACE, HostFloat, HostInt
 from . import ir
+from .fused import FusedGroup, FusedKernel, GroupNode, HeadFirst, op_by_op
 
 __all__ = [
     # backends and decorators
@@ -68,6 +75,8 @@ __all__ = [
     "Tensor", "apply", "scalar_tensor", "broadcast_shapes", "ones_like", "GRAD_MODE",
     # tracing and capture
     "TRACE", "HostFloat", "HostInt", "capturing", "CaptureError",
+    # fused groups (`ember.backend.fused`)
+    "FusedGroup", "GroupNode", "FusedKernel", "HeadFirst", "op_by_op",
     # plugins
     "plugin_manager", "extra_kernels", "conformance_skips",
     # the kernel IR (`ember.backend.ir`)
