@@ -44,3 +44,19 @@ def test_cpu_compiler_writes_intermediates_to_block_buffers_only() -> None:
     src: str = kernel.source  # type: ignore[attr-defined]  # the blocked kernel keeps its source
     assert "np.multiply(" in src and "out=" in src
     assert src.count("np.empty") == 0  # buffers come from the caller, one block each
+
+
+def test_cpu_blocked_path_frees_a_buffer_read_twice_once() -> None:
+    # v1 = v0 - v0 frees v0's block buffer; freeing it twice handed it to v1 and v2 both
+    f32 = ember.float32
+    nodes = (
+        GroupNode(ops.neg, {}, (), f32, (9, 4), (-1,)),
+        GroupNode(ops.sub, {}, (), f32, (9, 4), (0, 0)),
+        GroupNode(ops.mul, {}, (), f32, (9, 4), (-1, -1)),
+        GroupNode(ops.add, {}, (), f32, (9, 4), (1, 2)),
+    )
+    group = FusedGroup(nodes=nodes, inputs=(((9, 4), f32),), outputs=(3,), mode="rows", rows=9,
+                       cross=frozenset())
+    x = np.random.default_rng(5).standard_normal((9, 4)).astype(np.float32)
+    (out,) = CpuFusionCompiler(chunk=8).compile(group)([x])
+    np.testing.assert_array_equal(out, x * x)

@@ -201,7 +201,9 @@ class _Codegen:
                 lines.append("    v0 = X[-1][lo:hi]")
                 continue
             args = [f"v{a}" if a >= 0 else ext(-1 - a, j) for a in n.args]
-            dying = [a for a in n.args if a >= 0 and self.last_use[a] == j and a in holder]
+            # each dying argument once: ``x - x`` must free x's buffer once, not twice
+            dying = [a for a in dict.fromkeys(n.args)
+                     if a >= 0 and self.last_use[a] == j and a in holder]
             shape_key = (n.dtype, () if self.flat else n.shape[1:])
             tmpl = self._template(j)
             if j in g.cross:
