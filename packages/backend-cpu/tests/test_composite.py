@@ -90,7 +90,7 @@ def test_every_composite_listed_is_a_cpu_kernel() -> None:
                cops.rms_norm, cops.rms_norm_backward, cops.cross_entropy,
                cops.cross_entropy_backward, cops.adam_step, cops.adam_steps,
                cops.adam_step_capturable, cops.linear, cops.clamp_backward,
-               cops.max_pool2d_backward, cops.conv2d_weight_grad):
+               cops.max_pool2d_backward, cops.conv2d_weight_grad, cops.max_pool2d_values):
         assert dev.implements(op), op.name
         assert ember.device(AD).implements(op) == (op.differentiable and op in _rules())
 
@@ -590,6 +590,52 @@ def test_max_pool2d_backward_matches_the_oracle_and_autodiff(dtype: str, geom: d
 
     a, b = _both(run)
     _agree(a, b, dtype, 4)
+
+
+def maxpool_first_max_grad(x: np.ndarray, g: np.ndarray, k: int, s: int, p: int) -> np.ndarray:
+    """Each window's gradient added at its first maximum (float64 loops; square windows)."""
+    h, w = x.shape[2:]
+    out = np.zeros(x.shape)
+    for i, j, oy, ox in np.ndindex(*g.shape):
+        best, at = -np.inf, None
+        for a in range(k):
+            for b in range(k):
+                y, z = oy * s - p + a, ox * s - p + b
+                if 0 <= y < h and 0 <= z < w and (at is None or x[i, j, y, z] > best):
+                    best, at = x[i, j, y, z], (y, z)
+        assert at is not None
+        out[i, j, at[0], at[1]] += g[i, j, oy, ox]
+    return out
+
+
+def test_max_pool2d_without_indices_runs_the_values_kernel_and_autodiff_still_has_them(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # on cpu (no gradient can be asked for) the values-only kernel runs; on autodiff<cpu> the
+    # indices kernel does, and the gradient lands on each window's first maximum
+    cpu = ember.device("cpu")
+    calls: list[str] = []
+    kernels = cpu.backend.kernels
+    for op in (cops.max_pool2d_values, ember.ops.nn.max_pool2d):
+        monkeypatch.setitem(kernels, op, (lambda f, name: lambda *a, **kw: (
+            calls.append(name), f(*a, **kw))[1])(kernels[op], op.name))
+    rng = _rng(15)
+    x = rng.standard_normal((2, 3, 9, 8))
+    x[0, 1, 2:4, 2:4] = 1.5  # ties: the first position wins
+    geom = dict(kernel_size=3, stride=2, padding=1)
+    want = ember.tensor(x, device="cpu")
+    values = F.max_pool2d(want, **geom)
+    assert calls == ["max_pool2d_values"]
+    np.testing.assert_array_equal(
+        values.numpy(), F.max_pool2d(want, return_indices=True, **geom)[0].numpy())
+    calls.clear()
+    xt = ember.tensor(x, device=AD, requires_grad=True)
+    out = F.max_pool2d(xt, **geom)
+    assert calls == ["max_pool2d"]
+    g = rng.standard_normal(out.shape)
+    dx = (out * ember.tensor(g, device=AD)).sum().backward()[xt].numpy()
+    np.testing.assert_allclose(dx, maxpool_first_max_grad(x, g, 3, 2, 1), rtol=1e-12,
+                               atol=1e-12)
+    np.testing.assert_array_equal(out.numpy(), values.numpy())
 
 
 def conv_weight_grad_oracle(g: np.ndarray, x: np.ndarray, wshape: tuple[int, ...],

@@ -315,3 +315,135 @@ def test_fused_conv2d_refuses_a_residual_of_another_shape():
         K[ops.composite.fused_conv2d](x, w, np.zeros((1, 3, 5, 5)), stride=(1, 1),
                                       padding=(0, 0), dilation=(1, 1), groups=1, bias=False,
                                       norm=False, residual=True, relu=False, eps=1e-5)
+
+
+# -- the values-only max-pooling and the work buffers of convolutions ---------------------------
+
+@pytest.mark.parametrize(("k", "s", "p", "d", "ceil_mode"),
+                         [*POOL, ((3, 3), (2, 2), (1, 1), (1, 1), False),  # ResNet's stem
+                          ((1, 1), (1, 1), (0, 0), (1, 1), False)])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int32"])
+def test_max_pool2d_values_matches_the_definition(k, s, p, d, ceil_mode, dtype):
+    from ember.ops import composite as cops
+
+    x = rng.standard_normal((2, 3, 9, 8)) * 10
+    if dtype.startswith("float"):
+        x[0, 0, 1, 1], x[1, 2, 4, 4], x[1, 1, 0, 0] = np.nan, np.inf, -np.inf
+    x = x.astype(dtype)
+    got = K[cops.max_pool2d_values](x, kernel_size=k, stride=s, padding=p, dilation=d,
+                                    ceil_mode=ceil_mode)
+    want, _ = naive_max_pool2d(x.astype(np.float64), k, s, p, d, ceil_mode)
+    assert got.dtype == x.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got.astype(np.float64), want)
+    # and what the indices kernel returns as its values
+    vals, _ = K[ops.max_pool2d](x, kernel_size=k, stride=s, padding=p, dilation=d,
+                                ceil_mode=ceil_mode)
+    np.testing.assert_array_equal(got, vals)
+
+
+def test_max_pool2d_values_reuses_no_stale_padding_between_shapes():
+    # 9 and 8 rows of input both need a padded work buffer of 10 rows here; after the large
+    # values of the first, the second's bottom padding row must hold the lowest value again
+    from ember.ops import composite as cops
+
+    params = dict(kernel_size=(2, 2), stride=(2, 2), padding=(1, 1), dilation=(1, 1),
+                  ceil_mode=False)
+    for h in (9, 8, 9, 8):
+        x = rng.random((1, 2, h, 5)) + 100 if h == 9 else -rng.random((1, 2, h, 5)) - 1
+        want, _ = naive_max_pool2d(x, (2, 2), (2, 2), (1, 1), (1, 1), False)
+        np.testing.assert_array_equal(K[cops.max_pool2d_values](x, **params), want)
+
+
+def test_conv2d_reuses_its_work_buffers_without_stale_values():
+    # same shapes twice (the buffers are reused), then another input whose padded copy has
+    # the same shape under another padding: the zero border must still be zero
+    w = rng.standard_normal((3, 2, 3, 3))
+    for shape, pad in [((1, 2, 6, 5), (1, 1)), ((1, 2, 6, 5), (1, 1)), ((1, 2, 4, 3), (2, 2)),
+                       ((1, 2, 6, 5), (1, 1)), ((2, 2, 6, 5), (1, 1))]:
+        x = rng.standard_normal(shape) + 50
+        for stride in ((2, 1), (1, 1)):
+            got = K[ops.conv2d](x, w, stride=stride, padding=pad, dilation=(1, 1), groups=1)
+            np.testing.assert_allclose(got, naive_conv2d(x, w, stride, pad, (1, 1), 1),
+                                       rtol=1e-12, atol=1e-9)
+    x = rng.standard_normal((1, 2, 6, 5)).astype(np.float32)  # same shape, another dtype
+    got = K[ops.conv2d](x, w.astype(np.float32), stride=(2, 1), padding=(1, 1),
+                        dilation=(1, 1), groups=1)
+    np.testing.assert_allclose(got, naive_conv2d(x, w.astype(np.float32), (2, 1), (1, 1), (1, 1),
+                                                 1), rtol=1e-5, atol=1e-5)
+
+
+def test_scratch_buffers_stay_within_their_budget(monkeypatch):
+    from ember_cpu import _scratch
+
+    monkeypatch.setattr(_scratch, "_BUFFERS", _scratch._Buffers())
+    monkeypatch.setattr(_scratch, "SCRATCH_BYTES", 1000)
+    a, fresh_a = _scratch.scratch(("t",), (100,), np.float32)  # 400 bytes
+    b, fresh_b = _scratch.scratch(("t",), (100,), np.float32)
+    assert fresh_a and not fresh_b and a is b
+    _scratch.scratch(("u",), (100,), np.float32)
+    _scratch.scratch(("t",), (100,), np.float32)  # "t" is now the most recently used
+    _scratch.scratch(("v",), (100,), np.float32)  # 1200 bytes: "u" goes
+    assert set(k[0] for k in _scratch._BUFFERS.held) == {("t",), ("v",)}
+    assert _scratch._BUFFERS.nbytes == 800
+    big, fresh = _scratch.scratch(("w",), (1000,), np.float32, zeroed=True)  # over budget
+    assert fresh and not big.any() and _scratch._BUFFERS.nbytes == 800
+
+
+@pytest.mark.parametrize(("shape", "k", "padding", "dilation"), [
+    ((1, 32, 22, 24), (3, 3), (1, 1), (1, 1)),  # ResNet's 3x3 blocks on a larger map
+    ((2, 32, 9, 21), (2, 3), (2, 1), (2, 1)),  # batch 2, dilated, uneven padding
+    ((1, 33, 5, 40), (2, 3), (0, 1), (2, 1)),
+])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_stride_one_conv2d_by_accumulated_tap_gemms_matches_the_definition(
+        shape, k, padding, dilation, dtype, monkeypatch):
+    from ember_cpu import _blas
+    from ember_cpu import nn as cpu_nn
+
+    if not _blas.has_gemm(np.dtype(dtype)):
+        pytest.skip("numpy's BLAS exports no cblas gemm under a known name")
+    calls = []
+    monkeypatch.setattr(_blas, "gemm", (lambda f: lambda *a, **kw: (calls.append(1),
+                                                                    f(*a, **kw))[1])(_blas.gemm))
+    w = rng.standard_normal((4, shape[1], *k))
+    for _ in range(2):  # the second call reuses the work buffers
+        x = rng.standard_normal(shape)
+        got = K[ops.conv2d](x.astype(dtype), w.astype(dtype), stride=(1, 1), padding=padding,
+                            dilation=dilation, groups=1)
+        tol = 1e-12 if dtype == "float64" else 1e-4
+        np.testing.assert_allclose(got, naive_conv2d(x, w, (1, 1), padding, dilation, 1),
+                                   rtol=tol, atol=tol)
+        assert got.dtype == dtype and got.flags.c_contiguous
+    assert len(calls) == 2 * shape[0] * k[0] * k[1]  # the path ran: one GEMM per tap and image
+    # without cblas the same convolution takes the other paths, with the same result
+    monkeypatch.setattr(cpu_nn._blas, "has_gemm", lambda dt: False)
+    again = K[ops.conv2d](x.astype(dtype), w.astype(dtype), stride=(1, 1), padding=padding,
+                          dilation=dilation, groups=1)
+    np.testing.assert_allclose(again, got, rtol=tol, atol=tol)
+    assert len(calls) == 2 * shape[0] * k[0] * k[1]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_gemm_reads_strided_windows_and_accumulates(dtype):
+    from numpy.lib.stride_tricks import as_strided
+
+    from ember_cpu import _blas
+
+    if not _blas.has_gemm(np.dtype(dtype)):
+        pytest.skip("numpy's BLAS exports no cblas gemm under a known name")
+    a = rng.standard_normal((5, 3)).astype(dtype)
+    buf = rng.standard_normal(200).astype(dtype)
+    item = buf.itemsize
+    b = as_strided(buf[7:], (3, 11), (40 * item, item))  # rows 40 apart, starting at 7
+    out = np.zeros((5, 20), dtype)[:, 2:13]  # a window of a wider matrix
+    want = a.astype(np.float64) @ np.asarray(b, np.float64)
+    with _blas.one_thread(0):
+        _blas.gemm(a, b, out, accumulate=False)
+        tol = 1e-12 if dtype == "float64" else 1e-5
+        np.testing.assert_allclose(out, want, rtol=tol, atol=tol)
+        _blas.gemm(a, b, out, accumulate=True)
+        np.testing.assert_allclose(out, 2 * want, rtol=tol, atol=tol)
+        with pytest.raises(ValueError, match="not a row-major matrix view"):
+            _blas.gemm(a, np.asarray(b)[:, ::2], out[:, :6], accumulate=False)
+        with pytest.raises(ValueError, match="gemm:"):
+            _blas.gemm(a, b, out[:, :4], accumulate=False)

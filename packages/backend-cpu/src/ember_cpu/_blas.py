@@ -14,13 +14,16 @@ one thread nothing changes.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import functools
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-__all__ = ["SMALL_GEMM_FLOPS", "matmul"]
+__all__ = ["SMALL_GEMM_FLOPS", "gemm", "has_gemm", "matmul", "one_thread"]
 
 #: GEMMs of fewer floating-point operations (2*M*N*K) than this run on one BLAS thread
 SMALL_GEMM_FLOPS = 1 << 30
@@ -41,13 +44,14 @@ _inside = 0  # calls between their set and their restore (threads may overlap)
 _saved: list[int] = []
 
 
-def matmul(a: np.ndarray, b: np.ndarray, flops: int, out: np.ndarray | None = None
-           ) -> np.ndarray:
-    """``np.matmul(a, b)`` on one BLAS thread when ``flops`` is below `SMALL_GEMM_FLOPS`."""
+@contextlib.contextmanager
+def one_thread(flops: int) -> Iterator[None]:
+    """BLAS calls inside run on one thread when ``flops`` is below `SMALL_GEMM_FLOPS`."""
     global _inside, _saved
     libs = _numpy_blas() if flops < SMALL_GEMM_FLOPS else []
     if not libs:
-        return np.matmul(a, b, out=out)
+        yield
+        return
     with _lock:  # the first call in sets one thread, the last one out restores the count
         if _inside == 0:
             _saved = [lib.get_num_threads() for lib in libs]
@@ -56,7 +60,7 @@ def matmul(a: np.ndarray, b: np.ndarray, flops: int, out: np.ndarray | None = No
                     lib.set_num_threads(1)
         _inside += 1
     try:
-        return np.matmul(a, b, out=out)
+        yield
     finally:
         with _lock:
             _inside -= 1
@@ -64,3 +68,76 @@ def matmul(a: np.ndarray, b: np.ndarray, flops: int, out: np.ndarray | None = No
                 for lib, n in zip(libs, _saved, strict=True):
                     if n > 1:
                         lib.set_num_threads(n)
+
+
+def matmul(a: np.ndarray, b: np.ndarray, flops: int, out: np.ndarray | None = None
+           ) -> np.ndarray:
+    """``np.matmul(a, b)`` on one BLAS thread when ``flops`` is below `SMALL_GEMM_FLOPS`."""
+    with one_thread(flops):
+        return np.matmul(a, b, out=out)
+
+
+# -- cblas_?gemm itself: strided operands and accumulation, which np.matmul does not offer --
+
+_ROW_MAJOR, _NO_TRANS = 101, 111
+#: the names OpenBLAS builds export cblas_?gemm under, with their integer type (numpy's wheels
+#: bundle scipy-openblas: ``scipy_`` prefix, ``64_`` suffix for 64-bit integers)
+_NAMES = (("scipy_", "64_", ctypes.c_int64), ("", "64_", ctypes.c_int64),
+          ("scipy_", "", ctypes.c_int))
+
+
+@functools.cache
+def _cblas() -> dict[np.dtype[Any], Any]:
+    """``cblas_sgemm`` / ``cblas_dgemm`` of the BLAS numpy is linked with, by dtype, where it
+    exports them under a name whose integer width is known; empty otherwise."""
+    found: dict[np.dtype[Any], Any] = {}
+    for lib in _numpy_blas():
+        if getattr(lib, "internal_api", "") != "openblas":
+            continue
+        try:
+            dll = ctypes.CDLL(lib.filepath)
+        except OSError:
+            continue
+        for prefix, suffix, integer in _NAMES:
+            for char, real, dt in (("s", ctypes.c_float, np.float32),
+                                   ("d", ctypes.c_double, np.float64)):
+                fn = getattr(dll, f"{prefix}cblas_{char}gemm{suffix}", None)
+                if fn is None or np.dtype(dt) in found:
+                    continue
+                fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, integer, integer,
+                               integer, real, ctypes.c_void_p, integer, ctypes.c_void_p,
+                               integer, real, ctypes.c_void_p, integer]
+                fn.restype = None
+                found[np.dtype(dt)] = fn
+        if found:
+            break
+    return found
+
+
+def has_gemm(dtype: np.dtype[Any]) -> bool:
+    """Whether `gemm` can run on ``dtype`` (float32 / float64 with OpenBLAS's cblas found)."""
+    return dtype in _cblas()
+
+
+def _ld(a: np.ndarray) -> int:
+    """The leading dimension of a 2-D view whose rows are strided and elements adjacent."""
+    item = a.itemsize
+    if a.ndim != 2 or a.strides[1] != item or a.strides[0] % item or \
+            a.strides[0] < a.shape[1] * item:
+        raise ValueError(f"gemm: an operand of shape {a.shape} and strides {a.strides} is not "
+                         f"a row-major matrix view")
+    return a.strides[0] // item
+
+
+def gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, accumulate: bool) -> None:
+    """``out = a @ b`` (``out += a @ b`` when ``accumulate``) by cblas, on 2-D views whose
+    rows may lie anywhere apart (``b`` may be a window of a larger buffer: no copy); call it
+    inside `one_thread`.  All three share a dtype `has_gemm` accepts; ``out`` is written."""
+    (m, k), (k2, n) = a.shape, b.shape
+    if k2 != k or out.shape != (m, n) or not (a.dtype == b.dtype == out.dtype):
+        raise ValueError(f"gemm: {a.shape} @ {b.shape} into {out.shape}")
+    if not out.flags.writeable:
+        raise ValueError("gemm: out is read-only")
+    _cblas()[out.dtype](_ROW_MAJOR, _NO_TRANS, _NO_TRANS, m, n, k, 1.0, a.ctypes.data, _ld(a),
+                        b.ctypes.data, _ld(b), 1.0 if accumulate else 0.0, out.ctypes.data,
+                        _ld(out))

@@ -309,10 +309,13 @@ def max_pool2d(x: Tensor, kernel_size: IntPair, stride: IntPair | None = None,
                padding: IntPair = 0, dilation: IntPair = 1, ceil_mode: bool = False,
                return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     k = _tuple(kernel_size, 2, "kernel_size")
-    values, indices = apply(nnops.max_pool2d, x, kernel_size=k,
-                            stride=_tuple(stride if stride is not None else k, 2, "stride"),
-                            padding=_tuple(padding, 2, "padding"),
-                            dilation=_tuple(dilation, 2, "dilation"), ceil_mode=ceil_mode)
+    params = dict(kernel_size=k, stride=_tuple(stride if stride is not None else k, 2, "stride"),
+                  padding=_tuple(padding, 2, "padding"), dilation=_tuple(dilation, 2, "dilation"),
+                  ceil_mode=ceil_mode)
+    if not return_indices and x._device.implements(cops.max_pool2d_values):
+        # no indices to compute (Autodiff, which needs them for the backward, says no here)
+        return apply(cops.max_pool2d_values, x, **params)  # type: ignore[no-any-return]
+    values, indices = apply(nnops.max_pool2d, x, **params)
     return (values, indices) if return_indices else values
 
 

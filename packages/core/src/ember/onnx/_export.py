@@ -333,7 +333,8 @@ def _fused_conv(c: _Call) -> str:
 
 RULES["fused_conv2d"] = _fused_conv
 RULES.update(linear=_linear, conv1d=_conv, conv2d=_conv, conv_transpose1d=_conv_transpose,
-             conv_transpose2d=_conv_transpose, max_pool2d=_max_pool, avg_pool2d=_avg_pool,
+             conv_transpose2d=_conv_transpose, max_pool2d=_max_pool,
+             max_pool2d_values=_max_pool, avg_pool2d=_avg_pool,
              adaptive_avg_pool2d=_adaptive_avg_pool, layer_norm=_layer_norm, gelu=_gelu,
              scaled_dot_product_attention=_sdpa, interpolate=_interpolate)
 

@@ -110,6 +110,11 @@ max_pool2d_backward = Op("max_pool2d_backward", "composite", 3,
                          ("kernel_size", "stride", "padding", "dilation", "ceil_mode"),
                          result="last", dtypes="float")
 
+#: ``max_pool2d_values(x[N,C,H,W], kernel_size=, stride=, padding=, dilation=, ceil_mode=)`` ->
+#: the values `ember.ops.nn.max_pool2d` returns, without the indices only its backward reads
+#: (what ``max_pool2d`` runs when no indices are asked for and no gradient will flow).
+max_pool2d_values = Op("max_pool2d_values", "composite", 1, max_pool2d_backward.params)
+
 #: ``conv2d_weight_grad(g[N,O,OH,OW], x[N,C,H,W], w[O,C/groups,kh,kw], stride=, padding=,
 #: dilation=, groups=)`` -> ``dw`` (``w``'s shape): the gradient of `ember.ops.nn.conv2d` with
 #: respect to its weight (``w`` gives the shape only); all three share one float dtype.
