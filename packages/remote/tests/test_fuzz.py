@@ -145,6 +145,7 @@ def test_bad_records_are_errors_at_the_next_sync(server, remote_token, good, rec
      "cannot reshape"),
     ([["#clamp", (5,), (1,), {"min": 0, "max": None}], ["#clamp", (6,), (1,), ("min", "max")]],
      "a params map"),
+    ([["#exp", (5,), (1,), {}], ["#exp", (6,), {"1": 0}, {}]], "a params map"),
 ])
 def test_bad_coded_records_are_errors_at_the_next_sync(server, remote_token, good, records,
                                                        message):

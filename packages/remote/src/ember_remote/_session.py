@@ -288,8 +288,8 @@ class Session:
                 op, shapes, dtypes, sizes, size, npds = self.checked[key]
             else:  # the checks depend on the params' names and the values the rules read
                 outs, ids, params = out, rec[2], rec[3]
-                if type(params) is not dict:
-                    raise TypeError("params are a map")
+                if type(params) is not dict or type(ids) is not tuple or type(outs) is not tuple:
+                    raise TypeError("a malformed record")  # the full checks say what is wrong
                 reads, known = self.reads[(rec[0], tuple(params))]
                 key = (tuple([params[n] for n in reads]), *[sigs[a] for a in ids])
                 op, shapes, dtypes, sizes, size, npds = known[key]
