@@ -17,7 +17,8 @@ their outputs; a 2-D matmul head runs on the backend's matmul and its epilogue i
 enter kernels as arguments, so a source (and its build) is shared by every group of the same ops,
 dtypes and broadcast pattern.  What the generator does not cover (16-bit floats, a matmul inside a
 group) runs op by op through the backend's kernels: same results, unfused.  This module plans
-and runs kernels; `fusion_source.py` writes their C.
+and runs kernels; `fusion_source.py` renders their C from the group's description
+(`ember.backend.FusedGroup`: shapes, dtypes, reduced axes, outputs).
 """
 
 from __future__ import annotations
@@ -29,21 +30,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from ember import ops
+from ember.backend import HeadFirst, op_by_op
 
-from .fusion_source import (
-    LANES,
-    REDUCE,
-    Graph,
-    KernelSource,
-    elementwise_op,
-    reduced_dims,
-)
+from .fusion_source import LANES, KernelSource
 from .runtime import CLArray, Runtime
 
 if TYPE_CHECKING:
     from ember import DType
+    from ember.backend import FusedGroup
     from ember.ops import Op
-    from ember_fusion import FusedGroup
 
     from .backend import OpenCLBackend
 
@@ -104,8 +99,7 @@ class OpenCLFusionCompiler:
                                     self.min_nodes if min_nodes is None else min_nodes)
 
     def fusible(self, op: Op, dtype: DType) -> bool:
-        if not (elementwise_op(op) or op in REDUCE or op is ops.linalg.matmul):
-            return False
+        # Fusion asks only of the ops it records (elementwise, cast, reductions, matmul)
         if dtype.name not in SUPPORTED or op not in self.kernels:
             return False
         return op is not ops.linalg.matmul or dtype.name in ("float32", "float64")
@@ -113,70 +107,54 @@ class OpenCLFusionCompiler:
     def compile(self, group: FusedGroup) -> Callable[[Sequence[Any]], list[Any]]:
         if (self.runtime is None or len(group.nodes) < self.min_nodes
                 or not _generated_ok(group)):
-            return _op_by_op(group, self.kernels)
-        return _FusedKernel(group, self.runtime, self.kernels)
+            return op_by_op(group, self.kernels)
+        if group.head:  # the backend's matmul, then the epilogue
+            rest = group.without_head()
+            return HeadFirst(group, self.kernels[ops.linalg.matmul],
+                             _FusedKernel(rest, self.runtime) if rest.outputs else None)
+        return _FusedKernel(group, self.runtime)
 
 
 def _generated_ok(group: FusedGroup) -> bool:
-    """Whether the generator covers every node and dtype of ``group``."""
+    """Whether the generator covers every node and dtype of ``group``: a matmul only as the
+    head, no 16-bit floats."""
     if any(d.name not in SUPPORTED for _, d in group.inputs):
         return False
-    for j, n in enumerate(group.nodes):
-        if n.dtype.name not in SUPPORTED:
-            return False
-        if n.op is ops.linalg.matmul:
-            if j != 0:
-                return False
-        elif not elementwise_op(n.op) and n.op not in REDUCE:
-            return False
-    return True
-
-
-def _op_by_op(group: FusedGroup, kernels: dict[Op, Callable[..., Any]]
-              ) -> Callable[[Sequence[Any]], list[Any]]:
-    steps = [(kernels[n.op], n.args, n.params) for n in group.nodes]
-    outputs = group.outputs
-
-    def kernel(inputs: Sequence[Any]) -> list[Any]:
-        vals: list[Any] = []
-        for k, args, params in steps:
-            vals.append(k(*[vals[a] if a >= 0 else inputs[-1 - a] for a in args], **params))
-        return [vals[i] for i in outputs]
-
-    return kernel
+    return all(n.dtype.name in SUPPORTED and (n.kind != "matmul" or j == 0)
+               for j, n in enumerate(group.nodes))
 
 
 # -- planning and running a group ------------------------------------------------------------
 
-def _ancestors(g: Graph, targets: Sequence[int]) -> set[int]:
-    nodes = g.group.nodes
+def _ancestors(g: FusedGroup, targets: Sequence[int]) -> set[int]:
+    nodes = g.nodes
     seen: set[int] = set()
     stack = list(targets)
     while stack:
         j = stack.pop()
-        if j in seen or (g.head and j == 0):
+        if j in seen:
             continue
         seen.add(j)
         stack.extend(a for a in nodes[j].args if a >= 0)
     return seen
 
 
-def _plan(g: Graph, targets: Sequence[int]) -> tuple[tuple[int, ...], int]:
+def _plan(g: FusedGroup, targets: Sequence[int]) -> tuple[tuple[int, ...], int]:
     """The outer space of the kernel computing ``targets`` and its lanes per position.
 
     Outer axes are leading axes no needed reduction reduces and every needed node shares; the
     rest are loops.  Positions with much work (long rows) get a work-group of `LANES` lanes.
     """
-    nodes = g.group.nodes
+    nodes = g.nodes
     need = _ancestors(g, targets)
     shapes = [nodes[j].shape for j in need]
     m = min(len(s) for s in shapes)
     work = max(math.prod(g.shape(t)[m:]) for t in targets)
     for j in need:
         node = nodes[j]
-        if node.op in REDUCE:
-            ash = g.shape(g.ref(node.args[0]))
-            dims = reduced_dims(node, len(ash))
+        if node.kind == "reduction":
+            ash = g.shape(node.args[0])
+            dims = g.reduced_dims(j)
             if dims:
                 m = min(m, min(dims))
             work = max(work, math.prod(ash[d] for d in dims))
@@ -193,13 +171,13 @@ def _plan(g: Graph, targets: Sequence[int]) -> tuple[tuple[int, ...], int]:
 class _Launch:
     """One generated kernel: which nodes it stores, its inputs and its size arguments."""
 
-    def __init__(self, g: Graph, targets: Sequence[int], outer: tuple[int, ...], lanes: int,
-                 rt: Runtime) -> None:
+    def __init__(self, g: FusedGroup, targets: Sequence[int], outer: tuple[int, ...],
+                 lanes: int, rt: Runtime) -> None:
         src = KernelSource(g, targets, outer, lanes)
         self.source = src.build()
         self.kernel = rt.kernel(self.source, "fused")
         self.targets = list(targets)
-        self.outs = [(g.shape(t), g.dtype(t)) for t in targets]
+        self.outs = [(g.shape(t), g.numpy_dtype(t)) for t in targets]
         self.inputs = sorted(src.inputs.items())
         self.values = src.values
         npos = math.prod(outer)
@@ -216,38 +194,26 @@ class _Launch:
 
 
 class _FusedKernel:
-    """A compiled group: the matmul head (backend kernel), the main kernel, one kernel per
-    reduction over axis 0."""
+    """A compiled group without a head: the main kernel, one kernel per reduction over axis 0."""
 
-    def __init__(self, group: FusedGroup, rt: Runtime,
-                 kernels: dict[Op, Callable[..., Any]]) -> None:
-        g = Graph(group)
+    def __init__(self, g: FusedGroup, rt: Runtime) -> None:
         self.rt = rt
-        self.matmul = kernels[ops.linalg.matmul] if g.head else None
-        self.head_args = group.nodes[0].args if g.head else ()
-        main = [i for i in group.outputs
-                if i not in group.cross and not (g.head and i == 0)]
+        self.outputs = g.outputs
+        main = [i for i in g.outputs if i not in g.cross]
         self.launches: list[_Launch] = []
         if main:
             outer, lanes = _plan(g, main)
             self.launches.append(_Launch(g, main, outer, lanes, rt))
-        for c in sorted(group.cross):
-            if c in group.outputs:
-                shape = group.nodes[c].shape
-                ash = g.shape(g.ref(group.nodes[c].args[0]))
-                work = math.prod(ash) // max(1, math.prod(shape))
+        for c in sorted(g.cross):
+            if c in g.outputs:
+                shape = g.nodes[c].shape
+                work = math.prod(g.shape(g.nodes[c].args[0])) // max(1, math.prod(shape))
                 lanes = LANES if work >= TREE_MIN and math.prod(shape) < 2 * LANES else 1
                 self.launches.append(_Launch(g, [c], shape, lanes, rt))
-        self.outputs = group.outputs
         self.source = "\n".join(launch.source for launch in self.launches)
 
-    def __call__(self, inputs: Sequence[Any]) -> list[Any]:
-        xs = list(inputs)
+    def __call__(self, xs: Sequence[Any]) -> list[Any]:
         vals: dict[int, CLArray] = {}
-        if self.matmul is not None:
-            a, b = self.head_args
-            vals[0] = h = self.matmul(xs[-1 - a], xs[-1 - b])
-            xs.append(h)
         for launch in self.launches:
             launch.run(self.rt, xs, vals)
         return [vals[i] for i in self.outputs]

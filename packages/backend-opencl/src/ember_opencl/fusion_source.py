@@ -1,4 +1,4 @@
-"""The OpenCL C writer of the fusion compiler (`fusion.py`): one kernel from a group's nodes.
+"""The OpenCL C renderer of the fusion compiler (`fusion.py`): one kernel from a group's nodes.
 
 `KernelSource` gives each outer position a work-item (or a work-group of `LANES` lanes) and
 writes every node it needs as C: an elementwise node is one statement in registers (the
@@ -16,71 +16,20 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from ember import ops
-from ember.backend import ir, numpy_dtype
+from ember.backend import numpy_dtype
 
-from .elementwise import binary_expr, cast_expr, clamp_expr, op_expr, unary_expr
+from .elementwise import cast_expr, clamp_expr, op_expr
 from .reduction import _arg_helper, _spec
 from .runtime import compute_type, contiguous_strides, ctype
 
 if TYPE_CHECKING:
-    from ember.ops import Op
-    from ember_fusion import FusedGroup
+    from ember.backend import FusedGroup
 
-__all__ = ["ELEMENTWISE", "LANES", "REDUCE", "Graph", "KernelSource", "elementwise_op",
-           "reduced_dims"]
+__all__ = ["LANES", "KernelSource"]
 
 EW = ops.elementwise
-RD = ops.reduction
 #: lanes of a work-group kernel (PoCL compiles one work-group function per local size: fixed)
 LANES = 64
-
-_UNARY = frozenset(getattr(EW, n) for n in (*EW.FLOAT_UNARY, *EW.NUMERIC_UNARY, *EW.BOOL_UNARY,
-                                            "bitwise_not"))
-_BINARY = frozenset(getattr(EW, n) for n in (*EW.ARITHMETIC_BINARY, *EW.FLOAT_BINARY,
-                                             *EW.COMPARISON_BINARY, *EW.LOGICAL_BINARY,
-                                             *EW.BITWISE_BINARY))
-REDUCE: dict[Op, str] = {RD.sum: "sum", RD.mean: "mean", RD.prod: "prod", RD.max: "max",
-                         RD.min: "min", RD.any: "any", RD.all: "all", RD.var: "var",
-                         RD.argmax: "argmax", RD.argmin: "argmin"}
-ELEMENTWISE = _UNARY | _BINARY | {EW.where, EW.clamp, ops.creation.cast}
-
-
-def elementwise_op(op: Op) -> bool:
-    """Whether the generator writes ``op``: the ops above, and any elementwise op the kernel
-    IR defines (a new op)."""
-    return op in ELEMENTWISE or (op.group == "elementwise" and ir.defined(op.name))
-
-# -- the group as the generator sees it ------------------------------------------------------
-
-class Graph:
-    """Nodes and inputs with numpy dtypes; a matmul head becomes one more input."""
-
-    def __init__(self, group: FusedGroup) -> None:
-        self.group = group
-        self.head = group.nodes[0].op is ops.linalg.matmul
-        self.in_shapes = [s for s, _ in group.inputs]
-        self.in_dtypes = [numpy_dtype(d) for _, d in group.inputs]
-        if self.head:
-            n0 = group.nodes[0]
-            self.in_shapes.append(n0.shape)
-            self.in_dtypes.append(numpy_dtype(n0.dtype))
-        self.head_ref = -len(self.in_shapes)
-
-    def ref(self, a: int) -> int:
-        return self.head_ref if self.head and a == 0 else a
-
-    def shape(self, r: int) -> tuple[int, ...]:
-        return self.group.nodes[r].shape if r >= 0 else self.in_shapes[-1 - r]
-
-    def dtype(self, r: int) -> np.dtype[Any]:
-        return numpy_dtype(self.group.nodes[r].dtype) if r >= 0 else self.in_dtypes[-1 - r]
-
-
-def reduced_dims(node: Any, ndim: int) -> tuple[int, ...]:
-    if node.op in (RD.argmax, RD.argmin):
-        dim = node.params["dim"]
-        return tuple(range(ndim)) if dim is None else (dim,)
-    return tuple(node.params["dims"])
 
 
 def _literal(t: str, value: Any) -> str:
@@ -112,7 +61,7 @@ class KernelSource:
     """Writes one kernel computing ``targets`` over an outer space ``outer`` (the leading axes
     every target shares); see the module docstring."""
 
-    def __init__(self, g: Graph, targets: Sequence[int], outer: tuple[int, ...],
+    def __init__(self, g: FusedGroup, targets: Sequence[int], outer: tuple[int, ...],
                  lanes: int) -> None:
         self.g = g
         self.targets = list(targets)
@@ -157,7 +106,7 @@ class KernelSource:
             return name
         if r < 0:
             name = self.load(-1 - r, key_idx, scope)
-        elif self.g.group.nodes[r].op in REDUCE:
+        elif self.g.nodes[r].kind == "reduction":
             name = self.reduce(r, key_idx, depth)
         else:
             name = self.elementwise(r, key_idx, scope)
@@ -165,36 +114,31 @@ class KernelSource:
         return name
 
     def load(self, k: int, idx: tuple[str, ...], scope: _Scope) -> str:
-        shape = self.g.in_shapes[k]
+        shape = self.g.inputs[k][0]
         self.inputs[k] = tuple(d for d, n in enumerate(shape) if n != 1)
         addr = " + ".join([f"po{k}"] + [f"{v} * pq{k}_{d}" for d, v in enumerate(idx)
                                          if v != "0"])
         name = self.fresh("x")
-        scope.lines.append(f"const {ctype(self.g.in_dtypes[k])} {name} = p{k}[{addr}];")
+        scope.lines.append(f"const {ctype(self.g.numpy_dtype(-1 - k))} {name} = p{k}[{addr}];")
         return name
 
     def elementwise(self, j: int, idx: tuple[str, ...], scope: _Scope) -> str:
         g = self.g
-        node = g.group.nodes[j]
+        node = g.nodes[j]
         op = node.op
-        refs = [g.ref(a) for a in node.args]
-        vals = [self.value(r, idx[len(idx) - len(g.shape(r)):]) for r in refs]
-        dts = [g.dtype(r) for r in refs]
+        vals = [self.value(r, idx[len(idx) - len(g.shape(r)):]) for r in node.args]
+        dts = g.arg_dtypes(j)
         scalars: list[tuple[str, Any]] = []
-        if op in _UNARY or op in _BINARY:
-            expr, _, helpers = (unary_expr if op in _UNARY else binary_expr)(op, dts[0])
-            if helpers:
-                self.helpers[helpers] = None
-        elif op is EW.where:
+        if op is EW.where:
             expr = "a ? b : c"
         elif op is EW.clamp:
             expr, scalars = clamp_expr(dts[0], node.params.get("min"), node.params.get("max"))
-        elif op is not ops.creation.cast:  # an op known from its IR definition only
+        elif op is ops.creation.cast:
+            expr = cast_expr(dts[0], numpy_dtype(node.dtype))
+        else:  # the op's definition in the kernel IR
             expr, _, helpers = op_expr(op, dts)
             if helpers:
                 self.helpers[helpers] = None
-        else:
-            expr = cast_expr(dts[0], numpy_dtype(node.dtype))
         decls = [f"const {compute_type(dt)} {nm} = {v};"
                  for nm, dt, v in zip("abc", dts, vals, strict=False)]
         decls += [f"const {t} s{i} = {_literal(t, v)};" for i, (t, v) in enumerate(scalars)]
@@ -207,11 +151,11 @@ class KernelSource:
 
     def reduce(self, j: int, idx: tuple[str, ...], depth: int) -> str:
         g = self.g
-        node = g.group.nodes[j]
-        kind = REDUCE[node.op]
-        a = g.ref(node.args[0])
+        node = g.nodes[j]
+        kind = node.op.name
+        a = node.args[0]
         ashape = g.shape(a)
-        dims = reduced_dims(node, len(ashape))
+        dims = g.reduced_dims(j)
         kept = [d for d in range(len(ashape)) if d not in dims]
         if node.params.get("keepdim"):
             aidx: dict[int, str] = {d: idx[d] for d in kept}
@@ -221,7 +165,7 @@ class KernelSource:
         out_t = ctype(numpy_dtype(node.dtype))
         if kind == "var":
             mean = self.loop(kind="mean", a=a, aidx=aidx, dims=dims, depth=depth,
-                             scale=1.0 / n if n else math.inf, out_t=ctype(g.dtype(a)))
+                             scale=1.0 / n if n else math.inf, out_t=ctype(g.numpy_dtype(a)))
             denom = max(n - node.params.get("correction", 1), 0)
             return self.loop(kind="mean", a=a, aidx=aidx, dims=dims, depth=depth,
                              scale=1.0 / denom if denom else math.inf, out_t=out_t,
@@ -234,7 +178,7 @@ class KernelSource:
         """Emit a loop reducing ref ``a`` over ``dims`` at the kept index ``aidx``."""
         g = self.g
         ashape = g.shape(a)
-        adt = g.dtype(a)
+        adt = g.numpy_dtype(a)
         t = compute_type(adt)
         fl = adt.kind == "f"
         arg = kind in ("argmax", "argmin")
@@ -339,10 +283,11 @@ class KernelSource:
         outs = {t: i for i, t in enumerate(self.targets)}
         for (inner, guard), ts in by_inner.items():
             self.store(ts, inner, guard, outs)
-        out_params = [f"__global {ctype(g.dtype(t))}* out{i}" for i, t in enumerate(self.targets)]
+        out_params = [f"__global {ctype(g.numpy_dtype(t))}* out{i}"
+                      for i, t in enumerate(self.targets)]
         in_params = []
         for k, axes in sorted(self.inputs.items()):
-            in_params += [f"__global const {ctype(g.in_dtypes[k])}* p{k}", f"long po{k}"]
+            in_params += [f"__global const {ctype(g.numpy_dtype(-1 - k))}* p{k}", f"long po{k}"]
             in_params += [f"long pq{k}_{d}" for d in axes]
         body = "\n    ".join([*self.decls, *head, *self.top.lines])
         return (f"#pragma OPENCL FP_CONTRACT OFF\n{''.join(self.helpers)}\n"
