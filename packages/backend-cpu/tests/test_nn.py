@@ -447,3 +447,52 @@ def test_gemm_reads_strided_windows_and_accumulates(dtype):
             _blas.gemm(a, np.asarray(b)[:, ::2], out[:, :6], accumulate=False)
         with pytest.raises(ValueError, match="gemm:"):
             _blas.gemm(a, b, out[:, :4], accumulate=False)
+
+
+@pytest.mark.parametrize(("bias", "norm", "residual", "relu"),
+                         [(True, True, True, True), (False, False, False, False),
+                          (False, True, False, True)])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_fused_conv2d_on_the_tap_gemm_path_applies_its_epilogue(bias, norm, residual, relu,
+                                                                dtype):
+    # the epilogue reads the taps' work buffer through a strided view and writes a new array
+    from ember.ops import composite as cops
+
+    x = rng.standard_normal((1, 32, 6, 22))
+    w = rng.standard_normal((5, 32, 3, 3))
+    y = naive_conv2d(x, w, (1, 1), (1, 1), (1, 1), 1)
+    b, s, t, m = (rng.standard_normal(5) for _ in range(4))
+    v = rng.random(5) + 0.2
+    res = rng.standard_normal(y.shape)
+    want = y + (b[:, None, None] if bias else 0)
+    if norm:
+        want = (want - m[:, None, None]) * (s / np.sqrt(v + 1e-5))[:, None, None] + \
+            t[:, None, None]
+    want = want + (res if residual else 0)
+    want = np.maximum(want, 0) if relu else want
+    extra = ([b] if bias else []) + ([s, t, m, v] if norm else []) + ([res] if residual else [])
+    dt = np.dtype(dtype)
+    outs = []
+    for _ in range(2):  # the second call reuses the work buffer the first one's view was in
+        outs.append(K[cops.fused_conv2d](
+            x.astype(dt), w.astype(dt), *[a.astype(dt) for a in extra], stride=(1, 1),
+            padding=(1, 1), dilation=(1, 1), groups=1, bias=bias, norm=norm,
+            residual=residual, relu=relu, eps=1e-5))
+    tol = 1e-10 if dtype == "float64" else 1e-4
+    for got in outs:
+        assert got.dtype == dt and got.flags.c_contiguous
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+def test_tap_gemm_results_never_alias_the_work_buffer():
+    # a (3, 1) kernel without column padding has no spare columns: the valid outputs are the
+    # whole work buffer, which must still be copied out (a later call overwrites it)
+    w = rng.standard_normal((4, 32, 3, 1))
+    x1, x2 = rng.standard_normal((2, 1, 32, 5, 30))
+    params = dict(stride=(1, 1), padding=(1, 0), dilation=(1, 1), groups=1)
+    first = K[ops.conv2d](x1, w, **params)
+    kept = first.copy()
+    K[ops.conv2d](x2, w, **params)
+    np.testing.assert_array_equal(first, kept)
+    np.testing.assert_allclose(first, naive_conv2d(x1, w, (1, 1), (1, 0), (1, 1), 1),
+                               rtol=1e-12, atol=1e-12)

@@ -139,26 +139,29 @@ def _loops() -> dict[str, Callable[..., Any]]:
         return True
 
     @jit
-    def epilogue(y: Any, scale: Any, shift: Any, residual: Any, relu: bool) -> None:
-        # y[n, o, :] = max(y * scale[o] + shift[o] + residual[n, o, :], 0) in one pass; an
-        # empty scale / residual is left out; ReLU keeps nan (as np.maximum does)
-        n_, o_, p_ = y.shape
+    def epilogue(y: Any, out: Any, scale: Any, shift: Any, residual: Any, relu: bool) -> None:
+        # out[n, o] = max(y * scale[o] + shift[o] + residual[n, o], 0) over [H, W] planes in
+        # one pass; y may be a strided view and may be out itself; an empty scale / residual
+        # is left out; ReLU keeps nan (as np.maximum does)
+        n_, o_, h_, w_ = y.shape
         scaled, added = scale.size > 0, residual.size > 0
         zero = y.dtype.type(0)
         for n in range(n_):
             for o in range(o_):
                 k = scale[o] if scaled else y.dtype.type(1)
                 c = shift[o]
-                row = y[n, o]
-                if added:
-                    res = residual[n, o]
-                    for q in range(p_):
-                        v = row[q] * k + c + res[q]
-                        row[q] = zero if relu and v < zero else v
-                else:
-                    for q in range(p_):
-                        v = row[q] * k + c
-                        row[q] = zero if relu and v < zero else v
+                for r in range(h_):
+                    src = y[n, o, r]
+                    dst = out[n, o, r]
+                    if added:
+                        res = residual[n, o, r]
+                        for q in range(w_):
+                            v = src[q] * k + c + res[q]
+                            dst[q] = zero if relu and v < zero else v
+                    else:
+                        for q in range(w_):
+                            v = src[q] * k + c
+                            dst[q] = zero if relu and v < zero else v
 
     return {"im2col": im2col, "col2im": col2im, "max_pool": max_pool,
             "max_pool_backward": max_pool_backward, "epilogue": epilogue}
@@ -189,7 +192,8 @@ def max_pool2d_backward(g: Any, indices: Any, out: Any) -> bool:
     return bool(_loops()["max_pool_backward"](g, indices, out))
 
 
-def epilogue(y: Any, scale: Any, shift: Any, residual: Any, relu: bool) -> None:
-    """In place on C-contiguous ``y[N, O, P]``: ``y * scale[O] + shift[O] + residual[N, O, P]``,
-    then ReLU when ``relu``; an empty ``scale`` or ``residual`` is left out."""
-    _loops()["epilogue"](y, scale, shift, residual, relu)
+def epilogue(y: Any, out: Any, scale: Any, shift: Any, residual: Any, relu: bool) -> None:
+    """``out = y * scale[O] + shift[O] + residual``, then ReLU when ``relu``, over
+    ``[N, O, H, W]`` arrays (``y`` any view, possibly ``out`` itself; ``out`` and ``residual``
+    of one shape); an empty ``scale`` or ``residual`` is left out."""
+    _loops()["epilogue"](y, out, scale, shift, residual, relu)

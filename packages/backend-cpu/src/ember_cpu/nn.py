@@ -62,15 +62,23 @@ def _compiled(*arrays: np.ndarray) -> bool:
 def conv2d(x: np.ndarray, w: np.ndarray, stride: Pair = (1, 1), padding: Pair = (0, 0),
            dilation: Pair = (1, 1), groups: int = 1) -> np.ndarray:
     """2-D cross-correlation of ``x[N, C, H, W]`` with ``w[O, C/groups, kh, kw]``."""
+    return _conv2d(x, w, stride, padding, dilation, groups, False)[0]
+
+
+def _conv2d(x: np.ndarray, w: np.ndarray, stride: Pair, padding: Pair, dilation: Pair,
+            groups: int, view: bool) -> tuple[np.ndarray, bool]:
+    """`conv2d`, and whether the result is borrowed: with ``view`` it may be a view into a
+    work buffer, valid until this thread's next convolution (`fused_conv2d` reads it once)."""
     dt = x.dtype
     if dt in LOW:
-        return conv2d(x.astype(F32), w.astype(F32), stride, padding, dilation, groups).astype(dt)
+        return conv2d(x.astype(F32), w.astype(F32), stride, padding, dilation,
+                      groups).astype(dt), False
     n, c, h, wd = x.shape
     o, cg, kh, kw = w.shape
     oh = _out_size(h, kh, stride[0], padding[0], dilation[0])
     ow = _out_size(wd, kw, stride[1], padding[1], dilation[1])
     if not _compiled(x, w) or min(n, c, oh, ow, o) <= 0:
-        return _conv2d_numpy(x, w, stride, padding, dilation, groups)
+        return _conv2d_numpy(x, w, stride, padding, dilation, groups), False
     cols_k = cg * kh * kw
     gemm_flops = 2 * (o // groups) * cols_k * oh * ow  # of each image's (and group's) GEMM
     wg = np.ascontiguousarray(w).reshape(groups, o // groups, cols_k)
@@ -78,13 +86,16 @@ def conv2d(x: np.ndarray, w: np.ndarray, stride: Pair = (1, 1), padding: Pair = 
         # a pointwise convolution is a GEMM on the (subsampled) input itself: no im2col
         xs = x[:, :, ::stride[0], ::stride[1]] if tuple(stride) != (1, 1) else x
         xs = np.ascontiguousarray(xs).reshape(n, groups, cg, oh * ow)
-        return _blas.matmul(wg, xs, gemm_flops).reshape(n, o, oh, ow)
+        return _blas.matmul(wg, xs, gemm_flops).reshape(n, o, oh, ow), False
     if tuple(stride) == (1, 1) and groups == 1 and c >= 32 and \
-            wd + 2 * padding[1] <= 1.1 * ow and _blas.has_gemm(dt):
+            wd + 2 * padding[1] <= _TAP_WASTE * ow and _blas.has_gemm(dt):
         # wide maps, enough channels for each tap's GEMM (K = C): accumulate the taps' GEMMs
         # over windows of the padded input, no im2col (ResNet-18's 56x56 and 28x28 blocks:
-        # 5-8% of its time, one thread, 2-core VM, 2026-12-06; with C=1 it was 10x slower)
-        return _conv_taps(x, w, padding, dilation, (oh, ow), gemm_flops)
+        # 5-8% of its time, one thread, 2-core VM, 2026-12-06; with C=1 it was 10x slower,
+        # and letting in 14x14 (16/14 spare columns) or 7x7 maps made the whole 3% / 40%
+        # slower)
+        valid = _conv_taps(x, w, padding, dilation, (oh, ow), gemm_flops)
+        return (valid, True) if view else (valid.copy(), False)
     if tuple(stride) == (1, 1) and (h + 2 * padding[0]) * (wd + 2 * padding[1]) <= 1.2 * oh * ow:
         # the shifted planes make the GEMM compute (Hp*Wp) / (OH*OW) times the outputs: beyond
         # ~1.2 (small maps: 14x14 and 7x7 with a 3x3 kernel) im2col's exact columns win
@@ -95,12 +106,16 @@ def conv2d(x: np.ndarray, w: np.ndarray, stride: Pair = (1, 1), padding: Pair = 
         per_image = cols.reshape(groups, cols_k, n, hp * wp).transpose(2, 0, 1, 3)
         full = _blas.matmul(wg, per_image, gemm_flops * hp * wp // (oh * ow))
         full = full.reshape(n, o, hp, wp)
-        return np.ascontiguousarray(full[:, :, :oh, :ow])
+        return np.ascontiguousarray(full[:, :, :oh, :ow]), False
     # im2col as [N, C*kh*kw, OH*OW]: W[O/G, K] @ cols[K, OH*OW] per image and group lands
     # straight in NCHW order
     cols = _im2col(x, (kh, kw), stride, padding, dilation, (oh, ow))
     out = _blas.matmul(wg, cols.reshape(n, groups, cols_k, oh * ow), gemm_flops)
-    return out.reshape(n, o, oh, ow)
+    return out.reshape(n, o, oh, ow), False
+
+
+#: the most padded-to-output width ratio (spare GEMM columns) the taps path takes
+_TAP_WASTE = 1.1
 
 
 def _conv_taps(x: np.ndarray, w: np.ndarray, padding: Pair, dilation: Pair, out_hw: Pair,
@@ -109,7 +124,8 @@ def _conv_taps(x: np.ndarray, w: np.ndarray, padding: Pair, dilation: Pair, out_
     ``w[:, :, i, j] @ planes`` where ``planes[C, OH*Wp]`` is a window of the zero-padded
     input laid out as rows of ``Hp*Wp (+ slack)``, shifted by the tap's offset ``i*dh*Wp +
     j*dw`` (a view: cblas reads it in place).  Output column ``y*Wp + x`` is output ``(y, x)``
-    for ``x < OW``; the ``Wp - OW`` spare columns of each row are computed and dropped."""
+    for ``x < OW``; the ``Wp - OW`` spare columns of each row are computed and left out of the
+    view returned, which is one of a work buffer's (the caller copies it or reads it once)."""
     n, c, h, wd = x.shape
     o, _, kh, kw = w.shape
     (ph, pw), (dh, dw), (oh, ow) = padding, dilation, out_hw
@@ -129,7 +145,7 @@ def _conv_taps(x: np.ndarray, w: np.ndarray, padding: Pair, dilation: Pair, out_
                     window = as_strided(planes[b, :, at:], (c, oh * wp), (plane * item, item),
                                         writeable=False)
                     _blas.gemm(taps[i, j], window, full[b], accumulate=bool(i or j))
-    return np.ascontiguousarray(full.reshape(n, o, oh, wp)[:, :, :, :ow])
+    return full.reshape(n, o, oh, wp)[:, :, :, :ow]
 
 
 def _im2col(x: np.ndarray, k: Pair, stride: Pair, padding: Pair, dilation: Pair,
@@ -160,7 +176,7 @@ def fused_conv2d(x: np.ndarray, w: np.ndarray, *rest: np.ndarray, stride: Pair =
     if len(rest) != int(bias) + 4 * int(norm) + int(residual):
         raise ValueError(f"fused_conv2d: {len(rest)} extra inputs for bias={bias}, "
                          f"norm={norm}, residual={residual}")
-    y = conv2d(x, w, stride, padding, dilation, groups)
+    y, borrowed = _conv2d(x, w, stride, padding, dilation, groups, True)
     o = y.shape[1]
     for a in rest[:len(rest) - int(residual)]:
         if a.shape != (o,):
@@ -177,12 +193,15 @@ def fused_conv2d(x: np.ndarray, w: np.ndarray, *rest: np.ndarray, stride: Pair =
         s, t, m, v = (a.astype(work, copy=False) for a in rest[int(bias):int(bias) + 4])
         scale = s / np.sqrt(v + work.type(eps))
         b = (b - m) * scale + t
-    out = y if y.dtype == work and y.flags.c_contiguous and y.flags.writeable else \
-        np.ascontiguousarray(y, dtype=work)
-    r = np.empty((0, 0, 0), work) if res is None else \
-        np.ascontiguousarray(res, dtype=work).reshape(out.shape[0], o, -1)
+    # in place on a GEMM's own output; from a view of a work buffer (or another dtype) into
+    # a fresh array, in the same pass
+    owned = not borrowed and y.dtype == work and y.flags.c_contiguous and y.flags.writeable
+    if y.dtype != work:
+        y, owned = y.astype(work), True
+    out = y if owned else np.empty(y.shape, work)
+    r = np.empty((0, 0, 0, 0), work) if res is None else np.ascontiguousarray(res, dtype=work)
     with np.errstate(all="ignore"):
-        _conv_jit.epilogue(out.reshape(out.shape[0], o, -1), scale, b, r, relu)
+        _conv_jit.epilogue(y, out, scale, b, r, relu)
     return out.astype(dt, copy=False)
 
 
