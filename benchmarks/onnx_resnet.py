@@ -4,7 +4,15 @@ process, interleaved, at one thread on each side and at each side's default.
 Run: ``.venv/bin/python benchmarks/onnx_resnet.py [--width 64] [--size 224] [--rounds 7]``
 (needs torch to write the model, onnx and onnxruntime).  The model is ResNet-18's layout with
 random weights, exported by torch (TorchScript exporter, opset 17), batch 1.  Prints the median
-seconds per inference and the ratio ember / onnxruntime (lower is better; the goal is <= 2).
+seconds per inference and the ratio ember / onnxruntime (lower is better; the goal is <= 2),
+with the time and load average.
+
+At default threads onnxruntime's session runs with spin-waiting off
+(``session.intra_op.allow_spinning = 0``): its spinning workers, on by default, outlive each
+run and took the cores from whatever ran next: on the busy 2-core VM (2026-12-06) ember
+right after it took 85-95 ms instead of 55-60, and onnxruntime itself 47-50 ms instead of 30.
+Without spinning both sides are faster, so the ratio is against onnxruntime's better setting
+here.
 """
 
 from __future__ import annotations
@@ -47,11 +55,15 @@ def main() -> None:
     print(f"ResNet-18 layout, width {args.width}, input 1x3x{args.size}x{args.size}, "
           f"{sum(p.numel() for p in m.parameters()) / 1e6:.1f}M parameters, "
           f"{os.cpu_count()} cores")
+    print(time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+          "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     for threads in (1, None):
         so = ort.SessionOptions()
         if threads:
             so.intra_op_num_threads = threads
             so.inter_op_num_threads = 1
+        else:  # see the module's docstring
+            so.add_session_config_entry("session.intra_op.allow_spinning", "0")
         sess = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
         with threadpool_limits(limits=threads):
             want = sess.run(None, {"x": x})[0]
