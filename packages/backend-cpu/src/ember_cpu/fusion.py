@@ -1,6 +1,7 @@
 """The CPU fusion compiler: generated numpy code over cache-sized blocks, on two threads.
 
-A group becomes two Python functions generated from its nodes:
+A group (its description, `ember.backend.FusedGroup`) becomes two Python functions generated
+from its nodes:
 
 - ``whole(*inputs)`` calls the cpu backend's own kernel for each node on whole arrays.  It is
   used when the group is small (one block), so small tensors give exactly the cpu's results.

@@ -19,7 +19,8 @@ from ._array import DeviceArray, contiguous_strides, dtype_name
 if TYPE_CHECKING:
     from .backend import TritonBackend
 
-__all__ = ["TL", "collapse", "elementwise", "load_expr", "run_binary", "run_plan"]
+__all__ = ["TL", "broadcast_strides", "collapse", "coordinates", "elementwise", "load_expr",
+           "run_binary", "run_plan"]
 
 #: Triton type of each numpy dtype name (bool is stored as bytes)
 TL = {
@@ -47,6 +48,22 @@ def collapse(shape: tuple[int, ...],
     return tuple(shp), [tuple(st) for st in sts]
 
 
+def broadcast_strides(a: DeviceArray, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """``a``'s strides as a view broadcast to ``shape`` (0 along broadcast axes)."""
+    pad = (0,) * (len(shape) - a.ndim)
+    return tuple(0 if n == 1 and m != 1 else s for n, m, s in
+                 zip((1,) * len(pad) + a.shape, shape, pad + a.strides, strict=True))
+
+
+def coordinates(rank: int) -> list[str]:
+    """Lines decoding the flat index ``offs`` into coordinates ``c0, c1, ...`` of a shape
+    ``S0, S1, ...`` of rank ``rank`` (row-major)."""
+    lines = ["    rem = offs"]
+    for d in reversed(range(rank)):
+        lines += [f"    c{d} = rem % S{d}", f"    rem = rem // S{d}"] if d else ["    c0 = rem"]
+    return lines
+
+
 def load_expr(ptr: str, offs: str, dtype: np.dtype[Any], widen: bool) -> str:
     """Code loading one operand, as i1 for bool and float32 for half types when ``widen``."""
     code = f"tl.load({ptr} + {offs}, mask=mask)"
@@ -66,13 +83,7 @@ def _source(name: str, nin: int, nsc: int, rank: int, body: str, in_dtypes: Sequ
              "    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)",
              "    mask = offs < n"]
     if rank:
-        lines.append("    rem = offs")
-        for d in reversed(range(rank)):
-            if d:
-                lines.append(f"    c{d} = rem % S{d}")
-                lines.append(f"    rem = rem // S{d}")
-            else:
-                lines.append("    c0 = rem")
+        lines += coordinates(rank)
 
     def offset(prefix: str) -> str:
         return " + ".join(f"c{d} * {prefix}{d}" for d in range(rank)) if rank else "offs * 0"
@@ -174,12 +185,7 @@ def elementwise(be: TritonBackend, body: str, inputs: Sequence[DeviceArray],
         cshape: tuple[int, ...] = (n,) if n != 1 else ()
         cstrides: list[tuple[int, ...]] = [(1,) if n != 1 else ()] * (len(inputs) + 1)
     else:
-        strides = [out.strides]
-        for a in inputs:
-            pad = (0,) * (len(shape) - a.ndim)
-            strides.append(tuple(0 if n == 1 and m != 1 else s for n, m, s in
-                                 zip((1,) * len(pad) + a.shape, shape, pad + a.strides,
-                                     strict=True)))
+        strides = [out.strides, *(broadcast_strides(a, shape) for a in inputs)]
         cshape, cstrides = collapse(shape, strides)
     rank = len(cshape)
     in_dtypes = tuple(a.dtype for a in inputs)

@@ -16,7 +16,6 @@ from ember import ops
 from ember.backend import numpy_dtype
 
 from ._fusion_source import (
-    REDUCE,
     Functions,
     acc_dtype,
     axis_index,
@@ -32,9 +31,6 @@ from ._fusion_source import (
 __all__ = ["BlockGen", "node_expression"]
 
 EW = ops.elementwise
-_UNARY = frozenset((*EW.FLOAT_UNARY, *EW.NUMERIC_UNARY, *EW.BOOL_UNARY, "bitwise_not"))
-_BINARY = frozenset((*EW.ARITHMETIC_BINARY, *EW.FLOAT_BINARY, *EW.COMPARISON_BINARY,
-                     *EW.LOGICAL_BINARY, *EW.BITWISE_BINARY))
 
 
 def node_expression(node: Any, arg_dtypes: list[np.dtype[Any]]) -> Any:
@@ -51,11 +47,7 @@ def node_expression(node: Any, arg_dtypes: list[np.dtype[Any]]) -> Any:
         if lo is None and hi is None:
             return ew.Expression("r = x0", arg_dtypes[0])
         return ew.clamp_expression(arg_dtypes[0], lo, hi)
-    if name in _UNARY:
-        return ew.unary_expression(name, arg_dtypes[0])
-    if name in _BINARY:
-        return ew.binary_expression(name, arg_dtypes[0])
-    return ew.op_expression(name, tuple(arg_dtypes))  # known from its IR definition only
+    return ew.op_expression(name, tuple(arg_dtypes))  # the op's definition in the kernel IR
 
 
 class BlockGen:
@@ -81,12 +73,12 @@ class BlockGen:
         self.loaded: dict[tuple[Any, ...], str] = {}
         self.scalars: list[tuple[Any, np.dtype[Any]]] = []
         self.pads: dict[int, int] = {}
-        self.head = group.nodes[0].op is ops.linalg.matmul
-        self.outputs = {j: m for m, j in enumerate(group.outputs)}
+        self.head = group.head
+        self.outputs = group.slots
         self.cross = sorted(group.cross)
         inner = max([self._inner(self.cshape(j)) for j in range(len(group.nodes))
                      if j not in group.cross] + [1])
-        self.used = {-1 - a for n in group.nodes for a in n.args if a < 0}
+        self.used = group.used_inputs
         for k, (s, _) in enumerate(group.inputs):
             if k in self.used:
                 inner = max(inner, self._inner(self.in_shape(k, len(s) + self.whole)))
@@ -130,10 +122,6 @@ class BlockGen:
             cs = self.cshape(a)
             return cs[:1] + (1,) * (rank - len(cs)) + cs[1:]
         return self.in_shape(-1 - a, rank)
-
-    def dtype_of(self, a: int) -> np.dtype[Any]:
-        dt = self.g.nodes[a].dtype if a >= 0 else self.g.inputs[-1 - a][1]
-        return numpy_dtype(dt)
 
     def row_len(self) -> int:
         return max(cs[1] for cs in [self.cshape(j) for j in range(len(self.g.nodes))]
@@ -222,7 +210,7 @@ class BlockGen:
     def elementwise(self, j: int) -> None:
         n = self.g.nodes[j]
         rank = len(self.cshape(j))
-        dts = [self.dtype_of(a) for a in n.args]
+        dts = self.g.arg_dtypes(j)
         e = node_expression(n, dts)
         args = [conv_load(self.raw(a, rank), d, e.widen) for a, d in zip(n.args, dts, strict=True)]
         for value, dt in e.scalars:
@@ -260,14 +248,14 @@ class BlockGen:
         """A reduction over axes of a block (the row axis too for a cross node)."""
         n = self.g.nodes[j]
         a = n.args[0]
-        op = REDUCE[n.op]
+        op = n.op.name
         if a >= 0:
             cs = self.cshape(a)
         else:
             cs = self.in_shape(-1 - a, len(self.g.inputs[-1 - a][0]) + self.whole)
         rank = len(cs)
         axes = [d + self.whole for d in n.params["dims"]]
-        dt = self.dtype_of(a)
+        dt = self.g.numpy_dtype(a)
         acc = acc_dtype(op, dt)
         ta = tl_name(acc)
         raw = self.raw(a, rank)
@@ -354,7 +342,7 @@ class BlockGen:
             for j, n in enumerate(g.nodes):
                 if j == 0 and self.head:
                     self.matmul_head()
-                elif n.op in REDUCE:
+                elif n.kind == "reduction":
                     self.reduce_block(j)
                 else:
                     self.elementwise(j)
@@ -390,15 +378,15 @@ class BlockGen:
         full = [self.column_dependent(self.cshape(j)) for j in range(len(nodes))]
         for n in nodes:
             lv = max([level[a] for a in n.args if a >= 0] + [0])
-            level.append(lv + 1 if n.op in REDUCE else lv)
+            level.append(lv + 1 if n.kind == "reduction" else lv)
         loops = max([level[j] + 1 for j in range(len(nodes)) if full[j] and j in self.outputs]
-                    + [level[j] for j in range(len(nodes)) if nodes[j].op in REDUCE] + [0])
+                    + [level[j] for j in range(len(nodes)) if nodes[j].kind == "reduction"] + [0])
         done: set[int] = set()
         out: list[str] = []
         for lp in range(loops + 1):
             # values per row available before loop ``lp``
             for j, n in enumerate(nodes):
-                if j not in done and not full[j] and n.op not in REDUCE and level[j] <= lp:
+                if j not in done and not full[j] and n.kind != "reduction" and level[j] <= lp:
                     self.indent = "    "
                     self.elementwise(j)
                     done.add(j)
@@ -408,7 +396,7 @@ class BlockGen:
             self.lines = []
             if lp == loops:
                 break
-            reds = [j for j, n in enumerate(nodes) if n.op in REDUCE and level[j] == lp + 1]
+            reds = [j for j, n in enumerate(nodes) if n.kind == "reduction" and level[j] == lp + 1]
             want = set(reds) | {j for j in range(len(nodes))
                                 if full[j] and j in self.outputs and level[j] == lp}
             need: set[int] = set()
@@ -420,8 +408,8 @@ class BlockGen:
                         need.add(a)
                         stack.append(a)
             for j in reds:
-                op = REDUCE[nodes[j].op]
-                accd = acc_dtype(op, self.dtype_of(nodes[j].args[0]))
+                op = nodes[j].op.name
+                accd = acc_dtype(op, self.g.numpy_dtype(nodes[j].args[0]))
                 out.append(f"    a{j} = tl.full([BM, 1], {identity(op, accd)}, {tl_name(accd)})")
                 if op in ("max", "min"):
                     out.append(f"    a{j}n = tl.zeros([BM, 1], tl.int32)")
@@ -430,7 +418,7 @@ class BlockGen:
             out.append(f"    for k0 in range(0, {self.row_len()}, BK):")
             out.append("        kk = k0 + tl.arange(0, BK).to(tl.int64)")
             for j in sorted(need | want):
-                if nodes[j].op in REDUCE:
+                if nodes[j].kind == "reduction":
                     self._accumulate(j)
                 else:
                     self.elementwise(j)
@@ -451,8 +439,8 @@ class BlockGen:
     def _accumulate(self, j: int) -> None:
         n = self.g.nodes[j]
         a = n.args[0]
-        op = REDUCE[n.op]
-        dt = self.dtype_of(a)
+        op = n.op.name
+        dt = self.g.numpy_dtype(a)
         accd = acc_dtype(op, dt)
         ta = tl_name(accd)
         cs = self.shape_of(a, 2)
@@ -480,12 +468,12 @@ class BlockGen:
 
     def _finish(self, j: int) -> None:
         n = self.g.nodes[j]
-        op = REDUCE[n.op]
+        op = n.op.name
         cs = self.shape_of(n.args[0], 2)
         res = f"a{j}"
         if op == "mean":
             res = f"a{j} / {cs[1]}"
-        if op in ("max", "min") and acc_dtype(op, self.dtype_of(n.args[0])).kind == "f":
+        if op in ("max", "min") and acc_dtype(op, self.g.numpy_dtype(n.args[0])).kind == "f":
             res = f"tl.where(a{j}n != 0, float('nan'), a{j})"
         if op in ("any", "all"):
             res = f"a{j} != 0"

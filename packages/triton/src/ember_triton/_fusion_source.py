@@ -22,17 +22,12 @@ import hashlib
 from typing import Any
 
 import numpy as np
-from ember import ops
 
 from ._array import kind_of
 from ._codegen import TL
 
-__all__ = ["REDUCE", "acc_dtype", "conv_load", "conv_store", "identity", "pad"]
+__all__ = ["acc_dtype", "conv_load", "conv_store", "identity", "pad"]
 
-RD = ops.reduction
-#: reductions the generated kernels compute, by name
-REDUCE = {RD.sum: "sum", RD.prod: "prod", RD.max: "max", RD.min: "min", RD.any: "any",
-          RD.all: "all", RD.mean: "mean", RD.var: "var"}
 _LOW = ("float16", "bfloat16")
 
 HELPERS = '''@triton.jit

@@ -17,7 +17,9 @@ Offered to ``fusion<cuda:N>``, ``fusion<rocm:N>`` and ``fusion<triton-interpret>
   ``unfused_groups``).
 
 Per-element code is the backend's own (`ember_triton.elementwise.Expression`), so fused values
-are the unfused ones (up to contraction of multiply-adds by the GPU compiler).
+are the unfused ones (up to contraction of multiply-adds by the GPU compiler).  What a group
+computes (shapes, dtypes, reduced axes, inputs read, outputs) is read off its description,
+`ember.backend.FusedGroup`; this module and `_fusion_block` only render it.
 """
 
 from __future__ import annotations
@@ -28,27 +30,24 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from ember import ops
-from ember.backend import numpy_dtype
+from ember.backend import HeadFirst, numpy_dtype, op_by_op
 
 from ._array import DeviceArray
-from ._codegen import collapse
+from ._codegen import broadcast_strides, collapse, coordinates
 from ._fusion_block import BlockGen, node_expression
-from ._fusion_source import REDUCE, Functions, acc_dtype, combine_source, conv_load, conv_store
+from ._fusion_source import Functions, acc_dtype, combine_source, conv_load, conv_store
 from .reduction import SECOND, reduce_matrix
 
 if TYPE_CHECKING:
     from ember import DType
+    from ember.backend import FusedGroup
     from ember.ops import Op
-    from ember_fusion import FusedGroup
 
     from .backend import TritonBackend
 
 __all__ = ["TritonFusionCompiler"]
 
-EW = ops.elementwise
 RD = ops.reduction
-#: ops a group may hold (argmax/argmin run unfused)
-_REDUCTIONS = frozenset(REDUCE)
 
 
 class TritonFusionCompiler:
@@ -111,11 +110,10 @@ class TritonFusionCompiler:
         return self.backend
 
     def fusible(self, op: Op, dtype: DType) -> bool:
+        # Fusion asks only of the ops it records; argmax/argmin run unfused
         if self.backend is not None and op not in self.backend.kernels:
             return False
-        if op.group == "elementwise" or op is ops.creation.cast:
-            return True
-        return op in _REDUCTIONS or op is ops.linalg.matmul
+        return op is not RD.argmax and op is not RD.argmin
 
     # -- compiling ---------------------------------------------------------------------------
 
@@ -128,13 +126,10 @@ class TritonFusionCompiler:
             return self._unfused(group)
         if len(group.nodes) <= self.plain_nodes:
             return self._unfused(group)
-        ew = [n.op not in _REDUCTIONS and n.op is not ops.linalg.matmul for n in group.nodes]
-        shape = group.nodes[0].shape
-        if all(ew) and all(n.shape == shape for n in group.nodes):
+        if group.flat:
             return _FlatKernel(self, group)
         limit = self.limit or (1 << 14 if interp else 4096)
-        head = group.nodes[0].op is ops.linalg.matmul
-        if head:
+        if group.head:
             # the tile of a program is BM x pad(N) (x BK for float64's multiply-add path): keep
             # it within what a GPU program holds in registers
             f64 = group.nodes[0].dtype.name == "float64"
@@ -144,7 +139,7 @@ class TritonFusionCompiler:
                        and group.nodes[0].dtype.name in ("float32", "float64"))
         else:
             ok_head = True
-        if ok_head and not any(n.op is ops.linalg.matmul for n in group.nodes[1:]):
+        if ok_head and not any(n.kind == "matmul" for n in group.nodes[1:]):
             gen = BlockGen(group, limit, interp)
             if gen.fits:
                 return _BlockKernel(self, gen)
@@ -157,45 +152,25 @@ class TritonFusionCompiler:
 
     def _split_head(self, group: FusedGroup) -> Callable[[Sequence[Any]], list[Any]]:
         """Node 0 by the backend's own kernel, the rest compiled as a group of its own."""
-        from ember_fusion import FusedGroup, GroupNode
-
-        head = group.nodes[0]
-        k_new = len(group.inputs)
-
-        def remap(a: int) -> int:
-            return -1 - k_new if a == 0 else (a - 1 if a > 0 else a)
-
-        nodes = tuple(GroupNode(n.op, n.params, n.params_key, n.dtype, n.shape,
-                                tuple(remap(a) for a in n.args)) for n in group.nodes[1:])
-        rest_outputs = tuple(j - 1 for j in group.outputs if j > 0)
-        rest = FusedGroup(nodes, (*group.inputs, (head.shape, head.dtype)), rest_outputs,
-                          group.mode, group.rows, frozenset(j - 1 for j in group.cross if j > 0))
-        run_rest = self.compile(rest) if rest_outputs else None
-        fn = self.be.kernels[head.op]
-        params = head.params
-        args = [-1 - a for a in head.args]
-        outputs = group.outputs
+        rest = group.without_head()
+        run = HeadFirst(group, self.be.kernels[group.nodes[0].op],
+                        self.compile(rest) if rest.outputs else None)
 
         def kernel(inputs: Sequence[Any]) -> list[Any]:
-            h = fn(*[inputs[k] for k in args], **params)
             self.launches += 1
-            got = iter(run_rest([*inputs, h]) if run_rest is not None else [])
-            return [h if j == 0 else next(got) for j in outputs]
+            return run(inputs)
 
         return kernel
 
     def _unfused(self, group: FusedGroup) -> Callable[[Sequence[Any]], list[Any]]:
         """Op by op through the backend's kernels (one op; zero-size values, rank above 4)."""
-        kernels = self.be.kernels
-        steps = [(kernels[n.op], n.args, n.params) for n in group.nodes]
-        outputs = group.outputs
+        run = op_by_op(group, self.be.kernels)
+        count = len(group.nodes)
 
         def kernel(inputs: Sequence[Any]) -> list[Any]:
-            vals: list[Any] = []
-            for fn, args, params in steps:
-                vals.append(fn(*[vals[a] if a >= 0 else inputs[-1 - a] for a in args], **params))
-                self.launches += 1
-            return [vals[j] for j in outputs]
+            outs = run(inputs)
+            self.launches += count
+            return outs
 
         return kernel
 
@@ -223,7 +198,7 @@ def _loop_ok(gen: BlockGen) -> bool:
         for a in n.args:
             if len(gen.shape_of(a, len(gen.cshape(j)))) > 2:
                 return False
-        if n.op in _REDUCTIONS:
+        if n.kind == "reduction":
             a = n.args[0]
             cs = gen.shape_of(a, 2)
             if n.op is RD.var or tuple(n.params["dims"]) != (1,) or len(cs) != 2 or cs[1] <= 1:
@@ -253,15 +228,11 @@ class _BlockKernel:
         if gen.programs > 1:
             for j in gen.cross:
                 n = g.nodes[j]
-                op = REDUCE[n.op]
-                a = n.args[0]
-                src = g.nodes[a].shape if a >= 0 else g.inputs[-1 - a][0]
-                dims = n.params["dims"]
-                q = math.prod(e for d, e in enumerate(src) if d not in dims)
-                count = math.prod(src[d] for d in dims)
-                acc = acc_dtype(op, numpy_dtype(g.nodes[a].dtype if a >= 0
-                                                else g.inputs[-1 - a][1]))
-                comb = c.jit(combine_source(op, acc, numpy_dtype(n.dtype), count), "combine")
+                op = n.op.name
+                q = g.kept_count(j)
+                acc = acc_dtype(op, g.numpy_dtype(n.args[0]))
+                comb = c.jit(combine_source(op, acc, numpy_dtype(n.dtype), g.reduced_count(j)),
+                             "combine")
                 self.ops[gen.outputs[j]] = op
                 self.parts.append((gen.outputs[j], (gen.programs, q), acc, comb, q))
 
@@ -299,10 +270,9 @@ class _FlatKernel:
         self.outputs = [numpy_dtype(group.nodes[j].dtype) for j in group.outputs]
         #: inputs of one element are loaded once, not per element; unused ones (left by a
         #: split head) not at all
-        used = {-1 - a for n in group.nodes for a in n.args if a < 0}
+        self.used = used = group.used_inputs
         self.single = [math.prod(s) == 1 or k not in used
                        for k, (s, _) in enumerate(group.inputs)]
-        self.used = used
         self.kernels: dict[int, tuple[Any, list[DeviceArray]]] = {}
         be = c.be
         if be.memory.interpret:
@@ -320,12 +290,7 @@ class _FlatKernel:
         lines = ["    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)",
                  "    mask = offs < n"]
         if rank > 1:
-            lines.append("    rem = offs")
-            for d in reversed(range(rank)):
-                if d:
-                    lines += [f"    c{d} = rem % S{d}", f"    rem = rem // S{d}"]
-                else:
-                    lines.append("    c0 = rem")
+            lines += coordinates(rank)
         for k in range(nin):
             if k not in self.used:
                 continue
@@ -337,10 +302,9 @@ class _FlatKernel:
                 lines.append(f"    x{k} = tl.load(in{k} + {off}, mask=mask)")
             else:
                 lines.append(f"    x{k} = tl.load(in{k} + offs * A{k}_0, mask=mask)")
-        outputs = {j: m for m, j in enumerate(g.outputs)}
+        outputs = g.slots
         for j, n in enumerate(g.nodes):
-            dts = [numpy_dtype(g.nodes[a].dtype if a >= 0 else g.inputs[-1 - a][1])
-                   for a in n.args]
+            dts = g.arg_dtypes(j)
             e = node_expression(n, dts)
             args = [conv_load(f"v{a}" if a >= 0 else f"x{-1 - a}", d, e.widen)
                     for a, d in zip(n.args, dts, strict=True)]
@@ -361,14 +325,8 @@ class _FlatKernel:
         c = self.c
         be = c.be
         shape = self.shape
-        strides = []
-        for x, single in zip(inputs, self.single, strict=True):
-            if single:
-                continue
-            pad = (0,) * (len(shape) - x.ndim)
-            strides.append(tuple(0 if n == 1 and m != 1 else s for n, m, s in
-                                 zip((1,) * len(pad) + x.shape, shape, pad + x.strides,
-                                     strict=True)))
+        strides = [broadcast_strides(x, shape)
+                   for x, single in zip(inputs, self.single, strict=True) if not single]
         cshape, cstrides = collapse(shape, strides) if strides else ((self.size,), [])
         if not cshape:
             cshape, cstrides = (1,), [(0,) for _ in cstrides]
