@@ -30,8 +30,10 @@ _MAX_ID = 1 << 62
 _MAX_CHECKED = 1 << 14
 _NO_PARAMS: dict[str, Any] = {}
 #: what the checks of a coded op concluded: op, result shapes, dtypes, bytes, total bytes,
-#: numpy dtypes of the results' payloads
-Checked = tuple["Op", tuple[Shape, ...], tuple[DType, ...], tuple[int, ...], int, tuple[Any, ...]]
+#: numpy dtypes of the results' payloads, and the results' ``(shape, dtype)`` (kept as they
+#: are, so that keys built from them compare by identity)
+Checked = tuple["Op", tuple[Shape, ...], tuple[DType, ...], tuple[int, ...], int, tuple[Any, ...],
+                tuple[tuple[Shape, DType], ...]]
 _SYNC = ("get", "shape", "sync")
 
 
@@ -273,26 +275,56 @@ class Session:
         kernel."""
         out = rec[1]
         sigs = self.sigs
-        try:
-            if type(out) is int:  # no params, one result
-                params: Any = _NO_PARAMS
-                ids: Any = rec[2:]
-                n_in = len(ids)
-                if n_in == 2:
-                    key: Any = (rec[0], None, sigs[ids[0]], sigs[ids[1]])
-                elif n_in == 1:
-                    key = (rec[0], None, sigs[ids[0]])
+        if type(out) is int:  # no params, one result: the common case, spelled out
+            try:
+                if len(rec) == 4:
+                    args: Any = (rec[2], rec[3])
+                    key: Any = (rec[0], None, sigs[rec[2]], sigs[rec[3]])
                 else:
-                    key = (rec[0], None, *[sigs[a] for a in ids])
-                outs: Any = (out,)
-                op, shapes, dtypes, sizes, size, npds = self.checked[key]
-            else:  # the checks depend on the params' names and the values the rules read
-                outs, ids, params = out, rec[2], rec[3]
-                if type(params) is not dict or type(ids) is not tuple or type(outs) is not tuple:
-                    raise TypeError("a malformed record")  # the full checks say what is wrong
-                reads, known = self.reads[(rec[0], tuple(params))]
-                key = (tuple([params[n] for n in reads]), *[sigs[a] for a in ids])
-                op, shapes, dtypes, sizes, size, npds = known[key]
+                    args = rec[2:]
+                    key = (rec[0], None, *[sigs[a] for a in args])
+                op, shapes, dtypes, _, size, npds, made = self.checked[key]
+            except Exception:  # new inputs, a missing input, or a malformed record
+                self._coded_in_full(rec)
+                return
+            tensors, failed = self.tensors, self.failed
+            if not 0 < out < _MAX_ID:
+                raise ProtocolError(f"a tensor id must be an int in [1, 2**62), got {out!r}")
+            if out in tensors or out in failed:
+                raise ProtocolError(f"{op.name}: tensor id {out} is in use")
+            try:
+                if self.bytes + size > self.limits.max_client:
+                    self._admit(op.name, list(shapes), list(dtypes))  # raises, with the figures
+                if len(tensors) >= self.limits.max_tensors:
+                    raise MemoryError(f"this client holds {len(tensors)} tensors, the limit")
+                result = self.device.dispatch(op, [tensors[a] for a in args], _NO_PARAMS)
+                data = result._data
+                shape = data.shape
+                if (shape != shapes[0] and tuple(shape) != shapes[0]) \
+                        or result._dtype is not dtypes[0]:
+                    raise RuntimeError(
+                        f"{op.name}: its result has shape {tuple(shape)} {result._dtype.name}, "
+                        f"its rule says {shapes[0]} {dtypes[0].name} (a bug in ember_remote or "
+                        "the backend)")
+                held = getattr(data, "dtype", None)
+                if held is not None and held is not npds[0] and held != npds[0]:
+                    raise RuntimeError(f"{op.name}: its result holds {held}, declared "
+                                       f"{dtypes[0].name}")
+            except Exception as exc:
+                failed[out] = f"op {op.name!r} failed: {type(exc).__name__}: {exc}"
+                raise OpFailed(op.name, exc) from exc
+            tensors[out] = result
+            self.sizes[out] = size
+            sigs[out] = made[0]
+            self.bytes += size
+            return
+        try:  # the checks depend on the params' names and the values the rules read
+            outs, ids, params = out, rec[2], rec[3]
+            if type(params) is not dict or type(ids) is not tuple or type(outs) is not tuple:
+                raise TypeError("a malformed record")  # the full checks say what is wrong
+            reads, known = self.reads[(rec[0], tuple(params))]
+            key = (tuple([params[n] for n in reads]), *[sigs[a] for a in ids])
+            op, shapes, dtypes, sizes, size, npds, made = known[key]
         except Exception:  # new params or inputs, a missing input, or a malformed record
             self._coded_in_full(rec)
             return
@@ -332,15 +364,10 @@ class Session:
                 failed[o] = f"op {op.name!r} failed: {type(exc).__name__}: {exc}"
             raise OpFailed(op.name, exc) from exc
         self.bytes += size
-        if n == 1:
-            tensors[out if type(out) is int else out[0]] = result
-            self.sizes[outs[0]] = size
-            sigs[outs[0]] = (shapes[0], dtypes[0])
-            return
         for i, o in enumerate(outs):
             tensors[o] = results[i]
             self.sizes[o] = sizes[i]
-            sigs[o] = (shapes[i], dtypes[i])
+            sigs[o] = made[i]
 
     def _coded_in_full(self, rec: tuple[Any, ...]) -> None:
         """A coded op whose signature was not seen yet, or a malformed one: every check."""
@@ -386,7 +413,7 @@ class Session:
             return
         sizes = tuple(self.sizes[o] for o in outs)
         entry = (op, tuple(expected), tuple(dtypes), sizes, sum(sizes),
-                 tuple(numpy_dtype(d) for d in dtypes))
+                 tuple(numpy_dtype(d) for d in dtypes), tuple(results))
         if params is None:
             self.checked[(code, None, *inputs)] = entry
         else:
