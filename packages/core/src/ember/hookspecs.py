@@ -71,7 +71,8 @@ def ember_fusion_compiler(backend: str) -> Any | None:
 
     Runs once, when a ``fusion<...>`` device wrapping a device of that backend is created.
     The compiler is an object with ``fusible(op, dtype) -> bool`` and
-    ``compile(group) -> callable`` (see ``ember_fusion.FusionCompiler``); the first plugin that
+    ``compile(group) -> callable``, ``group`` an `ember.backend.FusedGroup` (see
+    ``ember_fusion.FusionCompiler``); the first plugin that
     returns one wins.  ``None`` means this plugin has no compiler for that backend; when no
     plugin has one, Fusion still records lazily but runs each op with the backend's own kernel.
     Implemented by backend plugins (or by ``ember_fusion`` for the backends it ships a compiler
