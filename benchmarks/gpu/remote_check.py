@@ -4,7 +4,9 @@ on ``autodiff<remote<127.0.0.1:PORT/cuda:0>>``, stops the server by its PID, the
 ``benchmarks/remote.py --inner cuda:0`` (host cost per op and a guide epoch, remote against
 local ``cuda:0``).
 
-    python benchmarks/gpu/remote_check.py [--sample K] [--rounds 3]
+    python benchmarks/gpu/remote_check.py [--sample K] [--jobs N] [--rounds 3]
+
+``--jobs N`` runs the suite on N pytest-xdist workers, each its own client of the one server.
 
 Needs no install (as ``check.py``: the packages are put on ``sys.path`` from this checkout),
 but ember-remote's two dependencies, ``msgpack`` and ``websockets``, must be importable.
@@ -30,6 +32,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--inner", default="cuda:0")
     parser.add_argument("--sample", type=int, default=1, help="run one conformance case in K")
+    parser.add_argument("--jobs", type=int, default=1, help="pytest-xdist workers (1: none)")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -54,7 +57,8 @@ def main() -> int:
             conformance = subprocess.run(
                 [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                  "tests/conformance/test_conformance.py", f"--ember-device={device}",
-                 f"--ember-sample={args.sample}"],
+                 f"--ember-sample={args.sample}",
+                 *(["-n", str(args.jobs)] if args.jobs > 1 else [])],
                 env={**env, "EMBER_REMOTE_TOKEN": token}, cwd=ROOT, check=False).returncode
         finally:
             os.kill(server.pid, signal.SIGTERM)
