@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["SMALL_GEMM_FLOPS", "gemm", "has_gemm", "matmul", "one_thread"]
+__all__ = ["SMALL_GEMM_FLOPS", "blas_threads", "gemm", "has_gemm", "matmul", "one_thread"]
 
 #: GEMMs of fewer floating-point operations (2*M*N*K) than this run on one BLAS thread
 SMALL_GEMM_FLOPS = 1 << 30
@@ -68,6 +68,16 @@ def one_thread(flops: int) -> Iterator[None]:
                 for lib, n in zip(libs, _saved, strict=True):
                     if n > 1:
                         lib.set_num_threads(n)
+
+
+def blas_threads() -> int:
+    """The BLAS thread count the process set (not the one `one_thread` sets meanwhile)."""
+    libs = _numpy_blas()
+    if not libs:
+        return 1
+    with _lock:
+        counts = _saved if _inside else [lib.get_num_threads() for lib in libs]
+    return max(counts, default=1)
 
 
 def matmul(a: np.ndarray, b: np.ndarray, flops: int, out: np.ndarray | None = None

@@ -6,10 +6,14 @@ transposed convolutions (conv2d's input gradient) are one GEMM per group followe
 or, outside float32/float64, convolutions of the zero-dilated input with the flipped kernel.
 Max-pooling takes each window's maximum and position in one compiled pass, or, where no
 indices are wanted, the maxima alone by strided ``np.maximum`` over rows and then columns.
+`fused_conv2d` (inference) runs wide 3x3 stride-1 layers by Winograd's F(4x4, 3x3)
+(`winograd`); the GEMMs and epilogues of a batch-1 layer are cut into chunks for `_workers`
+when the BLAS may use more than one thread.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -18,7 +22,7 @@ from ember.ops import composite as cops
 from ember.ops import nn
 from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
-from . import _blas, _conv_jit
+from . import _blas, _conv_jit, _workers, winograd
 from ._common import F32, F64, LOW
 from ._scratch import scratch
 
@@ -86,7 +90,7 @@ def _conv2d(x: np.ndarray, w: np.ndarray, stride: Pair, padding: Pair, dilation:
         # a pointwise convolution is a GEMM on the (subsampled) input itself: no im2col
         xs = x[:, :, ::stride[0], ::stride[1]] if tuple(stride) != (1, 1) else x
         xs = np.ascontiguousarray(xs).reshape(n, groups, cg, oh * ow)
-        return _blas.matmul(wg, xs, gemm_flops).reshape(n, o, oh, ow), False
+        return _gemm_images(wg, xs, gemm_flops).reshape(n, o, oh, ow), False
     if tuple(stride) == (1, 1) and groups == 1 and c >= 32 and \
             wd + 2 * padding[1] <= _TAP_WASTE * ow and _blas.has_gemm(dt):
         # wide maps, enough channels for each tap's GEMM (K = C): accumulate the taps' GEMMs
@@ -110,8 +114,23 @@ def _conv2d(x: np.ndarray, w: np.ndarray, stride: Pair, padding: Pair, dilation:
     # im2col as [N, C*kh*kw, OH*OW]: W[O/G, K] @ cols[K, OH*OW] per image and group lands
     # straight in NCHW order
     cols = _im2col(x, (kh, kw), stride, padding, dilation, (oh, ow))
-    out = _blas.matmul(wg, cols.reshape(n, groups, cols_k, oh * ow), gemm_flops)
+    out = _gemm_images(wg, cols.reshape(n, groups, cols_k, oh * ow), gemm_flops)
     return out.reshape(n, o, oh, ow), False
+
+
+def _gemm_images(wg: np.ndarray, cols: np.ndarray, flops: int) -> np.ndarray:
+    """``wg[G, O/G, K] @ cols[N, G, K, P]``: a GEMM per image and group.  One group's GEMMs
+    under `_blas.SMALL_GEMM_FLOPS` are cut into chunks for `_workers` (larger ones get the
+    BLAS's own threads, grouped ones numpy's loop)."""
+    workers = _workers.threads()
+    n, g, _, p = cols.shape
+    if workers <= 1 or g != 1 or flops >= _blas.SMALL_GEMM_FLOPS:
+        return _blas.matmul(wg, cols, flops)
+    out = np.empty((n, g, wg.shape[1], p), cols.dtype)
+    with _blas.one_thread(0):
+        for b in range(n):
+            _workers.gemm(wg[0], cols[b, 0], out[b, 0], workers)
+    return out
 
 
 #: the most padded-to-output width ratio (spare GEMM columns) the taps path takes
@@ -137,14 +156,22 @@ def _conv_taps(x: np.ndarray, w: np.ndarray, padding: Pair, dilation: Pair, out_
     taps = np.ascontiguousarray(w.transpose(2, 3, 0, 1))  # [kh, kw, O, C]
     full, _ = scratch(("conv2d.taps",), (n, o, oh * wp), x.dtype)
     item = x.itemsize
-    with _blas.one_thread(flops):
+    workers = _workers.threads()
+    step = _workers.split(oh * wp, workers)  # column chunks, each with all the taps
+
+    def chunk(b: int, k: int) -> None:
+        q0, q1 = k * step, min((k + 1) * step, oh * wp)
+        for i in range(kh):
+            for j in range(kw):
+                at = i * dh * wp + j * dw
+                window = as_strided(planes[b, :, at:], (c, oh * wp), (plane * item, item),
+                                    writeable=False)
+                _blas.gemm(taps[i, j], window[:, q0:q1], full[b, :, q0:q1],
+                           accumulate=bool(i or j))
+
+    with _blas.one_thread(flops if workers <= 1 else 0):
         for b in range(n):
-            for i in range(kh):
-                for j in range(kw):
-                    at = i * dh * wp + j * dw
-                    window = as_strided(planes[b, :, at:], (c, oh * wp), (plane * item, item),
-                                        writeable=False)
-                    _blas.gemm(taps[i, j], window, full[b], accumulate=bool(i or j))
+            _workers.run(functools.partial(chunk, b), -(-oh * wp // step), workers)
     return full.reshape(n, o, oh, wp)[:, :, :, :ow]
 
 
@@ -176,16 +203,12 @@ def fused_conv2d(x: np.ndarray, w: np.ndarray, *rest: np.ndarray, stride: Pair =
     if len(rest) != int(bias) + 4 * int(norm) + int(residual):
         raise ValueError(f"fused_conv2d: {len(rest)} extra inputs for bias={bias}, "
                          f"norm={norm}, residual={residual}")
-    y, borrowed = _conv2d(x, w, stride, padding, dilation, groups, True)
-    o = y.shape[1]
+    o = w.shape[0]
     for a in rest[:len(rest) - int(residual)]:
         if a.shape != (o,):
             raise ShapeError(f"fused_conv2d: a per-channel input has shape {a.shape}, "
                              f"expected ({o},)")
-    res = rest[-1] if residual else None
-    if res is not None and res.shape != y.shape:
-        raise ShapeError(f"fused_conv2d: residual {res.shape} is not the output's {y.shape}")
-    dt = y.dtype
+    dt = x.dtype
     work = dt if dt == F32 or dt == F64 else F32
     b = rest[0].astype(work, copy=False) if bias else np.zeros(o, work)
     scale = np.empty(0, work)
@@ -193,6 +216,17 @@ def fused_conv2d(x: np.ndarray, w: np.ndarray, *rest: np.ndarray, stride: Pair =
         s, t, m, v = (a.astype(work, copy=False) for a in rest[int(bias):int(bias) + 4])
         scale = s / np.sqrt(v + work.type(eps))
         b = (b - m) * scale + t
+    res = rest[-1] if residual else None
+    m_tile = _winograd_tile(x, w, stride, padding, dilation, groups)
+    if m_tile:
+        if res is not None and res.shape != (x.shape[0], o, x.shape[2] + 2 * padding[0] - 2,
+                                             x.shape[3] + 2 * padding[1] - 2):
+            raise ShapeError(f"fused_conv2d: residual {res.shape} is not the output's shape")
+        with np.errstate(all="ignore"):
+            return winograd.conv3x3(x, w, padding, m_tile, scale, b, res, relu)
+    y, borrowed = _conv2d(x, w, stride, padding, dilation, groups, True)
+    if res is not None and res.shape != y.shape:
+        raise ShapeError(f"fused_conv2d: residual {res.shape} is not the output's {y.shape}")
     # in place on a GEMM's own output; from a view of a work buffer (or another dtype) into
     # a fresh array, in the same pass
     owned = not borrowed and y.dtype == work and y.flags.c_contiguous and y.flags.writeable
@@ -200,9 +234,39 @@ def fused_conv2d(x: np.ndarray, w: np.ndarray, *rest: np.ndarray, stride: Pair =
         y, owned = y.astype(work), True
     out = y if owned else np.empty(y.shape, work)
     r = np.empty((0, 0, 0, 0), work) if res is None else np.ascontiguousarray(res, dtype=work)
+    workers = _workers.threads()
+    step = _workers.split(o, workers)
+
+    def chunk(i: int) -> None:
+        s = slice(i * step, (i + 1) * step)
+        _conv_jit.epilogue(y[:, s], out[:, s], scale[s] if norm else scale, b[s],
+                           r[:, s] if residual else r, relu)
+
     with np.errstate(all="ignore"):
-        _conv_jit.epilogue(y, out, scale, b, r, relu)
+        _workers.run(chunk, -(-o // step), workers)
     return out.astype(dt, copy=False)
+
+
+#: Winograd's filter transform runs on every call (see `winograd`): layers with at most this
+#: many filters (O*C) take it
+_WINOGRAD_FILTERS = 128 * 128
+
+
+def _winograd_tile(x: np.ndarray, w: np.ndarray, stride: Pair, padding: Pair,
+                   dilation: Pair, groups: int) -> int:
+    """The tile size ``m`` of F(m x m, 3 x 3) `fused_conv2d` computes this convolution by, or
+    0 for the GEMM paths: 3x3, stride 1, one group, float32/float64, enough channels for the
+    GEMMs, maps of at least 16x16 outputs (smaller ones waste the tiles' edges) and few
+    enough filters (their transform is per call)."""
+    n, c, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    if kh != 3 or kw != 3 or tuple(stride) != (1, 1) or tuple(dilation) != (1, 1) or \
+            groups != 1 or w.shape[1] != c or not _compiled(x, w) or n == 0:
+        return 0
+    oh, ow = h + 2 * padding[0] - 2, wd + 2 * padding[1] - 2
+    if c < 32 or o < 32 or o * c > _WINOGRAD_FILTERS or min(oh, ow) < 16:
+        return 0
+    return 4
 
 
 def shifted_cols(x: np.ndarray, k: Pair, padding: Pair, dilation: Pair

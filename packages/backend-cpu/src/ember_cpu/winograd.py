@@ -1,0 +1,93 @@
+"""3x3 stride-1 convolutions by Winograd's minimal filtering F(m x m, 3 x 3), m = 2 or 4.
+
+An ``m x m`` block of outputs costs ``(m + 2)^2`` multiplies per input and output channel
+instead of ``9 m^2``: 2.25x fewer for F(2,3), 4x for F(4,3), in ``(m + 2)^2`` GEMMs
+``[O, C] @ [C, tiles]``.  The input, filter and output transforms (`_winograd_jit`) cost
+passes over memory and extra rounding: float32 results differ from the direct sum by a few
+units in the last place for F(2,3) and about ten times that for F(4,3) (its transforms have
+entries up to 8 and divide by 24; see the tests for the measured bounds).  The filters are
+transformed on every call (kernels keep no state across calls: an array may change under a
+compiled step's in-place plan), which confines Winograd to layers whose filters are small
+next to their maps.  `fused_conv2d` uses it for inference; plain ``conv2d``, which autodiff
+runs forward, keeps the direct GEMMs.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+from . import _blas, _winograd_jit, _workers
+from ._scratch import scratch
+
+__all__ = ["conv3x3"]
+
+Pair = tuple[int, int]
+
+_G = {2: np.array([[1, 0, 0], [1 / 2, 1 / 2, 1 / 2], [1 / 2, -1 / 2, 1 / 2], [0, 0, 1]]),
+      4: np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
+                   [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]])}
+
+
+@functools.cache
+def _filter_transform(m: int, dtype: np.dtype[Any]) -> np.ndarray:
+    """``[alpha^2, 9]``: row ``a*alpha + b`` gives ``(G g G^T)[a, b]`` from ``g`` flattened."""
+    g = _G[m]
+    return np.kron(g, g).astype(dtype)
+
+
+def conv3x3(x: np.ndarray, w: np.ndarray, padding: Pair, m: int, scale: np.ndarray,
+            shift: np.ndarray, residual: np.ndarray | None, relu: bool) -> np.ndarray:
+    """``relu(conv2d(x, w, padding=padding) * scale[o] + shift[o] + residual)`` for a 3x3
+    kernel, stride 1, no dilation, one group, by F(m x m, 3 x 3); ``x`` and ``w`` float32 or
+    float64 of one dtype, ``scale`` (empty: 1) and ``shift`` of that dtype, ``[O]``."""
+    dt = x.dtype
+    n, c, h, wd = x.shape
+    o = w.shape[0]
+    ph, pw = padding
+    oh, ow = h + 2 * ph - 2, wd + 2 * pw - 2
+    th, tw = -(-oh // m), -(-ow // m)
+    tiles, a2 = n * th * tw, (m + 2) ** 2
+    # the padded input, covering every tile: its border stays zero (only this caller writes
+    # this key, and only inside)
+    xp, _ = scratch(("winograd.pad", m, ph, pw, h, wd), (n, c, th * m + 2, tw * m + 2), dt,
+                    True)
+    xp[:, :, ph:ph + h, pw:pw + wd] = x
+    v, _ = scratch(("winograd.inputs",), (a2, c, tiles), dt)
+    u, _ = scratch(("winograd.filters",), (a2, o, c), dt)
+    mm, _ = scratch(("winograd.products",), (a2, o, tiles), dt)
+    out = np.empty((n, o, oh, ow), dt)
+    res = np.empty((0, 0, 0, 0), dt) if residual is None else \
+        np.ascontiguousarray(residual, dtype=dt)
+    wf = np.ascontiguousarray(w).reshape(o * c, 9)
+    kron = _filter_transform(m, dt)
+    workers = _workers.threads()
+    # chunks: a few per thread, so that a thread that loses its core holds up little
+    c_step = -(-c // (4 * workers)) if workers > 1 else c
+    o_step = -(-o // (4 * workers)) if workers > 1 else o
+
+    def transform(i: int) -> None:
+        if i == 0:  # U[xi, o, c] for all (o, c) at once: [alpha^2, 9] @ [9, O*C]
+            np.matmul(kron, wf.T, out=u.reshape(a2, o * c))
+        else:
+            c0 = (i - 1) * c_step
+            _winograd_jit.inputs(m, xp, v, c0, min(c0 + c_step, c), th, tw)
+
+    x_step = _workers.split(a2, workers)
+
+    def product(i: int) -> None:  # numpy's loop over the stack calls the BLAS per product
+        s = slice(i * x_step, (i + 1) * x_step)
+        np.matmul(u[s], v[s], out=mm[s])
+
+    def output(i: int) -> None:
+        o0 = i * o_step
+        _winograd_jit.outputs(m, mm, out, scale, shift, res, relu, o0, min(o0 + o_step, o),
+                              th, tw)
+
+    with _blas.one_thread(0):
+        _workers.run(transform, 1 + -(-c // c_step), workers)
+        _workers.run(product, -(-a2 // x_step), workers)
+        _workers.run(output, -(-o // o_step), workers)
+    return out
