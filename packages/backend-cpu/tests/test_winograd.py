@@ -219,3 +219,16 @@ def test_convolutions_split_over_two_threads_give_the_one_thread_results(kind, m
     if kind != "taps":
         want = np.maximum(want + res, 0)
     np.testing.assert_allclose(outs[1], want, rtol=0, atol=1e-4 * (1 + np.abs(want).max()))
+
+
+def test_max_pooling_split_over_two_threads_gives_the_one_thread_values(monkeypatch):
+    x = rng.standard_normal((2, 9, 15, 14)).astype(np.float32)
+    x[1, 4, 3, 3] = np.nan
+    outs = []
+    for workers in (1, 2):
+        monkeypatch.setattr(_workers, "threads", lambda workers=workers: workers)
+        outs.append(K[cops.max_pool2d_values](x, kernel_size=(3, 3), stride=(2, 2),
+                                              padding=(1, 1), dilation=(1, 1),
+                                              ceil_mode=False))
+    np.testing.assert_array_equal(outs[1], outs[0])
+    assert np.isnan(outs[1][1, 4]).sum() == 4 and not np.isnan(outs[1][0]).any()

@@ -19,7 +19,8 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["col2im", "epilogue", "im2col", "max_pool2d", "max_pool2d_backward"]
+__all__ = ["col2im", "epilogue", "im2col", "max_pool2d", "max_pool2d_backward",
+           "max_pool2d_values"]
 
 Geometry = tuple[int, int, int, int, int, int, int, int]  # kh, kw, sh, sw, ph, pw, dh, dw
 
@@ -127,6 +128,39 @@ def _loops() -> dict[str, Callable[..., Any]]:
                         indices[n, c, oy, ox] = at
 
     @jit
+    def max_pool_values(xp: Any, out: Any, kh: int, kw: int, sh: int, sw: int, dh: int,
+                        dw: int) -> None:
+        # out[n, c, oy, ox] = max over the window at (oy*sh, ox*sw) of xp, which is padded
+        # with the lowest value so that every window lies inside; a nan in a window wins.
+        # Each plane: the maxima along the rows first, then down the columns (both loops
+        # run over contiguous outputs and vectorise)
+        n_, c_, oh, ow = out.shape
+        rows = (oh - 1) * sh + (kh - 1) * dh + 1
+        wide = np.empty((rows, ow), xp.dtype)
+        for n in range(n_):
+            for c in range(c_):
+                for r in range(rows):
+                    src, dst = xp[n, c, r], wide[r]
+                    for ox in range(ow):
+                        dst[ox] = src[ox * sw]
+                    for j in range(1, kw):
+                        for ox in range(ow):
+                            v = src[ox * sw + j * dw]
+                            m = dst[ox]
+                            dst[ox] = v if v > m or v != v else m
+                for oy in range(oh):
+                    dst = out[n, c, oy]
+                    top = wide[oy * sh]
+                    for ox in range(ow):
+                        dst[ox] = top[ox]
+                    for i in range(1, kh):
+                        src = wide[oy * sh + i * dh]
+                        for ox in range(ow):
+                            v = src[ox]
+                            m = dst[ox]
+                            dst[ox] = v if v > m or v != v else m
+
+    @jit
     def max_pool_backward(g: Any, indices: Any, out: Any) -> bool:
         # out[plane, indices[plane, k]] += g[plane, k]; False on an index outside the plane
         planes, hw = out.shape
@@ -164,6 +198,7 @@ def _loops() -> dict[str, Callable[..., Any]]:
                             dst[q] = zero if relu and v < zero else v
 
     return {"im2col": im2col, "col2im": col2im, "max_pool": max_pool,
+            "max_pool_values": max_pool_values,
             "max_pool_backward": max_pool_backward, "epilogue": epilogue}
 
 
@@ -184,6 +219,13 @@ def max_pool2d(x: Any, values: Any, indices: Any, geometry: Geometry) -> None:
     """Each window's maximum into ``values[N, C, OH, OW]`` and its flat ``H*W`` position into
     ``indices`` (int64)."""
     _loops()["max_pool"](x, values, indices, *geometry)
+
+
+def max_pool2d_values(xp: Any, out: Any, kernel: tuple[int, int], stride: tuple[int, int],
+                      dilation: tuple[int, int]) -> None:
+    """Each window's maximum (nan when it holds one) into ``out[N, C, OH, OW]`` from ``xp``,
+    padded with the lowest value so that every window lies inside it."""
+    _loops()["max_pool_values"](xp, out, *kernel, *stride, *dilation)
 
 
 def max_pool2d_backward(g: Any, indices: Any, out: Any) -> bool:

@@ -9,9 +9,11 @@ over the ``T`` tiles (`ember_cpu.winograd` runs them).  The matrices are Lavin a
 ("Fast Algorithms for Convolutional Neural Networks", 2015) with interpolation points
 0, +-1 (F(2,3)) and 0, +-1, +-2 (F(4,3)).
 
-The filter transform is one small GEMM and lives with the caller.  Each kernel here takes a
-range of channels (or output channels) so that callers may split the work over threads (they
-release the GIL).  Constants are float32 globals: float32 arrays stay in
+The filter transform is one small GEMM (in the caller).  Each kernel here takes a range of
+channels or output channels, so that callers may split the work over threads (they release the
+GIL).  The ``alpha^2`` planes of ``V`` and ``M`` are rows of 2-D arrays whose length the caller
+may pad (see `ember_cpu.winograd`): plane ``xi`` of channel ``c`` and tile ``t`` is
+``v[xi, c*T + t]``.  Constants are float32 globals: float32 arrays stay in
 float32 arithmetic, float64 arrays in float64.
 """
 
@@ -62,6 +64,7 @@ def _loops() -> dict[str, Callable[..., Any]]:
     def inputs2(xp: Any, v: Any, c0: int, c1: int, th: int, tw: int) -> None:
         # xp: [N, C, TH*2 + 2, TW*2 + 2], zero-padded
         n_, wp = xp.shape[0], xp.shape[3]
+        tiles = n_ * th * tw
         down = np.empty((4, wp), xp.dtype)  # down[a] = (B^T d)[a] across the tile row
         for c in range(c0, c1):
             for n in range(n_):
@@ -71,11 +74,11 @@ def _loops() -> dict[str, Callable[..., Any]]:
                     for x in range(wp):
                         down[0, x], down[1, x], down[2, x], down[3, x] = bt2(
                             p[r, x], p[r + 1, x], p[r + 2, x], p[r + 3, x])
-                    t0 = (n * th + ty) * tw
+                    t0 = c * tiles + (n * th + ty) * tw
                     for a in range(4):
                         src = down[a]
-                        v0, v1 = v[a * 4, c, t0:t0 + tw], v[a * 4 + 1, c, t0:t0 + tw]
-                        v2, v3 = v[a * 4 + 2, c, t0:t0 + tw], v[a * 4 + 3, c, t0:t0 + tw]
+                        v0, v1 = v[a * 4, t0:t0 + tw], v[a * 4 + 1, t0:t0 + tw]
+                        v2, v3 = v[a * 4 + 2, t0:t0 + tw], v[a * 4 + 3, t0:t0 + tw]
                         for tx in range(tw):
                             x = tx * 2
                             v0[tx], v1[tx], v2[tx], v3[tx] = bt2(src[x], src[x + 1],
@@ -84,6 +87,7 @@ def _loops() -> dict[str, Callable[..., Any]]:
     @jit
     def inputs4(xp: Any, v: Any, c0: int, c1: int, th: int, tw: int) -> None:
         n_, wp = xp.shape[0], xp.shape[3]
+        tiles = n_ * th * tw
         down = np.empty((6, wp), xp.dtype)
         for c in range(c0, c1):
             for n in range(n_):
@@ -94,12 +98,12 @@ def _loops() -> dict[str, Callable[..., Any]]:
                         (down[0, x], down[1, x], down[2, x], down[3, x], down[4, x],
                          down[5, x]) = bt4(p[r, x], p[r + 1, x], p[r + 2, x], p[r + 3, x],
                                            p[r + 4, x], p[r + 5, x])
-                    t0 = (n * th + ty) * tw
+                    t0 = c * tiles + (n * th + ty) * tw
                     for a in range(6):
                         src = down[a]
-                        v0, v1 = v[a * 6, c, t0:t0 + tw], v[a * 6 + 1, c, t0:t0 + tw]
-                        v2, v3 = v[a * 6 + 2, c, t0:t0 + tw], v[a * 6 + 3, c, t0:t0 + tw]
-                        v4, v5 = v[a * 6 + 4, c, t0:t0 + tw], v[a * 6 + 5, c, t0:t0 + tw]
+                        v0, v1 = v[a * 6, t0:t0 + tw], v[a * 6 + 1, t0:t0 + tw]
+                        v2, v3 = v[a * 6 + 2, t0:t0 + tw], v[a * 6 + 3, t0:t0 + tw]
+                        v4, v5 = v[a * 6 + 4, t0:t0 + tw], v[a * 6 + 5, t0:t0 + tw]
                         for tx in range(tw):
                             x = tx * 4
                             v0[tx], v1[tx], v2[tx], v3[tx], v4[tx], v5[tx] = bt4(
@@ -125,6 +129,7 @@ def _loops() -> dict[str, Callable[..., Any]]:
     def outputs2(mm: Any, out: Any, scale: Any, shift: Any, residual: Any, relu: bool,
                  o0: int, o1: int, th: int, tw: int) -> None:
         n_, _, oh, _ = out.shape
+        tiles = n_ * th * tw
         scaled, added = scale.size > 0, residual.size > 0
         cols = np.empty((4, 2, tw), mm.dtype)  # cols[a, j, tx] = (M_a A)[j]
         line = np.empty((2, tw * 2), mm.dtype)  # two output rows of the tile row
@@ -133,11 +138,11 @@ def _loops() -> dict[str, Callable[..., Any]]:
             s = shift[o]
             for n in range(n_):
                 for ty in range(th):
-                    t0 = (n * th + ty) * tw
+                    t0 = o * tiles + (n * th + ty) * tw
                     for a in range(4):
                         for tx in range(tw):
-                            y0, y1 = at2(mm[a * 4, o, t0 + tx], mm[a * 4 + 1, o, t0 + tx],
-                                         mm[a * 4 + 2, o, t0 + tx], mm[a * 4 + 3, o, t0 + tx])
+                            y0, y1 = at2(mm[a * 4, t0 + tx], mm[a * 4 + 1, t0 + tx],
+                                         mm[a * 4 + 2, t0 + tx], mm[a * 4 + 3, t0 + tx])
                             cols[a, 0, tx] = y0
                             cols[a, 1, tx] = y1
                     for j in range(2):
@@ -157,6 +162,7 @@ def _loops() -> dict[str, Callable[..., Any]]:
     def outputs4(mm: Any, out: Any, scale: Any, shift: Any, residual: Any, relu: bool,
                  o0: int, o1: int, th: int, tw: int) -> None:
         n_, _, oh, _ = out.shape
+        tiles = n_ * th * tw
         scaled, added = scale.size > 0, residual.size > 0
         cols = np.empty((6, 4, tw), mm.dtype)
         line = np.empty((4, tw * 4), mm.dtype)
@@ -165,14 +171,12 @@ def _loops() -> dict[str, Callable[..., Any]]:
             s = shift[o]
             for n in range(n_):
                 for ty in range(th):
-                    t0 = (n * th + ty) * tw
+                    t0 = o * tiles + (n * th + ty) * tw
                     for a in range(6):
                         for tx in range(tw):
-                            y0, y1, y2, y3 = at4(mm[a * 6, o, t0 + tx], mm[a * 6 + 1, o, t0 + tx],
-                                                 mm[a * 6 + 2, o, t0 + tx],
-                                                 mm[a * 6 + 3, o, t0 + tx],
-                                                 mm[a * 6 + 4, o, t0 + tx],
-                                                 mm[a * 6 + 5, o, t0 + tx])
+                            y0, y1, y2, y3 = at4(mm[a * 6, t0 + tx], mm[a * 6 + 1, t0 + tx],
+                                                 mm[a * 6 + 2, t0 + tx], mm[a * 6 + 3, t0 + tx],
+                                                 mm[a * 6 + 4, t0 + tx], mm[a * 6 + 5, t0 + tx])
                             cols[a, 0, tx] = y0
                             cols[a, 1, tx] = y1
                             cols[a, 2, tx] = y2
@@ -197,14 +201,14 @@ def _loops() -> dict[str, Callable[..., Any]]:
 
 
 def inputs(m: int, xp: Any, v: Any, c0: int, c1: int, th: int, tw: int) -> None:
-    """``v[alpha^2, C, T]`` for channels ``c0:c1`` from ``xp[N, C, th*m + 2, tw*m + 2]``, the
-    zero-padded input (C-contiguous, of ``v``'s dtype)."""
+    """``v[alpha^2, C*T (+ padding)]`` for channels ``c0:c1`` from ``xp[N, C, th*m + 2,
+    tw*m + 2]``, the zero-padded input (C-contiguous, of ``v``'s dtype)."""
     _loops()[f"inputs{m}"](xp, v, c0, c1, th, tw)
 
 
 def outputs(m: int, mm: Any, out: Any, scale: Any, shift: Any, residual: Any, relu: bool,
             o0: int, o1: int, th: int, tw: int) -> None:
-    """``out[N, O, OH, OW]`` for output channels ``o0:o1`` from the GEMMs' ``mm[alpha^2, O,
-    T]``: ``A^T M A``, times ``scale[o]`` (left out when empty) plus ``shift[o]`` plus
+    """``out[N, O, OH, OW]`` for output channels ``o0:o1`` from the GEMMs' ``mm[alpha^2,
+    O*T (+ padding)]``: ``A^T M A``, times ``scale[o]`` (left out when empty) plus ``shift[o]`` plus
     ``residual`` (left out when empty), then ReLU when ``relu`` (nan stays nan)."""
     _loops()[f"outputs{m}"](mm, out, scale, shift, residual, relu, o0, o1, th, tw)

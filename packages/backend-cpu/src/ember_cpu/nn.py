@@ -456,6 +456,14 @@ def max_pool2d_values(x: np.ndarray, kernel_size: Pair = (1, 1), stride: Pair = 
             xp.fill(low)
         xp[:, :, ph:ph + h, pw:pw + w] = xs
     xp = xp[:, :, :rows, :cols]
+    if xs.dtype == F32 or xs.dtype == F64:  # one compiled pass over the windows
+        values = np.empty((n, c, oh, ow), xs.dtype)
+        workers = _workers.threads()
+        step = _workers.split(c, workers)
+        _workers.run(lambda i: _conv_jit.max_pool2d_values(
+            xp[:, i * step:(i + 1) * step], values[:, i * step:(i + 1) * step], (kh, kw),
+            (sh, sw), (dh, dw)), -(-c // step), workers)
+        return values.astype(dt, copy=False)
     # nan propagates through np.maximum: a window with a nan yields nan, as PyTorch's
     wide, _ = scratch(("max_pool2d.rows",), (n, c, rows, ow), xs.dtype)  # [N, C, rows, OW]
     np.copyto(wide, xp[:, :, :, 0:(ow - 1) * sw + 1:sw])
