@@ -189,8 +189,18 @@ def _im2col(x: np.ndarray, k: Pair, stride: Pair, padding: Pair, dilation: Pair,
         xp[:, :, ph:ph + h, pw:pw + w] = x
     cols, _ = scratch(("conv2d.cols",), (n, c, kh, kw, oh, ow), x.dtype)
     s0, s1, s2, s3 = xp.strides
-    np.copyto(cols, as_strided(xp, cols.shape, (s0, s1, dh * s2, dw * s3, sh * s2, sw * s3),
-                               writeable=False))
+    fields = as_strided(xp, cols.shape, (s0, s1, dh * s2, dw * s3, sh * s2, sw * s3),
+                        writeable=False)
+    workers = _workers.threads()
+    if workers <= 1:
+        np.copyto(cols, fields)
+    elif c >= 4 * workers:  # channel ranges
+        step = _workers.split(c, workers)
+        _workers.run(lambda i: np.copyto(cols[:, i * step:(i + 1) * step],
+                                         fields[:, i * step:(i + 1) * step]),
+                     -(-c // step), workers)
+    else:  # few channels (an image's stem): one kernel row of each at a time
+        _workers.run(lambda i: np.copyto(cols[:, :, i], fields[:, :, i]), kh, workers)
     return cols
 
 
