@@ -11,7 +11,7 @@ from ember import Tensor
 from ember.backend import TRACE, Backend, Decorator, HostFloat, HostInt
 
 from ._compiler import FusedKernel, ReferenceCompiler
-from ._graph import SHAPE_RULES, VIEW_RULES, Handle, Node, Shape, computed, numel
+from ._graph import SHAPE_RULES, VIEW_RULES, Handle, Node, Shape, _broadcast, numel
 from ._partition import KernelStep
 from ._stream import FusionStats, Stream
 
@@ -175,12 +175,21 @@ class FusionBackend(Decorator):
         if rule is not None:
             limit = self.eager_below
             if limit:
-                # a result has at most the product of its inputs' elements (one input: no
-                # more than it has; a tensor and a scalar: the tensor's)
-                product = 1
-                for a in args:
-                    product *= a._data.size
-                if product > limit and not self._decide(op, rule, args, params):
+                # a bound of the result's elements: an elementwise op on inputs of one shape
+                # has that shape; otherwise at most the product of the inputs' elements (one
+                # input: no more than it has; a tensor and a scalar: the tensor's)
+                n = len(args)
+                if n == 1:
+                    size = args[0]._data.size
+                elif n == 2:
+                    x, y = args[0]._data, args[1]._data
+                    size = x.size if rule is _broadcast and x.shape == y.shape else (
+                        x.size * y.size)
+                else:
+                    size = 1
+                    for a in args:
+                        size *= a._data.size
+                if size > limit and not self._decide(op, rule, args, params):
                     return self._lazy(op, args, params)
             elif not self._decide(op, rule, args, params):
                 return self._lazy(op, args, params)
@@ -191,9 +200,16 @@ class FusionBackend(Decorator):
         """Whether an op on computed inputs above the eager threshold runs eagerly anyway:
         its result is small, or `learn` saw a flush run it alone.  Decided once per op,
         shapes and params."""
-        # `_decision_key`, spelled out: this runs for every such op
-        key = (op, *[a._data.shape for a in args], *params.items()) if params else (
-            op, *[a._data.shape for a in args])
+        # `_decision_key`, spelled out for one and two inputs: this runs for every such op
+        n = len(args)
+        if n == 2:
+            s0, s1 = args[0]._data.shape, args[1]._data.shape
+            key = (op, s0, s1, *params.items()) if params else (op, s0, s1)
+        elif n == 1:
+            s0 = args[0]._data.shape
+            key = (op, s0, *params.items()) if params else (op, s0)
+        else:
+            key = (op, *[a._data.shape for a in args], *params.items())
         try:
             now = self.decided.get(key)
         except TypeError:  # a param value that is not hashable
@@ -229,22 +245,16 @@ class FusionBackend(Decorator):
             if rule is None:
                 return self._eager(op, args, params)
             dtype = args[0]._dtype
-        nodes = [self._node(a) for a in args]
-        shape = rule([n.shape for n in nodes], params)
+        # a payload's shape: a handle's, or the inner payload's (a tuple on every backend;
+        # made one where it is not, since shapes key plans)
+        shape = rule([a._data.shape for a in args], params)
+        if type(shape) is not tuple:
+            shape = tuple(shape)
         try:
             stream: Stream = self._local.stream
         except AttributeError:
             stream = self.stream()
-        handle = stream.record(op, params, nodes, shape, dtype)
-        return self._make(handle, self.device, dtype)
-
-    def _node(self, tensor: Tensor) -> Node:
-        """The graph node of ``tensor``: its handle's, or a computed one for an inner payload."""
-        d = tensor._data
-        if type(d) is Handle:
-            node: Node = d.node
-            return node
-        return computed(self._inner_make(d, self.inner, tensor._dtype)).node
+        return self._make(stream.record(op, params, args, shape, dtype), self.device, dtype)
 
     def _handles(self, op: Op, args: Sequence[Tensor], params: dict[str, Any]) -> Any:
         """Some inputs' payloads are handles: record the op where one is pending; else decide

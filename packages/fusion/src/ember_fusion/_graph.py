@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from ._stream import Stream
 
-__all__ = ["SHAPE_RULES", "Handle", "Node", "Shape", "computed"]
+__all__ = ["SHAPE_RULES", "Handle", "Node", "Shape", "pending"]
 
 Shape = tuple[int, ...]
 
@@ -34,13 +34,12 @@ class Node:
     so a materialised node keeps nothing of the graph alive.
     """
 
-    __slots__ = ("_dtype", "error", "handle", "index", "inputs", "numel", "op", "params",
-                 "shape", "stream", "value")
+    __slots__ = ("_dtype", "error", "handle", "index", "inputs", "op", "params", "shape",
+                 "stream", "value")
 
     def __init__(self, shape: Shape, dtype: DType, op: Op | None, params: dict[str, Any],
                  inputs: tuple[Node, ...], value: Tensor | None, stream: Stream | None) -> None:
         self.shape = shape
-        self.numel = math.prod(shape)
         self._dtype = dtype
         self.op = op
         self.params = params
@@ -75,28 +74,26 @@ class Handle:
 
 
 _new = object.__new__
-_NO_PARAMS: dict[str, Any] = {}
 
 
-def computed(value: Tensor) -> Handle:
-    """The handle of a computed inner tensor (what an eager op returns): ``Handle(Node(...))``
-    without the calls, as this runs once per eagerly run op."""
+def pending(shape: Shape, dtype: DType, op: Op, params: dict[str, Any], stream: Stream,
+            index: int) -> Handle:
+    """The handle of a node recorded at ``index`` of ``stream``: ``Handle(Node(...))`` without
+    the calls, as this runs once per recorded op."""
     node: Node = _new(Node)
-    shape = tuple(value._data.shape)
     node.shape = shape
-    node.numel = math.prod(shape)
-    node._dtype = value._dtype
-    node.op = None
-    node.params = _NO_PARAMS
+    node._dtype = dtype
+    node.op = op
+    node.params = params
     node.inputs = ()
-    node.value = value
-    node.stream = None
-    node.index = -1
-    node.handle = None  # a computed node never joins a stream's nodes: nothing asks
+    node.value = None
+    node.stream = stream
+    node.index = index
     node.error = None
     h: Handle = _new(Handle)
     h.node = node
     h.shape = shape
+    node.handle = weakref.ref(h)
     return h
 
 

@@ -13,6 +13,7 @@ import math
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -20,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 from ember.backend import TRACE
 
-from ._graph import Handle, Node, Shape
+from ._graph import Handle, Node, Shape, pending
 from ._partition import Plan, analyse
 
 if TYPE_CHECKING:
-    from ember import DType
+    from ember import DType, Tensor
     from ember.ops import Op
 
     from ._backend import FusionBackend
@@ -84,42 +85,56 @@ class Stream:
         self.nodes: list[Node] = []
         self.refs: list[tuple[int, ...]] = []
         self.sig: list[tuple[Any, ...]] = []
-        self.externals: list[Node] = []
+        #: the external inputs (computed values the stream reads): their payloads, and the
+        #: handle of each one a flush computed (`_dropped_bytes` asks whether it is held)
+        self.ext_values: list[Any] = []
+        self.ext_handles: list[weakref.ref[Handle] | None] = []
         self.ext_sig: list[tuple[Shape, DType]] = []
         self.ext_index: dict[int, int] = {}
         self.ext_bytes = 0
         self.ext_check = MAX_EXTERNAL_BYTES  # ext_bytes at which to count dropped externals
 
-    def record(self, op: Op, params: dict[str, Any], inputs: Sequence[Node], shape: Shape,
+    def record(self, op: Op, params: dict[str, Any], args: Sequence[Tensor], shape: Shape,
                dtype: DType) -> Handle:
-        for x in inputs:
-            xs = x.stream
-            if xs is not self and xs is not None:
-                xs.flush()  # pending on another thread: its value is needed here
+        """Record ``op`` on fusion tensors ``args``; the handle of its pending value."""
+        for a in args:
+            d = a._data
+            if type(d) is Handle:
+                xs = d.node.stream
+                if xs is not self and xs is not None:
+                    xs.flush()  # pending on another thread: its value is needed here
         with self.lock:
             refs: list[int] = []
-            for x in inputs:
-                if x.stream is self:
-                    refs.append(x.index)
-                    continue
-                # keyed by payload: an eagerly computed tensor gets a new node at each use
-                v = x.value
-                xid = id(x) if v is None else id(v._data)
-                k = self.ext_index.get(xid)
+            for a in args:
+                d = a._data
+                live: weakref.ref[Handle] | None = None
+                if type(d) is Handle:
+                    x: Node = d.node
+                    if x.stream is self:
+                        refs.append(x.index)
+                        continue
+                    # computed by a flush (maybe of this stream, by another thread just now)
+                    v = x.value
+                    if v is None:
+                        self.backend.unwrap(a)  # raises: why the value is missing
+                    d, live = v._data, x.handle  # type: ignore[union-attr]  # not None here
+                # keyed by payload: one value read twice is one input
+                k = self.ext_index.get(id(d))
                 if k is None:
-                    k = self.ext_index[xid] = len(self.externals)
-                    self.externals.append(x)
-                    self.ext_sig.append((x.shape, x._dtype))
-                    self.ext_bytes += math.prod(x.shape) * x._dtype.itemsize
+                    k = self.ext_index[id(d)] = len(self.ext_values)
+                    self.ext_values.append(d)
+                    self.ext_handles.append(live)
+                    s = d.shape if type(d.shape) is tuple else tuple(d.shape)
+                    self.ext_sig.append((s, a._dtype))
+                    self.ext_bytes += math.prod(s) * a._dtype.itemsize
                 refs.append(-1 - k)
-            node = Node(shape, dtype, op, params, (), None, self)
-            node.index = len(self.nodes)
-            self.nodes.append(node)
+            index = len(self.nodes)
+            handle = pending(shape, dtype, op, params, self, index)  # held: not dead yet
+            self.nodes.append(handle.node)
             rt = tuple(refs)
             self.refs.append(rt)
             self.sig.append((op, tuple(params.items()), dtype, shape, rt))
-            handle = Handle(node)  # before any flush: a node without a handle is dead
-            if len(self.nodes) >= MAX_PENDING:
+            if index + 1 >= MAX_PENDING:
                 self.flush()
             elif self.ext_bytes >= self.ext_check:
                 if self._dropped_bytes() >= MAX_EXTERNAL_BYTES:
@@ -131,16 +146,17 @@ class Stream:
     def _dropped_bytes(self) -> int:
         """Bytes of the external inputs that only this stream's pending ops still hold."""
         total = 0
-        for x in self.externals:
-            h = x.handle
+        values = self.ext_values
+        for k, h in enumerate(self.ext_handles):
             if h is not None:  # computed by a flush: its handle is its tensors' payload
                 dropped = h() is None
             else:
-                # an eager result: its tensors hold the inner payload itself; here the node's
-                # inner tensor and getrefcount's argument do
-                dropped = sys.getrefcount(x.value._data) <= 2  # type: ignore[union-attr]  # externals have values
+                # an eager result: its tensors hold the payload itself; here the list and
+                # getrefcount's argument do
+                dropped = sys.getrefcount(values[k]) <= 2
             if dropped:
-                total += math.prod(x.shape) * x._dtype.itemsize
+                shape, dtype = self.ext_sig[k]
+                total += math.prod(shape) * dtype.itemsize
         return total
 
     def flush(self) -> None:
@@ -152,7 +168,7 @@ class Stream:
             backend = self.backend
             stats = backend.stats
             t0 = time.perf_counter()
-            refs, ext, ext_sig = self.refs, self.externals, self.ext_sig
+            refs, xv, ext_sig = self.refs, self.ext_values, self.ext_sig
             held = tuple(n.handle is not None and n.handle() is not None for n in nodes)
             key: Any = (tuple(self.sig), tuple(ext_sig), held)
             try:
@@ -174,7 +190,6 @@ class Stream:
                 hit = "hit"
             t1 = time.perf_counter()
             vals: list[Any] = [None] * len(nodes)
-            xv = [e.value._data for e in ext]  # type: ignore[union-attr]  # externals have values
             try:
                 if TRACE:  # ember.compile is recording: the whole flush is one call
                     tracer = TRACE[0]
