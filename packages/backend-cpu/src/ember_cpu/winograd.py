@@ -51,7 +51,8 @@ def _planes(key: str, count: int, size: int, dtype: np.dtype[Any]) -> np.ndarray
 
 
 def _stack(planes: np.ndarray, count: int, rows: int, cols: int) -> np.ndarray:
-    """The first ``count`` planes as a stack of ``[rows, cols]`` matrices (a view)."""
+    """The first ``count`` planes as a stack of ``[rows, cols]`` matrices (a view; ``planes``
+    may start inside its rows)."""
     item = planes.itemsize
     return as_strided(planes, (count, rows, cols), (planes.strides[0], cols * item, item))
 
@@ -83,8 +84,8 @@ def conv3x3(x: np.ndarray, w: np.ndarray, padding: Pair, m: int, scale: np.ndarr
     kron = _filter_transform(m, dt)
     workers = _workers.threads()
     # chunks: a few per thread, so that a thread that loses its core holds up little
-    c_step = -(-c // (4 * workers)) if workers > 1 else c
-    o_step = -(-o // (4 * workers)) if workers > 1 else o
+    c_step = _workers.split(c, workers, 4)
+    o_step = _workers.split(o, workers)
 
     def transform(i: int) -> None:
         if i == 0:  # U[xi, o*C + c] for all (o, c) at once: [alpha^2, 9] @ [9, O*C]
@@ -93,21 +94,16 @@ def conv3x3(x: np.ndarray, w: np.ndarray, padding: Pair, m: int, scale: np.ndarr
             c0 = (i - 1) * c_step
             _winograd_jit.inputs(m, xp, v, c0, min(c0 + c_step, c), th, tw)
 
-    x_step = _workers.split(a2, workers)
-
-    def product(i: int) -> None:  # numpy's loop over the stack calls the BLAS per product
-        x0 = i * x_step
-        k = min(x_step, a2 - x0)
-        np.matmul(_stack(u[x0:], k, o, c), _stack(v[x0:], k, c, tiles),
-                  out=_stack(mm[x0:], k, o, tiles))
-
-    def output(i: int) -> None:
+    def product(i: int) -> None:
+        # the 36 products' rows o0:o1 (numpy's loop over the stack calls the BLAS for each),
+        # then those output channels' transform: no wait between the two
         o0 = i * o_step
-        _winograd_jit.outputs(m, mm, out, scale, shift, res, relu, o0, min(o0 + o_step, o),
-                              th, tw)
+        k = min(o_step, o - o0)
+        np.matmul(_stack(u[:, o0 * c:], a2, k, c), _stack(v, a2, c, tiles),
+                  out=_stack(mm[:, o0 * tiles:], a2, k, tiles))
+        _winograd_jit.outputs(m, mm, out, scale, shift, res, relu, o0, o0 + k, th, tw)
 
     with _blas.one_thread(0):
         _workers.run(transform, 1 + -(-c // c_step), workers)
-        _workers.run(product, -(-a2 // x_step), workers)
-        _workers.run(output, -(-o // o_step), workers)
+        _workers.run(product, -(-o // o_step), workers)
     return out
