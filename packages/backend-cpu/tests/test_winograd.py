@@ -4,6 +4,7 @@ definitions."""
 
 from __future__ import annotations
 
+import os
 import threading
 
 import numpy as np
@@ -177,6 +178,22 @@ def test_workers_run_every_chunk_once_and_raise_a_chunks_error():
 
     with pytest.raises(KeyError, match="chunk 5"):
         _workers.run(bad, 9, workers=2)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+@pytest.mark.filterwarnings("ignore:.*fork.*:DeprecationWarning")  # 3.12 warns of threads
+def test_workers_start_new_helpers_in_a_forked_child():
+    _workers.run(lambda i: None, 4, workers=2)  # the parent has a helper now
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through its exit status
+        try:
+            seen = []
+            _workers.run(seen.append, 6, workers=2)
+            os._exit(0 if sorted(seen) == list(range(6)) and _workers._helpers else 1)
+        finally:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
 
 
 def test_workers_follow_the_blas_thread_count():

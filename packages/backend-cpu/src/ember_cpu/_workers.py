@@ -61,10 +61,21 @@ _start = threading.Lock()
 _local = threading.local()
 
 
-def _helper() -> None:
+def _forget_helpers() -> None:
+    """In a forked child: the parent's helpers did not come along; start new ones if needed."""
+    global _jobs, _start
+    _jobs, _start = queue.SimpleQueue(), threading.Lock()
+    _helpers.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_helpers)
+
+
+def _helper(jobs: queue.SimpleQueue[_Job]) -> None:
     _local.helper = True
     while True:
-        _jobs.get().work()
+        jobs.get().work()
 
 
 class _Idle:
@@ -128,7 +139,8 @@ def run(fn: Callable[[int], object], chunks: int, workers: int | None = None) ->
         return
     with _start:
         while len(_helpers) < workers - 1:
-            t = threading.Thread(target=_helper, name="ember-cpu-worker", daemon=True)
+            t = threading.Thread(target=_helper, args=(_jobs,), name="ember-cpu-worker",
+                                 daemon=True)
             t.start()
             _helpers.append(t)
     job = _Job(fn, chunks)
