@@ -199,8 +199,9 @@ class ProgramGraph:
     times its candidates, the stream's cuBLASLt workspace is made) and records it on a side
     stream into a private memory pool; later replays copy new inputs into the buffers the
     recording reads (only those whose array changed: a new batch; parameters keep theirs) and
-    launch the graph.  Tensors the program updates (parameters, optimizer state) are written
-    back into the buffers the recording reads, inside the graph, and keep those buffers;
+    launch the graph.  Tensors the program updates (parameters, optimizer state) are updated
+    in the buffers the recording reads, inside the graph, and keep those buffers: an Adam
+    step writes into them (``Program.updating``), other updates are copied there;
     results are copied out of the pool, so a returned tensor outlives the next replay.
 
     Host numbers the kernels read (a learning rate) are baked into a recording: a replay
@@ -273,10 +274,13 @@ class ProgramGraph:
                 with cupy.cuda.using_allocator(pool.malloc):
                     stream.begin_capture()
                     try:
-                        res = program._program(static)
+                        # updates the kernels can write in place land in the buffers they
+                        # replace (an Adam step's parameters and moments); others are copied
+                        # there, where the next replay reads them
+                        res = (program.updating or program._program)(static)
                         n = program.n_out
                         for j, e in enumerate(self.write_ext):
-                            if e is not None:  # the update lands where the next replay reads
+                            if e is not None and res[n + j] is not static[e]:
                                 elementwise(be, "r = x0", [res[n + j]], static[e].dtype,
                                             out=static[e], widen=False)
                     except BaseException:

@@ -34,6 +34,7 @@ class Program:
         readers: list[tuple[str, Any]] = []
         names: dict[int, str] = {}
         ns: dict[str, Any] = {}
+        self._constants = ns
         self.constants = 0
         for s in sorted(tr.external):
             payload = values[s]
@@ -62,7 +63,40 @@ class Program:
             last[s] = end
         reuse = _plan_inplace(tr, last, set(final), inplace) if inplace is not None else {}
         self.inplace = len(reuse)
+        ext_names = {s: names[s] for s in tr.external}
+        self._program = self._generate(tr, names, last, final, reuse, {})
+        #: the program again with the updates it can make in place written into the buffers
+        #: they replace (``Backend.inplace.can_update``), for a backend that keeps those
+        #: buffers (a CUDA graph): ``updating(E)`` returns what ``_program(E)`` does, the
+        #: updated writes being the buffers they read; ``None`` where there are none
+        self.updating: Callable[[list[Any]], Any] | None = None
+        #: per write: whether ``updating`` writes it into the buffer it replaces
+        self.updated = [False] * len(writes)
+        can_update = getattr(inplace, "can_update", None)
+        if can_update is not None:
+            into = _plan_updates(tr, last, readers, ext_names, writes, inplace, self.updated)
+            if into:
+                self.updating = self._generate(tr, dict(ext_names), last, final, reuse, into)
+        self.n_out = len(outputs)
+        self.outputs = [(make, where) for _, (make, where) in outputs]
+        self.writes = [(t, put) for _, t, put in writes]
+        self.host_writes = list(tr.host_writes)
+        #: the host numbers the kernels read (learning rates...), re-read at each replay
+        self.dynamic = [g for c in tr.calls for g in c.dyn.values()]
+        #: whether a kernel reads a counter that advances when read (random ops)
+        self.advancing = tr.advancing
+        #: what runs ``program(E)``: the generated function, or a backend's replacement
+        #: (``Backend.capture_program``: a CUDA graph of it)
+        self.runner: Callable[[list[Any]], Any] = self._program
+
+    def _generate(self, tr: _trace.Tracer, names: dict[int, str], last: dict[int, int],
+                  final: list[int], reuse: dict[int, int],
+                  into: dict[int, dict[int, int]]) -> Callable[[list[Any]], Any]:
+        """The program's function: ``reuse`` (call -> input slot) writes a result over an
+        input, ``into`` (call -> {output index: external slot}) writes outputs into the
+        buffers of the values they replace."""
         lines = ["def program(E):"]
+        ns = dict(self._constants)
         for s in sorted(tr.external):
             if s in last and names[s].startswith("E["):
                 lines.append(f"    v{s} = {names[s]}")
@@ -80,6 +114,10 @@ class Program:
                     args.append(f"{k}=G{i}_{k}()")
             if i in reuse:  # the result overwrites an input that dies here
                 args.append(f"out={names[reuse[i]]}")
+            elif i in into:  # updates written into the buffers they replace
+                plan = into[i]
+                targets = [names[plan[k]] if k in plan else "None" for k in range(len(c.outs))]
+                args.append(f"out=({', '.join(targets)},)")
             for s in c.outs:
                 names[s] = f"v{s}"
             targets = [f"v{s}" if s in last else "_" for s in c.outs]
@@ -93,21 +131,12 @@ class Program:
                 raise RuntimeError("ember.compile: a result of the trace has no slot (a bug)")
         ret = ", ".join(names[s] for s in final)
         lines.append(f"    return ({ret}{',' if len(final) == 1 else ''})")
-        self.source = "\n".join(lines)
-        code = builtins.compile(self.source, "<ember.compile program>", "exec")
+        source = "\n".join(lines)
+        if not into:
+            self.source = source
+        code = builtins.compile(source, "<ember.compile program>", "exec")
         exec(code, ns)  # our own generated code
-        self._program = ns["program"]
-        self.n_out = len(outputs)
-        self.outputs = [(make, where) for _, (make, where) in outputs]
-        self.writes = [(t, put) for _, t, put in writes]
-        self.host_writes = list(tr.host_writes)
-        #: the host numbers the kernels read (learning rates...), re-read at each replay
-        self.dynamic = [g for c in tr.calls for g in c.dyn.values()]
-        #: whether a kernel reads a counter that advances when read (random ops)
-        self.advancing = tr.advancing
-        #: what runs ``program(E)``: the generated function, or a backend's replacement
-        #: (``Backend.capture_program``: a CUDA graph of it)
-        self.runner: Callable[[list[Any]], Any] = self._program
+        return ns["program"]  # type: ignore[no-any-return]
 
     def run(self, flat: list[Any]) -> Any:
         ext: list[Any] = []
@@ -191,3 +220,46 @@ def _plan_inplace(tr: _trace.Tracer, last: dict[int, int], final: set[int],
             if s in last:
                 live.add(s)
     return reuse
+
+
+def _plan_updates(tr: _trace.Tracer, last: dict[int, int], readers: list[tuple[str, Any]],
+                  ext_names: dict[int, str], writes: list[tuple[int, Tensor, Any]],
+                  inplace: Any, updated: list[bool]) -> dict[int, dict[int, int]]:
+    """Updates a kernel can write into the buffer of the value they replace:
+    ``{call: {output index: external slot}}``, and ``updated[j]`` set for each such write.
+
+    A write (the new value of a tensor the program reads, a parameter or a moment) qualifies
+    when the call that makes it reads the tensor's old value once, nothing reads that old
+    value after the call, no value the call reads elsewhere or anything still alive after it
+    shares the old value's memory, and the backend says the kernel can write that output over
+    that input (``inplace.can_update(kernel, inputs, position, output index, outputs)``).
+    """
+    values = tr.values
+    made: dict[int, tuple[int, int]] = {}
+    for i, c in enumerate(tr.calls):
+        for k, s in enumerate(c.outs):
+            made[s] = (i, k)
+    old_slot = {id(src): s for s, name in ext_names.items() if name.startswith("E[")
+                for kind, src in [readers[int(name[2:-1])]] if kind == "tensor"}
+    into: dict[int, dict[int, int]] = {}
+    alive: dict[int, list[int]] = {}  # call -> the slots read at or after it
+    for j, (w, t, _) in enumerate(writes):
+        o = old_slot.get(id(t))
+        if o is None or w not in made:
+            continue
+        i, k = made[w]
+        c = tr.calls[i]
+        if last.get(o) != i or c.ins.count(o) != 1:
+            continue
+        ins = [values[x] for x in c.ins]
+        outs = [values[x] for x in c.outs]
+        if not inplace.can_update(c.fn, ins, c.ins.index(o), k, outs):
+            continue
+        if i not in alive:
+            alive[i] = [x for x, at in last.items() if at >= i and x not in c.outs]
+        old = values[o]
+        if any(inplace.shares(old, values[x]) for x in alive[i] if x != o):
+            continue
+        into.setdefault(i, {})[k] = o
+        updated[j] = True
+    return into

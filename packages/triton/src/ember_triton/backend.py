@@ -34,6 +34,7 @@ from . import (
 from ._array import DeviceArray
 from ._autotune import KernelSelector
 from ._codegen import contiguous, run_binary
+from ._inplace import TritonInplace
 from ._jit import KernelLibrary
 from ._memory import Memory
 from .vendor import Launcher, VendorGemm, triton_launch
@@ -112,6 +113,9 @@ class TritonBackend(Backend):
     """
 
     dtypes = frozenset(ALL_DTYPES)
+
+    #: `ember.compile` may write an Adam update into the buffers it replaces (``_inplace``)
+    inplace = TritonInplace()
 
     def __init__(self, memory: Memory, name: str = "triton",
                  matmul_precision: str = "ieee") -> None:

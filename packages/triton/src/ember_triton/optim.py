@@ -70,23 +70,33 @@ def _update(be: TritonBackend, ps: Sequence[DeviceArray], gs: Sequence[DeviceArr
             ms: Sequence[DeviceArray], vs: Sequence[DeviceArray], tail: Sequence[Any], *,
             lr: float, beta1: float, beta2: float, eps: float, weight_decay: float,
             decoupled: bool, maximize: bool, step: DeviceArray | None = None,
-            ) -> tuple[DeviceArray, ...]:
+            out: Sequence[DeviceArray | None] | None = None) -> tuple[DeviceArray, ...]:
     """New ``(p_1..p_n, m_1..m_n, v_1..v_n)``: one launch per `MAX_TENSORS` parameters.
+
+    ``out`` (one entry per result, ``None`` for a new array) gives buffers to write results
+    into: `ember.compile` passes a parameter's or a moment's own buffer where the update may
+    overwrite it (`can_update`); each element is read before it is written, by one program.
 
     A recurring update (the same parameter shapes and options, every operand contiguous and
     16-byte aligned) replays the launches it recorded the first time (`_replay`)."""
     floats = (lr, beta1, beta2, eps, weight_decay, 1.0 - lr * weight_decay, *tail)
     specs = [(p.shape, p.dtype) for p in ps]
     pkey = (tuple(specs), step is not None, weight_decay != 0.0, decoupled, maximize)
-    plan = be.adam_plans.get(pkey)
+    plan = be.adam_plans.get(pkey) if out is None else None
     if plan is not None:
         done = _replay(be, plan, specs, ps, gs, ms, vs, step, floats)
         if done is not None:
             return done
-    # the moments of all the parameters in one allocation (they are always replaced
-    # together); the parameters one each (a kept parameter value keeps only itself alive)
-    moments = be.memory.empty_many(specs * 2)
-    outs = [[be.empty(p.shape, p.dtype) for p in ps], moments[:len(ps)], moments[len(ps):]]
+    if out is None:
+        # the moments of all the parameters in one allocation (they are always replaced
+        # together); the parameters one each (a kept parameter value keeps only itself alive)
+        moments = be.memory.empty_many(specs * 2)
+    else:
+        moments = [o if o is not None else be.empty(shape, dtype)
+                   for o, (shape, dtype) in zip(out[len(ps):], specs * 2, strict=True)]
+    outs = [[o if o is not None else be.empty(p.shape, p.dtype)
+             for o, p in zip((out or [None] * len(ps))[:len(ps)], ps, strict=True)],
+            moments[:len(ps)], moments[len(ps):]]
     live = [i for i, p in enumerate(ps) if p.size]
     meta: dict[str, Any] = {"HAS_WD": weight_decay != 0.0, "DECOUPLED": decoupled,
                             "MAXIMIZE": maximize, "BLOCK": _BLOCK}
@@ -114,7 +124,8 @@ def _update(be: TritonBackend, ps: Sequence[DeviceArray], gs: Sequence[DeviceArr
             chunks.append((chunk, entry, (end,), ints))
         else:
             chunks = None
-    if chunks is not None and all(_dense(a) for group in (ps, gs, ms, vs) for a in group):
+    if chunks is not None and out is None and \
+            all(_dense(a) for group in (ps, gs, ms, vs) for a in group):
         if len(be.adam_plans) >= 256:
             be.adam_plans.clear()
         be.adam_plans[pkey] = chunks
@@ -183,6 +194,20 @@ def adam_steps_capturable(be: TritonBackend, *arrays: DeviceArray,
     n = len(arrays) // 4
     ps, gs, ms, vs = (arrays[k * n:(k + 1) * n] for k in range(4))
     return _update(be, ps, gs, ms, vs, _logs(options), step=arrays[-1], **options)
+
+
+def updated_output(fn: Any, n_inputs: int, position: int) -> int | None:
+    """Which result of Adam kernel ``fn`` (called on ``n_inputs`` arrays) replaces its input
+    at ``position``: ``p_i`` -> ``p_i'``, ``m_i`` -> ``m_i'``, ``v_i`` -> ``v_i'``; ``None``
+    for a gradient, the step count, or a function that is not an Adam kernel."""
+    if fn not in KERNELS.values():
+        return None
+    n = n_inputs // 4
+    if position < n:
+        return position
+    if 2 * n <= position < 4 * n:
+        return position - n
+    return None
 
 
 def _logs(options: dict[str, Any]) -> tuple[float, float]:
