@@ -144,22 +144,20 @@ def _norm(rms: bool) -> Any:
     return kernel
 
 
-def _weight_grads(be: TritonBackend, pdw: DeviceArray, pdb: DeviceArray, parts: int, n: int,
+def _weight_grads(be: TritonBackend, pd: DeviceArray, parts: int, n: int,
                   dtype: np.dtype[Any]) -> tuple[DeviceArray, DeviceArray]:
-    """Sum the ``[parts, n]`` partial sums of the weight and bias gradients (zeros when
-    ``parts`` is 0)."""
+    """Sum the ``[2, parts, n]`` partial sums of the weight and the bias gradient, both in
+    one launch (zeros when ``parts`` is 0)."""
     kern = be.module("rows").sum_partials
     if be.memory.interpret:
         bn = max(16, _pow2(n))
         bp = max(1, min(_pow2(max(parts, 1)), (1 << 14) // bn))
-    else:
-        bn, bp = 128, 32
-    outs = []
-    for part in (pdw, pdb):
-        out = be.empty((n,), dtype)
-        be.launch(kern, (-(-n // bn),), out, part, parts, n, BLOCK_P=bp, BLOCK_N=bn)
-        outs.append(out)
-    return outs[0], outs[1]
+    else:  # every partial row in one load where it fits: many short programs, no loop
+        bp = min(_pow2(max(parts, 1)), 256)
+        bn = max(16, min(128, 8192 // bp))
+    out = be.empty((2, n), dtype)
+    be.launch(kern, (-(-n // bn), 2), out, pd, parts, n, BLOCK_P=bp, BLOCK_N=bn)
+    return out.view((n,), (1,), out.offset), out.view((n,), (1,), out.offset + n)
 
 
 def _norm_backward(rms: bool) -> Any:
@@ -185,8 +183,10 @@ def _norm_backward(rms: bool) -> Any:
         per = -(-per // plan.bm) * plan.bm
         parts = -(-m // per)
         fused = affine and plan.one
-        pdw = be.empty((max(parts, 1), n), acc) if affine else dx
-        pdb = be.empty((max(parts, 1), n), acc) if affine else dx
+        # the weight and bias gradients' partial sums in one array, summed by one launch
+        pd = be.empty((2, max(parts, 1), n), acc) if affine else dx
+        pdw, pdb = (pd.view((max(parts, 1), n), (n, 1), pd.offset + w * max(parts, 1) * n)
+                    for w in (0, 1)) if affine else (dx, dx)
         if m:
             be.launch(mod.norm_backward_rows, (parts,), dx, pdw, pdb, gr, xr, wr, mean, rstd,
                       m, n, per, RMS=rms, HAS_W=weight, PARTIAL=fused, WIDE=_wide(x.dtype),
@@ -203,7 +203,7 @@ def _norm_backward(rms: bool) -> Any:
         if not affine:
             empty = be.empty((0,), x.dtype)
             return (dx, empty) if rms else (dx, empty, empty)
-        dw, db = _weight_grads(be, pdw, pdb, parts, n, x.dtype)
+        dw, db = _weight_grads(be, pd, parts, n, x.dtype)
         return (dx, dw) if rms else (dx, dw, db)
 
     kernel.__name__ = "rms_norm_backward" if rms else "layer_norm_backward"

@@ -300,7 +300,11 @@ def norm_weight_grad_cols(pdw, pdb, g, x, mean_in, rstd_in, M, N, ROWS, RMS: tl.
 
 @triton.jit
 def sum_partials(out, part, P, N, BLOCK_P: tl.constexpr, BLOCK_N: tl.constexpr):
-    # out[n] = sum over p of part[p, n]
+    # out[w, n] = sum over p of part[w, p, n], for w = program_id(1): the weight and the bias
+    # gradient of a norm summed by one launch
+    w = tl.program_id(1).to(tl.int64)
+    part += w * P * N
+    out += w * N
     cols = tl.program_id(0).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
     cm = cols < N
     acc = tl.zeros((BLOCK_N,), part.dtype.element_ty)
