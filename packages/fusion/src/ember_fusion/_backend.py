@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from types import MethodType
 from typing import TYPE_CHECKING, Any
@@ -169,7 +170,10 @@ class FusionBackend(Decorator):
         # A computed payload is the inner device's own (its numpy array on cpu): the op is
         # the inner kernel called on the very payloads, as on the inner device itself.
         for a in args:
-            if type(a._data) is Handle:
+            d = a._data
+            if type(d) is Handle:
+                if d.node.value is None:  # pending: record (or sync)
+                    return self._lazy(op, SHAPE_RULES.get(op), args, params)
                 return self._handles(op, args, params)
         rule = SHAPE_RULES.get(op)
         if rule is not None:
@@ -183,16 +187,17 @@ class FusionBackend(Decorator):
                     size = args[0]._data.size
                 elif n == 2:
                     x, y = args[0]._data, args[1]._data
-                    size = x.size if rule is _broadcast and x.shape == y.shape else (
-                        x.size * y.size)
+                    size = x.size * y.size
+                    if size > limit and rule is _broadcast and x.shape == y.shape:
+                        size = x.size
                 else:
                     size = 1
                     for a in args:
                         size *= a._data.size
                 if size > limit and not self._decide(op, rule, args, params):
-                    return self._lazy(op, args, params)
+                    return self._lazy(op, rule, args, params)
             elif not self._decide(op, rule, args, params):
-                return self._lazy(op, args, params)
+                return self._lazy(op, rule, args, params)
         self.stats.eager_ops += 1
         return self._kernel(op, args, params)
 
@@ -221,11 +226,12 @@ class FusionBackend(Decorator):
             self.decided[key] = now
         return now
 
-    def _lazy(self, op: Op, args: Sequence[Tensor], params: dict[str, Any]) -> Any:
-        """Record ``op`` in this thread's stream, or run it now where it cannot be fused."""
-        rule = SHAPE_RULES.get(op)
+    def _lazy(self, op: Op, rule: Any, args: Sequence[Tensor], params: dict[str, Any]) -> Any:
+        """Record ``op`` (whose `SHAPE_RULES` entry is ``rule``, or ``None``) in this thread's
+        stream, or run it now where it cannot be fused."""
         if rule is not None:
-            dtype: DType = op.result_rule(args, params)  # type: ignore[assignment]  # 1 output
+            dtype: DType = args[0]._dtype if op.result == "same" else op.result_rule(  # type: ignore[assignment]  # 1 output
+                args, params)
             key = (op, dtype)
             ok = self._fusible.get(key)
             if ok is None:
@@ -247,14 +253,19 @@ class FusionBackend(Decorator):
             dtype = args[0]._dtype
         # a payload's shape: a handle's, or the inner payload's (a tuple on every backend;
         # made one where it is not, since shapes key plans)
-        shape = rule([a._data.shape for a in args], params)
+        n = len(args)
+        shape = rule([args[0]._data.shape, args[1]._data.shape] if n == 2 else
+                     [a._data.shape for a in args], params)
         if type(shape) is not tuple:
             shape = tuple(shape)
         try:
             stream: Stream = self._local.stream
         except AttributeError:
             stream = self.stream()
-        return self._make(stream.record(op, params, args, shape, dtype), self.device, dtype)
+        handle = stream.record(op, params, args, shape, dtype)
+        t = self._make(handle, self.device, dtype)
+        handle.node.owner = weakref.ref(t)
+        return t
 
     def _handles(self, op: Op, args: Sequence[Tensor], params: dict[str, Any]) -> Any:
         """Some inputs' payloads are handles: record the op where one is pending; else decide
@@ -264,8 +275,8 @@ class FusionBackend(Decorator):
             d = a._data
             if type(d) is Handle:
                 value = d.node.value
-                if value is None:
-                    return self._lazy(op, args, params)  # pending: record (or sync)
+                if value is None:  # pending: record (or sync)
+                    return self._lazy(op, SHAPE_RULES.get(op), args, params)
                 a = self._make(value._data, self.device, a._dtype)
             plain.append(a)
         return self.dispatch(op, plain, params)
@@ -278,10 +289,11 @@ class FusionBackend(Decorator):
 
     def _eager(self, op: Op, args: Sequence[Tensor], params: dict[str, Any]) -> Any:
         """An op the compiler cannot fuse: a sync point for its inputs, run on the inner
-        device, its results wrapped as materialised fusion tensors."""
+        device as every eager op is (`_kernel`), on their computed payloads."""
+        plain = [a if type(a._data) is not Handle
+                 else self._make(self.unwrap(a)._data, self.device, a._dtype) for a in args]
         self.stats.eager_ops += 1
-        return self._wrap_out(self._inner_dispatch(
-            op, [self.unwrap(a) for a in args], params))
+        return self._kernel(op, plain, params)
 
     def _wrap_out(self, out: Any) -> Any:
         if type(out) is tuple:

@@ -34,8 +34,8 @@ class Node:
     so a materialised node keeps nothing of the graph alive.
     """
 
-    __slots__ = ("_dtype", "error", "handle", "index", "inputs", "op", "params", "shape",
-                 "stream", "value")
+    __slots__ = ("_dtype", "error", "handle", "index", "inputs", "op", "owner", "params",
+                 "shape", "stream", "value")
 
     def __init__(self, shape: Shape, dtype: DType, op: Op | None, params: dict[str, Any],
                  inputs: tuple[Node, ...], value: Tensor | None, stream: Stream | None) -> None:
@@ -48,6 +48,10 @@ class Node:
         self.stream = stream  # the stream this node is pending in (None once materialised)
         self.index = -1  # position in that stream
         self.handle: weakref.ref[Handle] | None = None
+        #: the tensor the recording op returned: a flush that computes this node gives it the
+        #: value's payload, so later ops see a computed tensor (others sharing the handle,
+        #: e.g. a parameter rebound to it, keep reading it through the handle)
+        self.owner: weakref.ref[Tensor] | None = None
         self.error: BaseException | None = None  # why the flush computing it failed
 
     @property
@@ -89,6 +93,7 @@ def pending(shape: Shape, dtype: DType, op: Op, params: dict[str, Any], stream: 
     node.value = None
     node.stream = stream
     node.index = index
+    node.owner = None
     node.error = None
     h: Handle = _new(Handle)
     h.node = node
@@ -102,14 +107,33 @@ def pending(shape: Shape, dtype: DType, op: Op, params: dict[str, Any], stream: 
 ShapeRule = Callable[[Sequence[Shape], dict[str, Any]], Shape]
 
 
+#: broadcasts of two different shapes seen so far (a training step repeats a few, and
+#: `broadcast_shapes` is general, so it costs microseconds)
+_BROADCASTS: dict[tuple[Shape, Shape], Shape] = {}
+
+
 def _broadcast(shapes: Sequence[Shape], params: dict[str, Any]) -> Shape:
     first = shapes[0]
     if len(shapes) == 1:
         return first
     if len(shapes) == 2:
-        if shapes[1] == first:
+        second = shapes[1]
+        if second == first or not second:  # one shape, or a tensor and a 0-d value
             return first
-    elif all(s == first for s in shapes):
+        if not first:
+            return second
+        key = (first, second)
+        try:
+            out = _BROADCASTS.get(key)
+        except TypeError:  # not tuples: not remembered
+            return broadcast_shapes(first, second)
+        if out is None:
+            out = broadcast_shapes(first, second)  # raises for shapes that do not broadcast
+            if len(_BROADCASTS) >= 4096:
+                _BROADCASTS.clear()
+            _BROADCASTS[key] = out
+        return out
+    if all(s == first for s in shapes):
         return first
     return broadcast_shapes(*shapes)
 

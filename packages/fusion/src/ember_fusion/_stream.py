@@ -169,14 +169,15 @@ class Stream:
             stats = backend.stats
             t0 = time.perf_counter()
             refs, xv, ext_sig = self.refs, self.ext_values, self.ext_sig
-            held = tuple(n.handle is not None and n.handle() is not None for n in nodes)
+            # every pending node has a handle (`pending`): held is "it is still alive"
+            held = tuple([n.handle() is not None for n in nodes])  # type: ignore[misc]  # set
             key: Any = (tuple(self.sig), tuple(ext_sig), held)
+            self._clear()
             try:
-                hash(key)
+                plan: Plan | None = backend.plans.get(key)
             except TypeError:  # a param value that is not hashable: key it by its text
                 key = repr(key)
-            self._clear()
-            plan: Plan | None = backend.plans.get(key)
+                plan = backend.plans.get(key)
             if plan is None:
                 backend.trim_caches()
                 plan = analyse(nodes, refs, ext_sig, held, backend.compiler,
@@ -217,6 +218,14 @@ class Stream:
                 n.value = make(vals[i], inner, n._dtype)
             for n in nodes:
                 n.stream = None
+            if not TRACE:  # (a trace follows payloads: it reads these through their handles)
+                for i in plan.keep:
+                    # the tensor that recorded the node holds the computed payload from now
+                    # on, as an eagerly computed one does: later ops on it are plain eager ops
+                    owner = nodes[i].owner
+                    t = owner() if owner is not None else None
+                    if t is not None and type(t._data) is Handle and t._data.node is nodes[i]:
+                        t._data = vals[i]
             t2 = time.perf_counter()
             stats.flushes += 1
             stats.ops_recorded += len(nodes)
