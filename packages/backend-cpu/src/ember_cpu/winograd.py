@@ -39,6 +39,10 @@ def _filter_transform(m: int, dtype: np.dtype[Any]) -> np.ndarray:
     return np.kron(g, g).astype(dtype)
 
 
+#: the fewest output channels a thread's block of the products takes
+_BLOCK_ROWS = 32
+
+
 def _planes(key: str, count: int, size: int, dtype: np.dtype[Any]) -> np.ndarray:
     """A work buffer of ``count`` rows (planes) of at least ``size`` elements, each an odd
     number of cache lines long: planes a power-of-two apart (64 or 128 channels squared) all
@@ -85,7 +89,8 @@ def conv3x3(x: np.ndarray, w: np.ndarray, padding: Pair, m: int, scale: np.ndarr
     workers = _workers.threads()
     # chunks: a few per thread, so that a thread that loses its core holds up little
     c_step = _workers.split(c, workers, 4)
-    o_step = _workers.split(o, workers)
+    # blocks of at least _BLOCK_ROWS output channels: every block reads all of V
+    o_step = max(_workers.split(o, workers), min(o, _BLOCK_ROWS))
 
     def transform(i: int) -> None:
         if i == 0:  # U[xi, o*C + c] for all (o, c) at once: [alpha^2, 9] @ [9, O*C]
