@@ -208,13 +208,14 @@ def test_workers_follow_the_blas_thread_count():
             assert _blas.blas_threads() == 1
 
 
-@pytest.mark.parametrize("kind", ["winograd", "taps", "im2col", "stem", "pointwise"])
+@pytest.mark.parametrize("kind", ["winograd", "taps", "im2col", "stem", "pointwise", "wide"])
 def test_convolutions_split_over_two_threads_give_the_one_thread_results(kind, monkeypatch):
     shapes = {"winograd": ((2, 32, 20, 19), (40, 32, 3, 3), (1, 1), (1, 1)),
               "taps": ((1, 40, 9, 30), (24, 40, 3, 3), (1, 1), (1, 1)),
               "im2col": ((2, 8, 15, 14), (36, 8, 3, 3), (2, 2), (1, 1)),
               "stem": ((1, 3, 30, 29), (16, 3, 7, 7), (2, 2), (3, 3)),  # im2col by rows
-              "pointwise": ((1, 16, 9, 9), (70, 16, 1, 1), (1, 1), (0, 0))}
+              "pointwise": ((1, 16, 9, 9), (70, 16, 1, 1), (1, 1), (0, 0)),
+              "wide": ((1, 8, 48, 48), (64, 8, 1, 1), (1, 1), (0, 0))}  # epilogue split too
     xs, ws, stride, padding = shapes[kind]
     x = rng.standard_normal(xs).astype(np.float32)
     w = rng.standard_normal(ws).astype(np.float32)

@@ -244,7 +244,9 @@ def fused_conv2d(x: np.ndarray, w: np.ndarray, *rest: np.ndarray, stride: Pair =
         y, owned = y.astype(work), True
     out = y if owned else np.empty(y.shape, work)
     r = np.empty((0, 0, 0, 0), work) if res is None else np.ascontiguousarray(res, dtype=work)
-    workers = _workers.threads()
+    # a small output's pass (ResNet's 14x14 and 7x7 blocks: 50K values, ~20 us) is done
+    # sooner than a helper wakes
+    workers = _workers.threads() if y.size >= _SPLIT_EPILOGUE else 1
     step = _workers.split(o, workers)
 
     def chunk(i: int) -> None:
@@ -255,6 +257,10 @@ def fused_conv2d(x: np.ndarray, w: np.ndarray, *rest: np.ndarray, stride: Pair =
     with np.errstate(all="ignore"):
         _workers.run(chunk, -(-o // step), workers)
     return out.astype(dt, copy=False)
+
+
+#: the fewest values of a convolution's output whose epilogue is split over threads
+_SPLIT_EPILOGUE = 1 << 17
 
 
 #: Winograd's filter transform runs on every call (see `winograd`): layers with at most this
