@@ -86,7 +86,7 @@ class _Idle:
         self.lock = threading.Lock()
         self.at = -1.0
         self.busy = self.total = self.own = 0.0
-        self.free = float(os.cpu_count() or 1)
+        self.free = float(_CPUS)
         self.tick = float(os.sysconf("SC_CLK_TCK")) if hasattr(os, "sysconf") else 100.0
 
     def cores(self) -> float:
@@ -105,12 +105,14 @@ class _Idle:
             total = sum(fields[:8])  # user nice system idle iowait irq softirq steal
             busy = total - fields[3] - fields[4]
             if self.at >= 0 and total > self.total:
-                ncpu = os.cpu_count() or 1
+                ncpu = _CPUS
                 others = max(busy - self.busy - (own - self.own), 0.0) / (total - self.total)
                 self.free = ncpu * (1.0 - others)
             self.at, self.busy, self.total, self.own = now, busy, total, own
             return self.free
 
+
+_CPUS = os.cpu_count() or 1  # os.cpu_count() costs ~1.6 us a call
 
 #: seconds between two samples of the idle cores
 _SAMPLE = 0.1
@@ -121,7 +123,7 @@ def threads() -> int:
     """How many threads `run` uses now: the BLAS's thread count (the process's setting), at
     most the cores other processes left idle over the last ~0.1 s (rounded): with the cores
     taken, a helper only takes turns with the caller."""
-    limit = min(_blas.blas_threads(), os.cpu_count() or 1)
+    limit = min(_blas.blas_threads(), _CPUS)
     if limit <= 1:
         return 1
     return max(1, min(limit, round(_idle.cores())))
