@@ -79,7 +79,11 @@ class Backend:
     #: optional: lets `ember.compile` write a kernel's result into an input that dies there.
     #: An object with ``can_overwrite(kernel, inputs, position, output) -> bool`` (the traced
     #: payloads: may ``kernel(*inputs, out=inputs[position])`` compute ``output`` in place?)
-    #: and ``shares(a, b) -> bool`` (may two payloads share memory?).  ``None``: never.
+    #: and ``shares(a, b) -> bool`` (may two payloads share memory?); optionally
+    #: ``can_update(kernel, inputs, position, index, outputs) -> bool`` (may
+    #: ``kernel(*inputs, out=...)`` write its result ``index`` into ``inputs[position]``, the
+    #: value that result replaces: an optimizer step's parameter), used by a program's
+    #: ``updating`` variant (`ember._program.Program`).  ``None``: never.
     inplace: Any = None
 
     def __init__(self) -> None:
