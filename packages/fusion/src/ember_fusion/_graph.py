@@ -28,22 +28,21 @@ Shape = tuple[int, ...]
 
 
 class Node:
-    """One value of the graph: a recorded op on input nodes, or a materialised inner tensor.
+    """One value of the graph: an op recorded in a stream, computed by its flush.
 
-    ``value`` is the inner device's tensor once computed; ``op``/``inputs`` are dropped then,
-    so a materialised node keeps nothing of the graph alive.
+    ``value`` is the inner device's tensor once computed; ``op``/``params`` describe the
+    recorded op (the stream keeps where its inputs come from).
     """
 
-    __slots__ = ("_dtype", "error", "handle", "index", "inputs", "op", "owner", "params",
-                 "shape", "stream", "value")
+    __slots__ = ("_dtype", "error", "handle", "index", "op", "owner", "params", "shape",
+                 "stream", "value")
 
     def __init__(self, shape: Shape, dtype: DType, op: Op | None, params: dict[str, Any],
-                 inputs: tuple[Node, ...], value: Tensor | None, stream: Stream | None) -> None:
+                 value: Tensor | None, stream: Stream | None) -> None:
         self.shape = shape
         self._dtype = dtype
         self.op = op
         self.params = params
-        self.inputs = inputs
         self.value = value
         self.stream = stream  # the stream this node is pending in (None once materialised)
         self.index = -1  # position in that stream
@@ -89,7 +88,6 @@ def pending(shape: Shape, dtype: DType, op: Op, params: dict[str, Any], stream: 
     node._dtype = dtype
     node.op = op
     node.params = params
-    node.inputs = ()
     node.value = None
     node.stream = stream
     node.index = index

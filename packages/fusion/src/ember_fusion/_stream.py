@@ -83,7 +83,8 @@ class Stream:
 
     def _clear(self) -> None:
         self.nodes: list[Node] = []
-        self.refs: list[tuple[int, ...]] = []
+        #: per node: (op, params, dtype, shape, where its inputs come from: a node's index,
+        #: or ``-1 - k`` for external input k)
         self.sig: list[tuple[Any, ...]] = []
         #: the external inputs (computed values the stream reads): their payloads, and the
         #: handle of each one a flush computed (`_dropped_bytes` asks whether it is held)
@@ -107,33 +108,26 @@ class Stream:
             refs: list[int] = []
             for a in args:
                 d = a._data
-                live: weakref.ref[Handle] | None = None
                 if type(d) is Handle:
                     x: Node = d.node
                     if x.stream is self:
                         refs.append(x.index)
                         continue
                     # computed by a flush (maybe of this stream, by another thread just now)
-                    v = x.value
-                    if v is None:
-                        self.backend.unwrap(a)  # raises: why the value is missing
-                    d, live = v._data, x.handle  # type: ignore[union-attr]  # not None here
-                # keyed by payload: one value read twice is one input
-                k = self.ext_index.get(id(d))
-                if k is None:
-                    k = self.ext_index[id(d)] = len(self.ext_values)
-                    self.ext_values.append(d)
-                    self.ext_handles.append(live)
-                    s = d.shape if type(d.shape) is tuple else tuple(d.shape)
-                    self.ext_sig.append((s, a._dtype))
-                    self.ext_bytes += math.prod(s) * a._dtype.itemsize
+                    k = self.ext_index.get(id(x.value._data)) if x.value is not None else None
+                    if k is None:
+                        k = self._external(a)
+                else:  # keyed by payload: one value read twice is one input
+                    k = self.ext_index.get(id(d))
+                    if k is None:
+                        k = self._external(a)
                 refs.append(-1 - k)
-            index = len(self.nodes)
+            nodes = self.nodes
+            index = len(nodes)
             handle = pending(shape, dtype, op, params, self, index)  # held: not dead yet
-            self.nodes.append(handle.node)
-            rt = tuple(refs)
-            self.refs.append(rt)
-            self.sig.append((op, tuple(params.items()), dtype, shape, rt))
+            nodes.append(handle.node)
+            self.sig.append((op, tuple(params.items()) if params else (), dtype, shape,
+                             tuple(refs)))
             if index + 1 >= MAX_PENDING:
                 self.flush()
             elif self.ext_bytes >= self.ext_check:
@@ -142,6 +136,23 @@ class Stream:
                 else:
                     self.ext_check = self.ext_bytes + MAX_EXTERNAL_BYTES
         return handle
+
+    def _external(self, tensor: Tensor) -> int:
+        """Make the computed value of ``tensor`` an external input; its number."""
+        d = tensor._data
+        live: weakref.ref[Handle] | None = None
+        if type(d) is Handle:
+            x: Node = d.node
+            if x.value is None:
+                self.backend.unwrap(tensor)  # raises: why the value is missing
+            d, live = x.value._data, x.handle  # type: ignore[union-attr]  # not None here
+        k = self.ext_index[id(d)] = len(self.ext_values)
+        self.ext_values.append(d)
+        self.ext_handles.append(live)
+        s = d.shape if type(d.shape) is tuple else tuple(d.shape)
+        self.ext_sig.append((s, tensor._dtype))
+        self.ext_bytes += math.prod(s) * tensor._dtype.itemsize
+        return k
 
     def _dropped_bytes(self) -> int:
         """Bytes of the external inputs that only this stream's pending ops still hold."""
@@ -168,10 +179,10 @@ class Stream:
             backend = self.backend
             stats = backend.stats
             t0 = time.perf_counter()
-            refs, xv, ext_sig = self.refs, self.ext_values, self.ext_sig
+            sig, xv, ext_sig = self.sig, self.ext_values, self.ext_sig
             # every pending node has a handle (`pending`): held is "it is still alive"
             held = tuple([n.handle() is not None for n in nodes])  # type: ignore[misc]  # set
-            key: Any = (tuple(self.sig), tuple(ext_sig), held)
+            key: Any = (tuple(sig), tuple(ext_sig), held)
             self._clear()
             try:
                 plan: Plan | None = backend.plans.get(key)
@@ -180,7 +191,7 @@ class Stream:
                 plan = backend.plans.get(key)
             if plan is None:
                 backend.trim_caches()
-                plan = analyse(nodes, refs, ext_sig, held, backend.compiler,
+                plan = analyse(nodes, [e[4] for e in sig], ext_sig, held, backend.compiler,
                                backend.inner, backend.kernel_cache, stats.counters)
                 backend.plans[key] = plan
                 backend.learn(plan)
