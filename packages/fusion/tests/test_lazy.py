@@ -264,11 +264,28 @@ def test_dropped_big_inputs_of_pending_ops_flush_the_stream() -> None:
 def test_ops_on_values_a_flush_computed_decide_as_on_eager_values() -> None:
     d = ember.device("fusion<cpu,chunk=64,threads=1>")
     d.synchronize()
-    z = ember.ones(200, device=d) * 3  # recorded: its payload is a handle
-    assert z.tolist()[0] == 3.0  # flushed: computed, still a handle
+    y = ember.ones(200, device=d) * 3  # recorded: its payload is a handle
+    z = ember.zeros(200, device=d)
+    z._data = y._data  # z shares y's handle, as a parameter rebound to an update does
+    assert z.tolist()[0] == 3.0  # flushed: computed, z still holds the handle
     small = z[:10] + 1  # a view and a small op on it: eager, on z's array
     assert d.backend.peek(small) is not None
     assert type(small._data) is np.ndarray
-    big = z * 2 + z  # big: recorded, z read as one external input
+    big = z * 2 + y  # big: recorded, z and y read as one external input
     assert d.backend.peek(big) is None
     assert big.tolist() == [9.0] * 200 and small.tolist() == [4.0] * 10
+
+
+def test_a_flush_gives_the_recording_tensor_its_computed_payload(fused: ember.Device) -> None:
+    x = ember.ones(4, device=fused)
+    y = x * 5
+    p = ember.zeros(4, device=fused)
+    p._data = y._data  # shares y's handle (nn._values.rebind)
+    assert fused.backend.peek(y) is None
+    assert y.tolist() == [5.0] * 4
+    # y now holds the inner array itself, as an eagerly computed tensor does; p reads the
+    # very same array through the handle
+    assert type(y._data) is np.ndarray
+    shared = fused.backend.peek(p)
+    assert shared is not None and shared._data is y._data
+    assert (p + y * 2).tolist() == [15.0] * 4
