@@ -251,3 +251,31 @@ def test_max_pooling_split_over_two_threads_gives_the_one_thread_values(monkeypa
                                               ceil_mode=False))
     np.testing.assert_array_equal(outs[1], outs[0])
     assert np.isnan(outs[1][1, 4]).sum() == 4 and not np.isnan(outs[1][0]).any()
+
+
+def test_split_gemms_run_on_one_blas_thread_each(monkeypatch):
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from ember_cpu import _blas
+
+    libs = _blas._numpy_blas()
+    if not libs or not _blas.has_gemm(np.dtype(np.float32)):
+        pytest.skip("numpy's BLAS is not an OpenBLAS that threadpoolctl controls")
+    seen = []
+    real = _blas.gemm
+
+    def spy(*args, **kwargs):
+        seen.append(max(lib.get_num_threads() for lib in libs))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_blas, "gemm", spy)
+    monkeypatch.setattr(_workers, "threads", lambda: 2)
+    x = rng.standard_normal((1, 8, 15, 14)).astype(np.float32)
+    w = rng.standard_normal((36, 8, 3, 3)).astype(np.float32)
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):
+        got = K[cops.fused_conv2d](x, w, stride=(2, 2), padding=(1, 1), dilation=(1, 1),
+                                   groups=1, bias=False, norm=False, residual=False,
+                                   relu=False, eps=1e-5)
+        after = max(lib.get_num_threads() for lib in libs)
+    assert len(seen) == 2 and set(seen) == {1} and after == 2  # two chunks, restored
+    want = conv_oracle(x, w, (2, 2), (1, 1))
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-4 * (1 + np.abs(want).max()))

@@ -41,6 +41,8 @@ def _filter_transform(m: int, dtype: np.dtype[Any]) -> np.ndarray:
 
 #: the fewest output channels a thread's block of the products takes
 _BLOCK_ROWS = 32
+#: blocks of the products a thread (each block reads all of V: fewer, larger ones ran faster)
+_BLOCKS = 1
 
 
 def _planes(key: str, count: int, size: int, dtype: np.dtype[Any]) -> np.ndarray:
@@ -90,7 +92,7 @@ def conv3x3(x: np.ndarray, w: np.ndarray, padding: Pair, m: int, scale: np.ndarr
     # chunks: a few per thread, so that a thread that loses its core holds up little
     c_step = _workers.split(c, workers, 4)
     # blocks of at least _BLOCK_ROWS output channels: every block reads all of V
-    o_step = max(_workers.split(o, workers), min(o, _BLOCK_ROWS))
+    o_step = max(_workers.split(o, workers, _BLOCKS), min(o, _BLOCK_ROWS))
 
     def transform(i: int) -> None:
         if i == 0:  # U[xi, o*C + c] for all (o, c) at once: [alpha^2, 9] @ [9, O*C]
