@@ -18,7 +18,10 @@ DEVICE = "autodiff<triton-interpret>"
 
 def _step(weight_decay: float) -> tuple[object, list[object], np.ndarray, np.ndarray]:
     rng = np.random.default_rng(0)
-    dev = ember.device(DEVICE)
+    try:
+        dev = ember.device(DEVICE)
+    except RuntimeError as e:  # triton imported compiled in this process by an earlier test
+        pytest.skip(f"{DEVICE} is not available: {e}")
     model = ember.nn.Sequential(ember.nn.Linear(6, 5), ember.nn.Tanh(), ember.nn.Linear(5, 3))
     model.to(dev)
     params = list(model.parameters())
