@@ -56,7 +56,8 @@ def main() -> int:
             print(f"conformance on {device} (server pid {server.pid})", flush=True)
             conformance = subprocess.run(
                 [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                 "-p", "no:benchmark", "tests/conformance/test_conformance.py", f"--ember-device={device}",
+                 "-p", "no:benchmark", "tests/conformance/test_conformance.py",
+                 f"--ember-device={device}",
                  f"--ember-sample={args.sample}",
                  *(["-n", str(args.jobs)] if args.jobs > 1 else [])],
                 env={**env, "EMBER_REMOTE_TOKEN": token}, cwd=ROOT, check=False).returncode
