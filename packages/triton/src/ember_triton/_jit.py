@@ -32,7 +32,9 @@ def enable_interpreter() -> None:
     Triton decides when ``triton.language`` is imported whether its own library functions
     (``tl.sum``, ``tl.zeros``, ...) are interpreted, so ``TRITON_INTERPRET=1`` must be set
     before that import.  The interpreter device calls this when it is first created; a
-    process therefore runs either the interpreter or GPU devices, not both.
+    process therefore runs either the interpreter or GPU devices, not both: where triton came
+    in compiled first, the interpreter device is unavailable (`DeviceUnavailableError`, a
+    RuntimeError, saying why).
     """
     import os
     import sys
@@ -42,7 +44,9 @@ def enable_interpreter() -> None:
         from triton.runtime.interpreter import InterpretedFunction
 
         if not isinstance(standard.zeros, InterpretedFunction):
-            raise RuntimeError(
+            from ember.backend import DeviceUnavailableError
+
+            raise DeviceUnavailableError(
                 "device 'triton-interpret' needs Triton's interpreter, but triton was imported "
                 "in compiled mode in this process; set TRITON_INTERPRET=1 before importing "
                 "triton (or create the interpreter device first)")
