@@ -32,6 +32,7 @@ class Program:
         values = tr.values
         # externals: read from an argument, from a holder tensor, or kept as a constant
         readers: list[tuple[str, Any]] = []
+        held: dict[int, int] = {}  # id(holder tensor) -> the external slot of its value
         names: dict[int, str] = {}
         ns: dict[str, Any] = {}
         self._constants = ns
@@ -47,6 +48,7 @@ class Program:
             if holder is not None:
                 names[s] = f"E[{len(readers)}]"
                 readers.append(("tensor", holder))
+                held[id(holder)] = s
                 continue
             names[s] = f"C{s}"
             ns[f"C{s}"] = payload
@@ -74,7 +76,7 @@ class Program:
         self.updated = [False] * len(writes)
         can_update = getattr(inplace, "can_update", None)
         if can_update is not None:
-            into = _plan_updates(tr, last, readers, ext_names, writes, inplace, self.updated)
+            into = _plan_updates(tr, last, held, writes, inplace, self.updated)
             if into:
                 self.updating = self._generate(tr, dict(ext_names), last, final, reuse, into)
         self.n_out = len(outputs)
@@ -222,9 +224,9 @@ def _plan_inplace(tr: _trace.Tracer, last: dict[int, int], final: set[int],
     return reuse
 
 
-def _plan_updates(tr: _trace.Tracer, last: dict[int, int], readers: list[tuple[str, Any]],
-                  ext_names: dict[int, str], writes: list[tuple[int, Tensor, Any]],
-                  inplace: Any, updated: list[bool]) -> dict[int, dict[int, int]]:
+def _plan_updates(tr: _trace.Tracer, last: dict[int, int], held: dict[int, int],
+                  writes: list[tuple[int, Tensor, Any]], inplace: Any,
+                  updated: list[bool]) -> dict[int, dict[int, int]]:
     """Updates a kernel can write into the buffer of the value they replace:
     ``{call: {output index: external slot}}``, and ``updated[j]`` set for each such write.
 
@@ -239,12 +241,10 @@ def _plan_updates(tr: _trace.Tracer, last: dict[int, int], readers: list[tuple[s
     for i, c in enumerate(tr.calls):
         for k, s in enumerate(c.outs):
             made[s] = (i, k)
-    old_slot = {id(src): s for s, name in ext_names.items() if name.startswith("E[")
-                for kind, src in [readers[int(name[2:-1])]] if kind == "tensor"}
     into: dict[int, dict[int, int]] = {}
     alive: dict[int, list[int]] = {}  # call -> the slots read at or after it
     for j, (w, t, _) in enumerate(writes):
-        o = old_slot.get(id(t))
+        o = held.get(id(t))
         if o is None or w not in made:
             continue
         i, k = made[w]
