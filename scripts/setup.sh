@@ -34,6 +34,15 @@ if [ "$(id -u)" = "0" ] && [ "${EMBER_SKIP_APT:-0}" != "1" ]; then
   else
     say "OpenCL on the CPU (pocl-opencl-icd): present"
   fi
+  if ! ls /usr/share/vulkan/icd.d/lvp_icd.*.json >/dev/null 2>&1 \
+      || ! ls /usr/lib/*/libvulkan.so.1 >/dev/null 2>&1; then
+    # Mesa's software Vulkan (lavapipe) and the Vulkan loader: the WebGPU adapter the wgpu
+    # backend's tests run on (see shared FACTS.md)
+    apt_install "Vulkan on the CPU" mesa-vulkan-drivers libvulkan1 \
+      || echo "setup: could not install mesa-vulkan-drivers; WebGPU tests will be skipped" >&2
+  else
+    say "Vulkan on the CPU (mesa-vulkan-drivers, libvulkan1): present"
+  fi
   if ! command -v mpirun >/dev/null 2>&1; then
     # Debian's Open MPI: the MPI engine's library and mpirun (mpi4py's wheel loads it at run time)
     apt_install "Open MPI" openmpi-bin libopenmpi-dev \

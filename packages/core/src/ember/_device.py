@@ -29,7 +29,10 @@ class DeviceSpec:
     """What a plugin registers for a family of devices (``cpu``, ``opencl``, ``cuda``).
 
     ``factory(index)`` builds the backend; ``probe()`` returns ``(available, reason)`` and must
-    be cheap (no heavy imports); ``count()`` how many indices exist (1 when unknown).
+    be cheap (no heavy imports); ``count()`` how many indices exist (1 when unknown);
+    ``describe(index)``, where given, what index ``index`` is (an adapter's name and API), listed
+    by `ember.devices` in place of ``description`` when not empty (asked only of an available
+    family).
     """
 
     name: str
@@ -40,6 +43,7 @@ class DeviceSpec:
     description: str = ""
     plugin: str = ""
     indexed: bool = True
+    describe: Callable[[int], str] | None = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,7 @@ LOG = logging.getLogger("ember.device")
 PROVIDERS: dict[str, tuple[str, str | None, str, str]] = {
     "cpu": ("ember-backend-cpu", "cpu", "packages/backend-cpu", "cpu"),
     "opencl": ("ember-backend-opencl", "opencl", "packages/backend-opencl", "opencl"),
+    "wgpu": ("ember-backend-wgpu", "wgpu", "packages/backend-wgpu", "wgpu"),
     "cuda": ("ember-backend-cuda", "cuda", "packages/backend-cuda", "cuda"),
     "rocm": ("ember-backend-rocm", "rocm", "packages/backend-rocm", "rocm"),
     "triton-interpret": ("ember-triton", "triton", "packages/triton", "triton"),
@@ -422,8 +427,15 @@ def devices() -> list[DeviceInfo]:
             ok, reason = False, f"probe failed: {type(exc).__name__}: {exc}"
         n = spec.count() if ok else 1
         names = [f"{spec.name}:{i}" for i in range(n)] if spec.indexed else [spec.name]
-        for name in names:
-            rows.append(DeviceInfo(name, "device", ok, reason, spec.description, spec.plugin))
+        for i, name in enumerate(names):
+            about = ""
+            if ok and spec.describe is not None:
+                try:
+                    about = spec.describe(i)
+                except Exception:  # a description must never take ember down either
+                    about = ""
+            rows.append(DeviceInfo(name, "device", ok, reason, about or spec.description,
+                                   spec.plugin))
     for dspec in sorted(REGISTRY.decorators.values(), key=lambda s: s.name):
         rows.append(DeviceInfo(f"{dspec.name}<...>", "decorator", True, "",
                                dspec.description, dspec.plugin))

@@ -1,0 +1,26 @@
+"""ember's WebGPU backend: kernels rendered to WGSL from the kernel IR, run through wgpu-py on
+Vulkan, Metal or DirectX 12.
+
+The plugin (:mod:`ember_wgpu.plugin`) registers the ``wgpu`` device family; `WgpuBackend` is
+the backend, and each kernel family lives in the module named like core's op group.  Names are
+imported on first access so that plugin discovery (which imports this package) never loads
+wgpu.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["WGArray", "WgpuBackend"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "WgpuBackend":
+        from .backend import WgpuBackend
+
+        return WgpuBackend
+    if name == "WGArray":
+        from .runtime import WGArray
+
+        return WGArray
+    raise AttributeError(f"module 'ember_wgpu' has no attribute {name!r}")

@@ -1,0 +1,81 @@
+"""The wgpu device: payloads are `WGArray` views, kernels come from one table per op group.
+
+dtypes: float32, int32 and bool on every adapter; int64 where the adapter offers
+``shader-int64`` and float16 where it offers ``shader-f16`` (both native WGSL types through
+wgpu-native's extensions).  float64 is never offered: naga's WGSL front end applies no math
+built-in (not even ``sqrt`` or ``floor``) to ``f64`` and Vulkan's GLSL.std.450 has no 64-bit
+transcendental functions, so only its arithmetic would be native.  bfloat16 and the 8/16-bit
+integers have no WGSL type.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import ember
+from ember.backend import Backend, DType, Kernel, ir, numpy_dtype
+from ember.ops import Op
+
+from . import creation, elementwise, movement, reduction
+from .runtime import Runtime, WGArray, describe
+from .strided import contiguous
+
+__all__ = ["SKIPS", "WgpuBackend"]
+
+#: conformance cases this backend declares it cannot pass yet: ``{pattern: reason}``
+SKIPS: dict[str, str] = {}
+
+
+class WgpuBackend(Backend):
+    """One WebGPU adapter through wgpu-py: a queue, pooled storage buffers, WGSL kernels.
+
+    Kernels are recorded and submitted in batches; only host reads (``to_numpy``) wait.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import ember
+    >>> x = ember.tensor(np.arange(3, dtype=np.float32), device="wgpu:0")
+    >>> (x + x).tolist()
+    [0.0, 2.0, 4.0]
+    """
+
+    name = "wgpu"
+
+    def __init__(self, adapter: Any, index: int = 0) -> None:
+        self.index = index
+        self.runtime = rt = Runtime(adapter)
+        dtypes = {ember.float32, ember.int32, ember.bool_}
+        if rt.i64:
+            dtypes.add(ember.int64)
+        if rt.f16:
+            dtypes.add(ember.float16)
+        self.dtypes = frozenset(dtypes)
+        self.kernels: dict[Any, Kernel] = {}
+        for module in (creation, elementwise, reduction, movement):
+            self.kernels.update(module.kernels(rt))
+        from ember.backend import extra_kernels
+
+        self.kernels.update(extra_kernels("wgpu"))  # custom ops other plugins provide
+        super().__init__()
+
+    @property
+    def device_name(self) -> str:
+        return describe(self.runtime.adapter)
+
+    def ir_kernel(self, op: Op) -> Kernel | None:
+        """An elementwise op known only from its kernel IR definition, rendered to WGSL."""
+        return elementwise.ir_kernel(self.runtime, op) if ir.defined(op.name) else None
+
+    def from_numpy(self, array: np.ndarray, dtype: DType) -> WGArray:
+        host = np.asarray(array, dtype=numpy_dtype(dtype))
+        return self.runtime.upload(host)
+
+    def to_numpy(self, payload: WGArray, dtype: DType) -> np.ndarray:
+        dense = contiguous(self.runtime, payload)
+        return self.runtime.read(dense).astype(numpy_dtype(dtype), copy=False)
+
+    def synchronize(self) -> None:
+        self.runtime.synchronize()

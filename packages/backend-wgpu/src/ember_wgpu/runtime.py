@@ -1,0 +1,322 @@
+"""The device page: adapter look-up, one device and queue, a pooled allocator, a host staging
+path, a pipeline cache, and `WGArray`, the strided view every kernel reads and writes.
+
+Kernels are recorded into one open command encoder and submitted together at the next host
+transfer (or every `BATCH` dispatches), so a chain of small ops costs one submission.  Buffers
+come from a pool of power-of-two size classes and return to it when their last view dies; a
+buffer freed while recorded work still reads it is safe to hand out again, because every later
+use is recorded after that work on the same queue.  Host writes (``queue.write_buffer``) run
+before the commands of the next submission, so the open encoder is submitted first.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ember.backend import allocation_error
+
+__all__ = ["GROUP", "MAXD", "STORAGE", "WGArray", "Runtime", "adapters", "contiguous_strides",
+           "storage_dtype"]
+
+#: work-group size of every 1-d kernel
+GROUP = 64
+#: axes an indexed kernel walks (after merging contiguous ones)
+MAXD = 8
+#: dispatches recorded before the open encoder is submitted anyway
+BATCH = 256
+
+#: how each ember dtype is stored in a storage buffer: bools as 0/1 ``u32`` (WGSL's ``bool``
+#: has no storage layout), the rest natively
+STORAGE = {"float32": ("f32", np.float32), "float16": ("f16", np.float16),
+           "int32": ("i32", np.int32), "int64": ("i64", np.int64), "uint32": ("u32", np.uint32),
+           "bool": ("u32", np.uint32)}
+
+
+def storage_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:
+    """The numpy dtype of ``dtype``'s device storage (bool -> uint32)."""
+    return np.dtype(STORAGE[np.dtype(dtype).name][1])
+
+
+def _private_runtime_dir() -> None:
+    # Mesa's Vulkan loader warns on stderr when XDG_RUNTIME_DIR is unset; a private folder
+    # silences it (only where nothing is set)
+    if not os.environ.get("XDG_RUNTIME_DIR"):
+        os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="ember-xdg-")
+
+
+def adapters() -> list[Any]:
+    """The adapters ``wgpu:N`` indexes: the high-performance one first, then every other
+    compute-capable adapter of another backend or name (wgpu-native lists each physical
+    device once per API; the GL ones cannot run compute shaders and are left out)."""
+    _private_runtime_dir()
+    import wgpu
+
+    best = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
+    out = [best] if best is not None else []
+    seen = {(best.info["backend_type"], best.info["device"])} if best is not None else set()
+    for a in wgpu.gpu.enumerate_adapters_sync():
+        key = (a.info["backend_type"], a.info["device"])
+        if key in seen or a.info["backend_type"] == "OpenGL":
+            continue
+        seen.add(key)
+        out.append(a)
+    return out
+
+
+def describe(adapter: Any) -> str:
+    info = adapter.info
+    return f"{info['device']} ({info['adapter_type']}, {info['backend_type']})"
+
+
+def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+class Block:
+    """One pooled storage buffer; gives itself back to the pool when the last view dies.
+
+    The runtime keeps every buffer it made reachable (``Runtime._owned``): a block dying in a
+    reference cycle (a traceback's frames) must not find its buffer released by the same
+    collection (wgpu-py releases a buffer's handle in its ``__del__``).
+    """
+
+    __slots__ = ("__weakref__", "buffer", "nbytes", "pool")
+
+    def __init__(self, buffer: Any, nbytes: int, pool: dict[int, list[Any]]) -> None:
+        self.buffer, self.nbytes, self.pool = buffer, nbytes, pool
+
+    def __del__(self) -> None:
+        self.pool.setdefault(self.nbytes, []).append(self.buffer)
+
+
+class WGArray:
+    """A strided view of a storage buffer: ``shape``, ``strides`` and ``offset`` in elements;
+    ``dtype`` is the ember (numpy) dtype, stored as `storage_dtype` of it.
+
+    Tensors are immutable, so views share blocks freely; no kernel writes into an input.
+    """
+
+    __slots__ = ("block", "dtype", "offset", "shape", "strides")
+
+    def __init__(self, block: Block, shape: Sequence[int], dtype: np.dtype[Any],
+                 strides: Sequence[int] | None = None, offset: int = 0) -> None:
+        self.block = block
+        self.shape = tuple(int(n) for n in shape)
+        self.dtype = np.dtype(dtype)
+        self.strides = contiguous_strides(self.shape) if strides is None else tuple(strides)
+        self.offset = int(offset)
+
+    @property
+    def buffer(self) -> Any:
+        return self.block.buffer
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def is_contiguous(self) -> bool:
+        return all(s == c for s, c, n in zip(self.strides, contiguous_strides(self.shape),
+                                             self.shape, strict=True) if n != 1)
+
+    def view(self, shape: Sequence[int], strides: Sequence[int], offset: int) -> WGArray:
+        return WGArray(self.block, shape, self.dtype, strides, offset)
+
+    def __repr__(self) -> str:
+        return f"WGArray(shape={self.shape}, dtype={self.dtype}, strides={self.strides})"
+
+
+class Runtime:
+    """One WebGPU device: its queue, buffer pool, staging buffer and compiled pipelines."""
+
+    def __init__(self, adapter: Any) -> None:
+        import wgpu
+
+        self.wgpu = wgpu
+        self.adapter = adapter
+        offered = set(adapter.features)
+        #: WGSL extensions this device has: f16 storage and math, 64-bit integers
+        self.f16 = "shader-f16" in offered
+        self.i64 = "shader-int64" in offered
+        features = [f for f in ("shader-f16", "shader-int64") if f in offered]
+        lim = adapter.limits
+        limits = {k: lim[k] for k in ("max-storage-buffer-binding-size", "max-buffer-size",
+                                      "max-storage-buffers-per-shader-stage",
+                                      "max-compute-workgroup-storage-size",
+                                      "max-compute-invocations-per-workgroup")}
+        self.device = adapter.request_device_sync(required_features=features,
+                                                  required_limits=limits)
+        self.queue = self.device.queue
+        self.max_binding = int(limits["max-storage-buffer-binding-size"])
+        self.max_groups = int(lim["max-compute-workgroups-per-dimension"])
+        U = wgpu.BufferUsage
+        self._usage = U.STORAGE | U.COPY_SRC | U.COPY_DST
+        self._pool: dict[int, list[Any]] = {}
+        self._owned: list[Any] = []
+        self._staging: Any = None
+        self._encoder: Any = None
+        self._pending = 0
+        self._pipelines: dict[str, Any] = {}
+        self._layouts: dict[tuple[int, int], tuple[Any, Any]] = {}
+
+    @property
+    def name(self) -> str:
+        return str(self.adapter.info["device"])
+
+    # -- memory -------------------------------------------------------------------------------
+
+    def empty(self, shape: Sequence[int], dtype: np.dtype[Any]) -> WGArray:
+        """A new contiguous array from the pool; a size the device cannot bind is an
+        `ember.OutOfMemoryError` naming the shape, dtype and bytes."""
+        shape = tuple(int(n) for n in shape)
+        item = storage_dtype(dtype).itemsize
+        need = math.prod(shape) * item
+        if need > self.max_binding:
+            raise allocation_error(shape, dtype, need, reason=(
+                f"the WebGPU adapter {self.name!r} binds at most {self.max_binding} bytes "
+                "per storage buffer"))
+        nbytes = max(16, 1 << (max(need, 1) - 1).bit_length())
+        free = self._pool.get(nbytes)
+        if free:
+            buffer = free.pop()
+        else:
+            try:
+                buffer = self.device.create_buffer(size=nbytes, usage=self._usage)
+                self._owned.append(buffer)
+            except Exception as exc:  # wgpu-native reports allocation failures as errors
+                raise allocation_error(shape, dtype, nbytes, reason=f"WebGPU: {exc}") from exc
+        return WGArray(Block(buffer, nbytes, self._pool), shape, dtype)
+
+    def upload(self, host: np.ndarray) -> WGArray:
+        """A new array holding ``host`` (of the ember dtype it stands for)."""
+        out = self.empty(host.shape, host.dtype)
+        data = np.ascontiguousarray(host, dtype=storage_dtype(host.dtype)).reshape(-1)
+        if data.size:
+            raw = data.view(np.uint8)
+            if raw.size % 4:
+                raw = np.concatenate([raw, np.zeros(4 - raw.size % 4, np.uint8)])
+            self.flush()  # the write runs before the next submission: commands first
+            self.queue.write_buffer(out.buffer, 0, raw)
+        return out
+
+    def read(self, arr: WGArray) -> np.ndarray:
+        """The values of a contiguous ``arr`` on the host, through the reusable staging buffer
+        (a copy, a submission, a map): the one place that waits for the device."""
+        st = storage_dtype(arr.dtype)
+        n = arr.size
+        if n == 0:
+            return np.empty(arr.shape, arr.dtype)
+        start = arr.offset * st.itemsize
+        begin = start - start % 4
+        size = -(-(start + n * st.itemsize - begin) // 4) * 4
+        if self._staging is None or self._staging.size < size:
+            U = self.wgpu.BufferUsage
+            cap = max(1 << (size - 1).bit_length(), 4096)
+            self._staging = self.device.create_buffer(size=cap, usage=U.MAP_READ | U.COPY_DST)
+        enc = self._encoder_now()
+        enc.copy_buffer_to_buffer(arr.buffer, begin, self._staging, 0, size)
+        self.flush()
+        self._staging.map_sync(self.wgpu.MapMode.READ, 0, size)
+        try:
+            raw = np.frombuffer(self._staging.read_mapped(0, size, copy=True), np.uint8)
+        finally:
+            self._staging.unmap()
+        vals = raw[start - begin:start - begin + n * st.itemsize].view(st).reshape(arr.shape)
+        out: np.ndarray = vals != 0 if arr.dtype == np.bool_ else vals.astype(arr.dtype,
+                                                                            copy=False)
+        return out
+
+    # -- pipelines and dispatch ---------------------------------------------------------------
+
+    def _layout(self, n_read: int, n_write: int) -> tuple[Any, Any]:
+        """The bind-group and pipeline layouts of ``n_read`` read-only storage buffers, then
+        ``n_write`` written ones, then the read-only parameter words."""
+        key = (n_read, n_write)
+        got = self._layouts.get(key)
+        if got is None:
+            wgpu = self.wgpu
+            entries = []
+            for b in range(n_read + n_write + 1):
+                kind = (wgpu.BufferBindingType.storage if n_read <= b < n_read + n_write
+                        else wgpu.BufferBindingType.read_only_storage)
+                entries.append({"binding": b, "visibility": wgpu.ShaderStage.COMPUTE,
+                                "buffer": {"type": kind}})
+            bgl = self.device.create_bind_group_layout(entries=entries)
+            got = self._layouts[key] = (bgl, self.device.create_pipeline_layout(
+                bind_group_layouts=[bgl]))
+        return got
+
+    def pipeline(self, source: str, n_read: int, n_write: int) -> Any:
+        """The compute pipeline of WGSL ``source`` (entry point ``main``), built once per
+        process."""
+        p = self._pipelines.get(source)
+        if p is None:
+            module = self.device.create_shader_module(code=source)
+            p = self._pipelines[source] = self.device.create_compute_pipeline(
+                layout=self._layout(n_read, n_write)[1],
+                compute={"module": module, "entry_point": "main"})
+        return p
+
+    def _encoder_now(self) -> Any:
+        if self._encoder is None:
+            self._encoder = self.device.create_command_encoder()
+        return self._encoder
+
+    def dispatch(self, source: str, reads: Sequence[WGArray], writes: Sequence[WGArray],
+                 words: Sequence[int], threads: int) -> None:
+        """Record one dispatch of ``source`` over ``threads`` invocations in work-groups of
+        `GROUP` (spread over a 2-d grid beyond the per-dimension limit; kernels compute their
+        index as ``gid.x + gid.y * nwg.x * GROUP``), with ``words`` as its parameters."""
+        if threads <= 0:
+            return
+        groups = -(-threads // GROUP)
+        gx, gy = groups, 1
+        if groups > self.max_groups:
+            gy = -(-groups // self.max_groups)
+            gx = -(-groups // gy)
+        self.record(source, reads, writes, words, (gx, gy, 1))
+
+    def record(self, source: str, reads: Sequence[WGArray], writes: Sequence[WGArray],
+               words: Sequence[int], groups: tuple[int, int, int]) -> None:
+        """Record one dispatch of ``groups`` work-groups."""
+        pipe = self.pipeline(source, len(reads), len(writes))
+        params = np.asarray([*words, 0], dtype=np.int64).astype(np.int32)
+        pbuf = self.device.create_buffer_with_data(data=params,
+                                                   usage=self.wgpu.BufferUsage.STORAGE)
+        entries = [{"binding": b, "resource": {"buffer": x.buffer}}
+                   for b, x in enumerate([*reads, *writes])]
+        entries.append({"binding": len(entries), "resource": {"buffer": pbuf}})
+        bg = self.device.create_bind_group(layout=self._layout(len(reads), len(writes))[0],
+                                           entries=entries)
+        cp = self._encoder_now().begin_compute_pass()
+        cp.set_pipeline(pipe)
+        cp.set_bind_group(0, bg)
+        cp.dispatch_workgroups(*groups)
+        cp.end()
+        self._pending += 1
+        if self._pending >= BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        """Submit what is recorded."""
+        if self._encoder is not None:
+            enc, self._encoder, self._pending = self._encoder, None, 0
+            self.queue.submit([enc.finish()])
+
+    def synchronize(self) -> None:
+        """Wait until the device is idle (a tiny read: ``on_submitted_work_done_sync`` is
+        broken in wgpu-py 0.32.0)."""
+        self.read(self.empty((1,), np.dtype(np.int32)))  # waits for all earlier submissions

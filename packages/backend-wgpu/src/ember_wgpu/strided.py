@@ -1,0 +1,222 @@
+"""Generated strided kernels: one invocation per element of an N-d iteration space.
+
+`run_map` evaluates WGSL expressions over inputs broadcast to a shape and stores them into
+fresh contiguous arrays or into given (strided) views.  Axes that every operand walks
+contiguously are merged first; sizes, strides and offsets are parameter words, so one pipeline
+serves every shape and layout of the same expressions and dtypes.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .render import WGSL_TYPES, prelude
+from .runtime import GROUP, MAXD, STORAGE, Runtime, WGArray
+
+__all__ = ["broadcast_view", "collapse", "contiguous", "copy_into", "header", "load", "run_map",
+           "scalar_words", "store", "wgsl_compute", "wgsl_storage"]
+
+
+def wgsl_storage(dtype: np.dtype[Any]) -> str:
+    return STORAGE[np.dtype(dtype).name][0]
+
+
+def wgsl_compute(dtype: np.dtype[Any]) -> str:
+    """The WGSL type values of ``dtype`` compute in (float16 in f32, bool as bool)."""
+    name = np.dtype(dtype).name
+    return "bool" if name == "bool" else ("f32" if name == "float16" else STORAGE[name][0])
+
+
+def ir_name(dtype: np.dtype[Any]) -> str:
+    return np.dtype(dtype).name
+
+
+def load(dtype: np.dtype[Any], ref: str) -> str:
+    """WGSL converting the stored element ``ref`` of ``dtype`` to its compute type."""
+    name = np.dtype(dtype).name
+    if name == "bool":
+        return f"({ref} != 0u)"
+    if name == "float16":
+        return f"f32({ref})"
+    return ref
+
+
+def store(dtype: np.dtype[Any], value: str) -> str:
+    """WGSL converting ``value`` (of the compute type) to the storage of ``dtype``."""
+    name = np.dtype(dtype).name
+    if name == "bool":
+        return f"select(0u, 1u, {value})"
+    if name == "float16":
+        return f"f16({value})"
+    return value
+
+
+def scalar_words(dtype: str, value: Any) -> list[int]:
+    """The 32-bit parameter words of a scalar of IR compute ``dtype``."""
+    if dtype == "float32":
+        return [struct.unpack("<i", struct.pack("<f", float(value)))[0]]
+    if dtype in ("int64", "uint64"):
+        v = int(value) % (1 << 64)
+        lo, hi = v & 0xFFFFFFFF, v >> 32
+        return [lo - (1 << 32) if lo >= 1 << 31 else lo, hi - (1 << 32) if hi >= 1 << 31 else hi]
+    v = int(bool(value)) if dtype == "bool" else int(value) % (1 << 32)
+    return [v - (1 << 32) if v >= 1 << 31 else v]
+
+
+def _scalar_decl(j: int, dtype: str, at: int) -> tuple[str, int]:
+    if dtype == "float32":
+        return f"let s{j} = bitcast<f32>(P[{at}]);", 1
+    if dtype == "int64":
+        return f"let s{j} = i64(bitcast<u32>(P[{at}])) | (i64(P[{at + 1}]) << 32u);", 2
+    if dtype == "bool":
+        return f"let s{j} = P[{at}] != 0;", 1
+    if dtype == "int32":
+        return f"let s{j} = P[{at}];", 1
+    if dtype in ("uint32", "uint8"):
+        return f"let s{j} = bitcast<u32>(P[{at}]);", 1
+    raise NotImplementedError(f"wgpu: a scalar of {dtype}")
+
+
+def header(storage: Sequence[str], n_read: int) -> str:
+    """Bindings ``b0..``: ``n_read`` read-only arrays, then written ones, then ``P``."""
+    out = ["enable f16;"] if "f16" in storage else []
+    for k, t in enumerate(storage):
+        access = "read" if k < n_read else "read_write"
+        out.append(f"@group(0) @binding({k}) var<storage, {access}> b{k}: array<{t}>;")
+    out.append(f"@group(0) @binding({len(storage)}) var<storage, read> P: array<i32>;")
+    return "\n".join(out)
+
+
+ENTRY = (f"@compute @workgroup_size({GROUP})\n"
+         "fn main(@builtin(global_invocation_id) gid: vec3<u32>, "
+         "@builtin(num_workgroups) nwg: vec3<u32>) {\n"
+         f"    let i = i32(gid.x + gid.y * nwg.x * {GROUP}u);\n")
+
+
+def broadcast_view(x: WGArray, shape: Sequence[int]) -> WGArray:
+    """``x`` seen with ``shape`` (numpy broadcasting: leading axes added, size-1 axes stride 0)."""
+    lead = len(shape) - x.ndim
+    strides = [0] * lead
+    for n, s, target in zip(x.shape, x.strides, shape[lead:], strict=True):
+        strides.append(0 if n == 1 and target != 1 else s)
+    return x.view(tuple(shape), tuple(strides), x.offset)
+
+
+def collapse(shape: Sequence[int], strides: Sequence[Sequence[int]]
+             ) -> tuple[list[int], list[list[int]]]:
+    """Drop size-1 axes and merge neighbours every operand steps through contiguously."""
+    keep = [d for d, n in enumerate(shape) if n != 1]
+    dims = [shape[d] for d in keep]
+    sts = [[s[d] for d in keep] for s in strides]
+    i = 0
+    while i + 1 < len(dims):
+        if all(s[i] == s[i + 1] * dims[i + 1] for s in sts):
+            dims[i] *= dims[i + 1]
+            for s in sts:
+                s[i] = s[i + 1]
+                del s[i + 1]
+            del dims[i + 1]
+        else:
+            i += 1
+    return dims, sts
+
+
+_SOURCES: dict[tuple[Any, ...], str] = {}
+
+
+def _source(lines: Sequence[str], outs: Sequence[tuple[str, np.dtype[Any]]],
+            in_dtypes: Sequence[np.dtype[Any]], names: Sequence[str],
+            scalar_types: Sequence[str], raw: bool) -> str:
+    n_ops = len(outs) + len(in_dtypes)
+    storage = [wgsl_storage(d) for d in in_dtypes] + [wgsl_storage(d) for _, d in outs]
+    base = 2 + MAXD
+    body = ["    if (i >= P[0]) { return; }", "    var r = i;"]
+    # operand k's words: offset at base + k * (MAXD + 1), strides after it (inputs first)
+    for k in range(n_ops):
+        body.append(f"    var o{k} = P[{base + k * (MAXD + 1)}];")
+    walk = "".join(f" o{k} = o{k} + q * P[{base + k * (MAXD + 1) + 1} + d];"
+                   for k in range(n_ops))
+    body += ["    for (var d = P[1] - 1; d >= 0; d = d - 1) {",
+             "        let n = P[2 + d];",
+             f"        let q = r % n; r = r / n;{walk}", "    }"]
+    at = base + n_ops * (MAXD + 1)
+    for j, t in enumerate(scalar_types):
+        decl, used = _scalar_decl(j, t, at)
+        body.append(f"    {decl}")
+        at += used
+    for k, (dt, name) in enumerate(zip(in_dtypes, names, strict=False)):
+        ref = f"b{k}[o{k}]"
+        body.append(f"    let {name} = {ref if raw else load(dt, ref)};")
+    body += [f"    {line}" for line in lines]
+    for m, (expr, dt) in enumerate(outs):
+        k = len(in_dtypes) + m
+        body.append(f"    b{k}[o{k}] = {expr if raw else store(dt, expr)};")
+    main = ENTRY + "\n".join(body) + "\n}\n"
+    return header(storage, len(in_dtypes)) + "\n" + prelude(main) + main
+
+
+NAMES = ("a", "b", "c", "d")
+
+
+def run_map(rt: Runtime, expr: str, inputs: Sequence[WGArray], *,
+            out: WGArray | None = None, shape: Sequence[int] | None = None,
+            dtype: np.dtype[Any] | None = None, scalars: Sequence[tuple[str, Any]] = (),
+            lines: Sequence[str] = ()) -> WGArray:
+    """Evaluate ``expr`` (inputs named ``a b c d``, scalars ``s0 s1`` of IR dtypes, linear
+    index ``i``, after the ``let`` statements ``lines``) into a new array or into ``out``."""
+    if out is None:
+        if shape is None:
+            shape = np.broadcast_shapes(*(x.shape for x in inputs))
+        out = rt.empty(tuple(shape), inputs[0].dtype if dtype is None else np.dtype(dtype))
+    map_into(rt, list(lines), [(expr, out)], inputs, NAMES, scalars)
+    return out
+
+
+def map_into(rt: Runtime, lines: list[str], outs: Sequence[tuple[str, WGArray]],
+             inputs: Sequence[WGArray], names: Sequence[str],
+             scalars: Sequence[tuple[str, Any]] = ()) -> None:
+    """Store each ``(expression, view)`` of ``outs`` (views of one shape) for every element."""
+    shape = outs[0][1].shape
+    total = math.prod(shape)
+    if total == 0:
+        return
+    views = [broadcast_view(x, shape) for x in inputs]
+    dims, sts = collapse(shape, [*(v.strides for v in views), *(o.strides for _, o in outs)])
+    if len(dims) > MAXD:
+        raise NotImplementedError(f"wgpu: elementwise kernels walk at most {MAXD} axes, "
+                                  f"got {len(dims)} after merging")
+    raw = (len(outs) == 1 and outs[0][0] == names[0] and len(inputs) == 1
+           and inputs[0].dtype == outs[0][1].dtype and not lines)
+    key = (tuple(lines), tuple((e, o.dtype) for e, o in outs), tuple(x.dtype for x in inputs),
+           tuple(names[:len(inputs)]), tuple(t for t, _ in scalars), raw)
+    src = _SOURCES.get(key)
+    if src is None:
+        src = _SOURCES[key] = _source(lines, [(e, o.dtype) for e, o in outs],
+                                      [x.dtype for x in inputs], names,
+                                      [t for t, _ in scalars], raw)
+    words = [total, len(dims), *dims, *([0] * (MAXD - len(dims)))]
+    for v, s in zip([*views, *(o for _, o in outs)], sts, strict=True):
+        words += [v.offset, *s, *([0] * (MAXD - len(s)))]
+    for t, val in scalars:
+        words += scalar_words(t, val)
+    rt.dispatch(src, list(inputs), [o for _, o in outs], words, total)
+
+
+def copy_into(rt: Runtime, dst: WGArray, src: WGArray) -> WGArray:
+    """Copy ``src`` (broadcast) into the view ``dst``."""
+    return run_map(rt, "a", [src], out=dst)
+
+
+def contiguous(rt: Runtime, x: WGArray) -> WGArray:
+    """``x`` itself when dense, else a dense copy."""
+    if x.is_contiguous():
+        return x
+    return run_map(rt, "a", [x])
+
+
+WGSL = WGSL_TYPES

@@ -1,0 +1,137 @@
+"""What is specific to the WebGPU backend, against numpy float64 oracles: the WGSL helper
+functions WGSL lacks (erf, expm1, log1p, C's pow, the inverse trigonometric functions), strided
+and broadcast kernels, workgroup-tree reductions (one and two passes), the staging path, the
+buffer pool and the per-adapter dtypes."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from conftest import check
+
+import ember
+
+RNG = np.random.default_rng(7)
+
+
+def _t(a: np.ndarray, dev: object) -> ember.Tensor:
+    return ember.tensor(a, device=dev)
+
+
+def test_adapter_is_listed_with_its_name_and_api(wg_device: object) -> None:
+    row = next(d for d in ember.devices() if d.name == "wgpu:0")
+    backend = ember.device("wgpu:0")._backend  # type: ignore[attr-defined]
+    info = backend.runtime.adapter.info
+    assert row.description == f"{info['device']} ({info['adapter_type']}, {info['backend_type']})"
+
+
+def test_float64_is_declared_unsupported_and_refused_with_the_device_named(
+        wg_device: object) -> None:
+    assert not ember.device("wgpu:0").supports(ember.float64)
+    assert ember.device("wgpu:0").supports(ember.float32)
+    with pytest.raises(ember.DTypeError, match=r"wgpu:0.*float64"):
+        ember.zeros(3, dtype=ember.float64, device="wgpu:0")
+
+
+@pytest.mark.parametrize("name,fn", [
+    ("erf", np.vectorize(math.erf)), ("expm1", np.expm1), ("log1p", np.log1p),
+    ("asin", np.arcsin), ("acos", np.arccos), ("atan", np.arctan), ("sinh", np.sinh),
+    ("cosh", np.cosh), ("tanh", np.tanh)])
+def test_helper_functions_match_numpy_in_float32(wg_device: object, name: str, fn: object) -> None:
+    x = np.concatenate([np.linspace(-0.999, 0.999, 401), [0.0, -0.0, 1e-8, -3e-6, 1.0, -1.0]])
+    if name in ("erf", "expm1", "sinh", "cosh", "tanh", "atan"):
+        x = np.concatenate([x, np.linspace(-9, 9, 301), [30.0, -30.0, np.inf, -np.inf]])
+    if name == "log1p":
+        x = np.concatenate([x, np.geomspace(1e-7, 1e30, 50)])
+    a = x.astype(np.float32)
+    got = getattr(_t(a, wg_device), name)()
+    with np.errstate(all="ignore"):
+        check(got, fn(a.astype(np.float64)), rtol=3e-6, atol=2e-7)  # type: ignore[operator]
+
+
+def test_pow_follows_c_for_negative_bases_zeros_and_infinities(wg_device: object) -> None:
+    base = np.array([-2.0, -2.0, -0.0, -0.0, -np.inf, -np.inf, 0.0, 2.5, -1.0, 1.0, np.nan, 3.0],
+                    np.float32)
+    expo = np.array([3.0, 0.5, -3.0, 2.0, 3.0, 0.5, -1.0, 1.7, np.inf, np.nan, 0.0, 20.0],
+                    np.float32)
+    with np.errstate(all="ignore"):
+        want = np.power(base.astype(np.float64), expo.astype(np.float64))
+    check(_t(base, wg_device) ** _t(expo, wg_device), want, rtol=2e-6)
+
+
+def test_atan2_signs_of_zeros_and_infinities(wg_device: object) -> None:
+    y = np.array([0.0, -0.0, 0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.inf, 3.0, np.nan],
+                 np.float32)
+    x = np.array([-0.0, -0.0, 0.0, 0.0, 0.0, -np.inf, np.inf, -np.inf, 2.0, -4.0, 1.0],
+                 np.float32)
+    got = ember.atan2(_t(y, wg_device), _t(x, wg_device)).numpy()
+    want = np.arctan2(y.astype(np.float64), x.astype(np.float64))
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert list(np.signbit(got[:4])) == list(np.signbit(want[:4]))
+
+
+def test_nan_compares_unequal_and_counts_as_true(wg_device: object) -> None:
+    a = np.array([np.nan, 0.0, 1.0], np.float32)
+    x = _t(a, wg_device)
+    check(x != x, np.array([True, False, False]))
+    check(x.logical_not(), np.array([False, True, False]))
+    check(x.all(), np.array(False))
+    check(_t(np.array([np.nan, 2.0], np.float32), wg_device).all(), np.array(True))
+
+
+def test_broadcast_and_strided_operands_in_one_kernel(wg_device: object) -> None:
+    a = RNG.standard_normal((5, 1, 6)).astype(np.float32)
+    b = RNG.standard_normal((5, 6, 3)).astype(np.float32)
+    x = _t(a, wg_device)
+    y = _t(b, wg_device).permute(0, 2, 1)[:, ::2, ::-1]  # a strided, reversed view
+    want = a.astype(np.float64) * np.transpose(b, (0, 2, 1))[:, ::2, ::-1] + 1.5
+    check(x * y + 1.5, want)
+
+
+@pytest.mark.parametrize("shape,dims", [((3, 5, 7), (0, 2)), ((300, 17), (0,)),
+                                        (((1 << 16) + 5,), (0,)), ((2, 40000), (1,))])
+def test_reductions_match_numpy_in_one_and_two_passes(wg_device: object, shape: tuple,
+                                                      dims: tuple) -> None:
+    a = RNG.standard_normal(shape).astype(np.float32)
+    x = _t(a, wg_device)
+    a64 = a.astype(np.float64)
+    check(x.sum(dim=dims), a64.sum(axis=dims), rtol=1e-5, atol=1e-3)
+    check(x.amax(dim=dims), a64.max(axis=dims))
+    check(x.mean(dim=dims), a64.mean(axis=dims), rtol=1e-5, atol=1e-5)
+    a[(0,) * len(shape)] = np.nan
+    check(_t(a, wg_device).amin(dim=dims), a.astype(np.float64).min(axis=dims))
+    if len(dims) == 1:
+        i = RNG.integers(-50, 50, shape).astype(np.int64)
+        check(_t(i, wg_device).argmax(dim=dims[0]), i.argmax(axis=dims[0]))
+        check(_t(i, wg_device).sum(dim=dims), i.sum(axis=dims))
+
+
+def test_reading_a_view_reads_only_its_elements(wg_device: object) -> None:
+    a = np.arange(37, dtype=np.float16)
+    x = _t(a, wg_device)
+    check(x[3:20:2], a[3:20:2].astype(np.float64))  # an odd 16-bit offset through staging
+    check(x[5:9], a[5:9].astype(np.float64))
+
+
+def test_freed_buffers_are_reused_from_the_pool(wg_device: object) -> None:
+    rt = ember.device("wgpu:0")._backend.runtime  # type: ignore[attr-defined]
+    x = _t(np.ones(1000, np.float32), wg_device)
+    check(x * 2 + 1, np.full(1000, 3.0))  # warms the pool for this expression
+    before = len(rt._owned)
+    for _ in range(20):
+        check(x * 2 + 1, np.full(1000, 3.0))
+    assert len(rt._owned) == before
+
+
+def test_random_numbers_repeat_for_a_seed_and_look_uniform(wg_device: object) -> None:
+    ember.manual_seed(5)
+    a = ember.rand(20000, device="wgpu:0").numpy()
+    ember.manual_seed(5)
+    b = ember.rand(20000, device="wgpu:0").numpy()
+    np.testing.assert_array_equal(a, b)
+    assert 0.0 <= a.min() and a.max() < 1.0
+    assert abs(a.mean() - 0.5) < 0.01 and abs(a.var() - 1 / 12) < 0.005
+    n = ember.randn(20000, device="wgpu:0").numpy()
+    assert abs(n.mean()) < 0.03 and abs(n.std() - 1) < 0.03
