@@ -79,3 +79,25 @@ def test_matmul_with_bias_and_relu_epilogue_is_one_kernel(blocked: ember.Device,
     assert s.kernels_launched == 1
     assert s.last_groups[0].startswith("rows[matmul+add+clamp")
     np.testing.assert_allclose(got, np.maximum(a @ w + bias, 0), rtol=1e-12)
+
+
+@pytest.mark.parametrize("inner", ["cpu,eager=0", "cpu,chunk=7,threads=2", "triton-interpret"])
+def test_loss_and_its_gradient_are_two_kernels(inner: str, rng: np.random.Generator) -> None:
+    """``(x ** 2).mean()`` and its gradient: the power rule's scalar bookkeeping (``1/N``,
+    ``exponent - 1``, ``exponent != 0``) and the broadcast of the loss's gradient run before the
+    row kernel instead of cutting it into eight kernels (a transformer step's loss)."""
+    device = f"autodiff<fusion<{inner}>>"
+    fused = f"fusion<{inner}>"
+    a = rng.standard_normal((6, 5, 4)).astype(np.float32)
+    x = ember.tensor(a, device=device, requires_grad=True)
+    x.device.synchronize()
+    ember_fusion.reset_stats(fused)
+    loss = (x ** 2).mean()
+    grads = loss.backward()
+    got = grads[x].numpy()
+    s = ember_fusion.stats(fused)
+    # (on cpu with blocks of 7 the scalar ops are small enough to run eagerly: one kernel)
+    assert s.kernels_launched <= 2 and s.flushes == 1, s.last_groups
+    assert s.last_groups[-1] == "rows[pow+mean+mul+pow+mul+mul]"
+    np.testing.assert_allclose(loss.item(), np.mean(a.astype(np.float64) ** 2), rtol=1e-6)
+    np.testing.assert_allclose(got, 2 * a.astype(np.float64) / a.size, rtol=1e-6, atol=1e-9)

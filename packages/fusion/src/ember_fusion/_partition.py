@@ -9,7 +9,12 @@ or feeding one that is):
   knows, so nothing in the same group may use them;
 - a group is ``whole`` mode for what has no such axis (0-d values, full reductions of small
   tensors); it also takes any small node, so scalar bookkeeping does not split groups;
-- view ops (reshape, permute, expand, slice) are steps of their own, run by the inner backend.
+- view ops (reshape, permute, expand, slice) are steps of their own, run by the inner backend;
+- what a ``rows`` group's next node needs but does not compute from the group is *hoisted*
+  before the group instead of ending it: small nodes (scalar bookkeeping such as a gradient's
+  ``1/N`` or a power rule's ``exponent - 1``) join one ``whole`` group run just before it, and
+  views of values computed before it run just before it too (the broadcast of a loss's
+  gradient). Nodes of a stream are pure, so computing them earlier changes no value.
 """
 
 from __future__ import annotations
@@ -83,15 +88,20 @@ class Plan:
 
 
 class _Group:
-    __slots__ = ("cross", "members", "mode", "pos", "rows", "set")
+    __slots__ = ("cross", "members", "mode", "pos", "pre", "pre_views", "rows", "set")
 
-    def __init__(self, mode: str, rows: int, pos: int) -> None:
+    def __init__(self, mode: str, rows: int, pos: float) -> None:
         self.mode = mode
         self.rows = rows
+        #: where the group runs among the steps (hoisted steps run at ``pos - 0.5`` and
+        #: ``pos - 0.25``: before it, after every earlier step)
         self.pos = pos
         self.members: list[int] = []
         self.set: set[int] = set()
         self.cross: set[int] = set()
+        #: the small nodes hoisted before this group (a ``whole`` group), and the views
+        self.pre: _Group | None = None
+        self.pre_views: list[ViewStep] = []
 
     def add(self, i: int, cross: bool) -> None:
         self.members.append(i)
@@ -113,12 +123,12 @@ class _Partitioner:
         self.refs = refs
         self.ext = ext
         self.held = held
-        self.pos: dict[int, int] = {}  # node -> index of the step computing it
+        self.pos: dict[int, float] = {}  # node -> position of the step computing it
 
     def shape(self, r: int) -> Shape:
         return self.nodes[r].shape if r >= 0 else self.ext[-1 - r][0]
 
-    def start(self, i: int, pos: int) -> tuple[_Group, bool]:
+    def start(self, i: int, pos: float) -> tuple[_Group, bool]:
         """The group node ``i`` opens, and whether it is a cross node of it."""
         node = self.nodes[i]
         op = node.op
@@ -168,6 +178,39 @@ class _Partitioner:
                 return None
         return False
 
+    def before(self, g: _Group, i: int) -> bool:
+        """Whether every value node ``i`` reads is computed before ``g``'s hoisted small
+        nodes run (external, by an earlier step, or by those hoisted nodes themselves)."""
+        pre = g.pre
+        for r in self.refs[i]:
+            if r >= 0 and not (self.pos[r] < g.pos - 0.5 or (pre is not None and r in pre.set)):
+                return False
+        return True
+
+    def hoist(self, g: _Group, i: int) -> bool:
+        """Run node ``i``, which cannot join the ``rows`` group ``g``, before ``g`` (see the
+        module docstring) where it and its arguments are small and it reads nothing ``g``
+        computes."""
+        node = self.nodes[i]
+        if (node.op is ops.linalg.matmul or numel(node.shape) > SMALL
+                or any(numel(self.shape(r)) > SMALL for r in self.refs[i])
+                or not self.before(g, i)):
+            return False
+        if g.pre is None:
+            g.pre = _Group("whole", 0, g.pos - 0.5)
+        g.pre.add(i, False)
+        self.pos[i] = g.pre.pos
+        return True
+
+    def hoist_view(self, g: _Group, step: ViewStep) -> bool:
+        """Run a view before ``g`` when its source is computed before ``g``."""
+        r = step.src
+        if r >= 0 and not self.pos[r] < g.pos:
+            return False
+        g.pre_views.append(step)
+        self.pos[step.out] = g.pos - 0.25
+        return True
+
 
 def analyse(nodes: Sequence[Node], refs: Sequence[tuple[int, ...]],
             ext: Sequence[tuple[Shape, Any]], held: Sequence[bool], compiler: Any,
@@ -191,19 +234,30 @@ def analyse(nodes: Sequence[Node], refs: Sequence[tuple[int, ...]],
             continue
         node = nodes[i]
         if node.op in VIEW_RULES:
-            p.pos[i] = len(steps)
             assert node.op is not None  # recorded nodes have ops
-            steps.append(ViewStep(inner, node.op, node.params, node.dtype, refs[i][0], i))
+            view = ViewStep(inner, node.op, node.params, node.dtype, refs[i][0], i)
+            if cur is None or cur.mode != "rows" or not p.hoist_view(cur, view):
+                p.pos[i] = len(steps)
+                steps.append(view)
             continue
         how = p.joins(cur, i) if cur is not None else None
         if cur is None or how is None:
+            if cur is not None and cur.mode == "rows" and p.hoist(cur, i):
+                continue
             cur, how = p.start(i, len(steps))
             steps.append(cur)
         cur.add(i, how)
         p.pos[i] = cur.pos
+    ordered: list[_Group | ViewStep] = []
+    for st in steps:
+        if isinstance(st, _Group):
+            if st.pre is not None:
+                ordered.append(st.pre)
+            ordered += st.pre_views
+        ordered.append(st)
     plan_steps: list[KernelStep | ViewStep] = []
     names: list[str] = []
-    for st in steps:
+    for st in ordered:
         if isinstance(st, ViewStep):
             plan_steps.append(st)
             continue
