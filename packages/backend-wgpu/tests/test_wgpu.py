@@ -135,3 +135,45 @@ def test_random_numbers_repeat_for_a_seed_and_look_uniform(wg_device: object) ->
     assert abs(a.mean() - 0.5) < 0.01 and abs(a.var() - 1 / 12) < 0.005
     n = ember.randn(20000, device="wgpu:0").numpy()
     assert abs(n.mean()) < 0.03 and abs(n.std() - 1) < 0.03
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (63, 17, 65), (130, 70, 9)])
+def test_tiled_matmul_covers_tile_edges(wg_device: object, m: int, k: int, n: int) -> None:
+    a = RNG.standard_normal((m, k)).astype(np.float32)
+    b = RNG.standard_normal((k, n)).astype(np.float32)
+    check(_t(a, wg_device) @ _t(b, wg_device), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_matmul_broadcasts_batches_through_strides(wg_device: object) -> None:
+    a = RNG.standard_normal((2, 1, 5, 7)).astype(np.float32)
+    w = RNG.standard_normal((3, 6, 7)).astype(np.float32)
+    got = _t(a, wg_device) @ _t(w, wg_device).transpose(-1, -2)
+    check(got, a.astype(np.float64) @ np.swapaxes(w, -1, -2), rtol=1e-4, atol=1e-4)
+    i = RNG.integers(-100, 100, (4, 9)).astype(np.int64)
+    check(_t(i, wg_device) @ _t(i, wg_device).T, i @ i.T)
+
+
+def test_sort_is_stable_and_puts_nan_last(wg_device: object) -> None:
+    a = np.array([[3.0, np.nan, 1.0, 3.0, -0.5, 1.0], [0.0, 2.0, 2.0, np.nan, 2.0, -1.0]],
+                 np.float32)
+    values, indices = _t(a, wg_device).sort(dim=1, stable=True)
+    check(indices, np.argsort(a, axis=1, kind="stable"))
+    check(values, np.sort(a.astype(np.float64), axis=1))
+
+
+def test_conv2d_with_groups_stride_and_padding(wg_device: object) -> None:
+    x = RNG.standard_normal((2, 4, 7, 6)).astype(np.float32)
+    w = RNG.standard_normal((6, 2, 3, 2)).astype(np.float32)
+    got = ember.nn.functional.conv2d(_t(x, wg_device), _t(w, wg_device), stride=(2, 1),
+                                     padding=(1, 1), groups=2)
+    x64, w64 = x.astype(np.float64), w.astype(np.float64)
+    xp = np.pad(x64, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    oh, ow = (7 + 2 - 3) // 2 + 1, (6 + 2 - 2) // 1 + 1
+    want = np.zeros((2, 6, oh, ow))
+    for o in range(6):
+        g = o // 3
+        for i in range(oh):
+            for j in range(ow):
+                patch = xp[:, 2 * g:2 * g + 2, 2 * i:2 * i + 3, j:j + 2]
+                want[:, o, i, j] = (patch * w64[o]).sum(axis=(1, 2, 3))
+    check(got, want, rtol=1e-4, atol=1e-4)

@@ -12,10 +12,20 @@ from typing import Any
 import numpy as np
 
 from ember.backend import ir
-from ember.ops import movement as mv
+from ember.ops import movement as mv, nn
 
-from .runtime import Runtime, WGArray, contiguous_strides
-from .strided import contiguous, copy_into, run_map
+from .render import prelude
+from .runtime import GROUP, Runtime, WGArray, contiguous_strides
+from .strided import (
+    broadcast_view,
+    contiguous,
+    copy_into,
+    header,
+    load,
+    run_indexed,
+    run_map,
+    wgsl_storage,
+)
 
 __all__ = ["kernels"]
 
@@ -52,8 +62,6 @@ def flip(x: WGArray, dims: tuple[int, ...]) -> WGArray:
 
 
 def expand(x: WGArray, shape: tuple[int, ...]) -> WGArray:
-    from .strided import broadcast_view
-
     return broadcast_view(x, shape)
 
 
@@ -109,8 +117,197 @@ def masked_fill(rt: Runtime, x: WGArray, mask: WGArray, value: Any) -> WGArray:
                    scalars=[(ir.compute_dtype(x.dtype.name), v)])
 
 
+# -- gathers and scatters -----------------------------------------------------------------------
+
+# b0: x walked with a zero stride along ``dim``; b1: the index; b2: out.  P[X] is x's size along
+# dim, P[X + 1] its stride.  An index outside [-n, n) reads 0 (core checks indices before).
+_GATHER = """var id = i64(b1[o1]);
+if (id < 0li) { id = id + i64(P[X]); }
+let ok = id >= 0li && id < i64(P[X]);
+b2[o2] = select(ZERO, b0[o0 + i32(select(0li, id, ok)) * P[X + 1]], ok);"""
+
+
+def _zero_raw(dtype: np.dtype[Any]) -> str:
+    t = wgsl_storage(dtype)
+    return {"f32": "0.0f", "f16": "0.0h", "i32": "0i", "i64": "0li", "u32": "0u"}[t]
+
+
+def gather(rt: Runtime, x: WGArray, index: WGArray, dim: int) -> WGArray:
+    out = rt.empty(index.shape, x.dtype)
+    strides = [0 if d == dim else s for d, s in enumerate(x.strides)]
+    xv = x.view(index.shape, strides, x.offset)
+    run_indexed(rt, _GATHER.replace("ZERO", _zero_raw(x.dtype)), [xv, index], [out],
+                [x.shape[dim], x.strides[dim]])
+    return out
+
+
+def index_select(rt: Runtime, x: WGArray, index: WGArray, dim: int) -> WGArray:
+    shape = tuple(len_ if d == dim else n for d, n in enumerate(x.shape)
+                  for len_ in [index.shape[0] if index.ndim else 1])
+    out = rt.empty(shape, x.dtype)
+    xv = x.view(shape, [0 if d == dim else s for d, s in enumerate(x.strides)], x.offset)
+    iv = index.view(shape, [index.strides[0] if d == dim and index.ndim else 0
+                            for d in range(len(shape))], index.offset)
+    run_indexed(rt, _GATHER.replace("ZERO", _zero_raw(x.dtype)), [xv, iv], [out],
+                [x.shape[dim], x.strides[dim]])
+    return out
+
+
+def embedding(rt: Runtime, weight: WGArray, indices: WGArray) -> WGArray:
+    flat = reshape(rt, indices, (indices.size,))
+    rows = index_select(rt, weight, flat, 0)
+    return rows.view((*indices.shape, weight.shape[1]),
+                     contiguous_strides((*indices.shape, weight.shape[1])), rows.offset)
+
+
+# one invocation per column (index positions sharing every coordinate but ``dim``) walks it in
+# order: duplicates resolve as on the CPU (last write wins, sums in order), with no atomics.
+# b0: index, b1: src (both at the column's start), b2: out at the column's start with a zero
+# stride along dim.  P[X]: length along dim; P[X+1], P[X+2], P[X+3]: the three strides along
+# dim; P[X+4]: out's size along dim.
+_SCATTER = """for (var j = 0; j < P[X]; j = j + 1) {
+    var id = i64(b0[o0 + j * P[X + 1]]);
+    if (id < 0li) { id = id + i64(P[X + 4]); }
+    if (id >= 0li && id < i64(P[X + 4])) {
+        let at = o2 + i32(id) * P[X + 3];
+        STORE
+    }
+}"""
+
+
+def scatter(rt: Runtime, x: WGArray, index: WGArray, src: WGArray, dim: int,
+            add: bool) -> WGArray:
+    out = run_map(rt, "a", [x])  # a fresh copy: the kernel writes into it
+    if index.size == 0:
+        return out
+    cols = tuple(1 if d == dim else n for d, n in enumerate(index.shape))
+    iv = index.view(cols, index.strides, index.offset)
+    sv = src.view(cols, src.strides, src.offset)
+    ov = out.view(cols, [0 if d == dim else s for d, s in enumerate(out.strides)], out.offset)
+    value = load(src.dtype, "b1[o1 + j * P[X + 2]]")
+    if add:
+        from .strided import store
+
+        cur = load(out.dtype, "b2[at]")
+        stmt = f"b2[at] = {store(out.dtype, f'{cur} + {value}')};"
+    else:
+        stmt = "b2[at] = b1[o1 + j * P[X + 2]];"
+    run_indexed(rt, _SCATTER.replace("STORE", stmt), [iv, sv], [ov],
+                [index.shape[dim], index.strides[dim], src.strides[dim], out.strides[dim],
+                 out.shape[dim]])
+    return out
+
+
+# -- sorting ----------------------------------------------------------------------------------
+
+_SORT = """
+@compute @workgroup_size(GROUP)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let g = i32(gid.x + gid.y * nwg.x * GROUPu);
+    let n = P[1];
+    if (g >= P[0] * n) { return; }
+    let line = g / n; let j = g % n;
+    var base = P[2];
+    { var q = line; for (var d = P[3] - 1; d >= 0; d = d - 1) {
+        let m = P[5 + d]; base = base + (q % m) * P[13 + d]; q = q / m; } }
+    let s = P[4];
+    let v = KEY(b0[base + j * s]);
+    var rank = 0;
+    for (var k = 0; k < n; k = k + 1) {
+        let w = KEY(b0[base + k * s]);
+        if (BEFORE) { rank = rank + 1; }
+    }
+    let at = line * n + rank;
+    b1[at] = b0[base + j * s];
+    b2[at] = i64(j);
+}
+"""
+
+
+def sort(rt: Runtime, x: WGArray, dim: int, descending: bool) -> tuple[WGArray, WGArray]:
+    """A stable sort along ``dim`` by ranks: element j goes to the count of elements before it
+    (smaller, or equal at a lower index; nan is the largest value, as in numpy and PyTorch).
+    O(n^2) comparisons per line, all in parallel."""
+    from .runtime import MAXD
+
+    n = x.shape[dim] if x.ndim else 1
+    others = [d for d in range(x.ndim) if d != dim]
+    lines = x.size // max(n, 1)
+    perm = (*others, dim) if x.ndim else ()
+    oshape = tuple(x.shape[d] for d in perm)
+    vals, idx = rt.empty(oshape, x.dtype), rt.empty(oshape, np.dtype(np.int64))
+    if x.size:
+        fl = x.dtype.kind == "f"
+        key = "f32" if fl else ""
+        if fl:
+            lt = "(w < v || (isnan_(v) && !isnan_(w)))"
+            gt = "(w > v || (isnan_(w) && !isnan_(v)))"
+            eq = "(w == v || (isnan_(w) && isnan_(v)))"
+        else:
+            lt, gt, eq = "(w < v)", "(w > v)", "(w == v)"
+        before = f"({gt if descending else lt} || ({eq} && k < j))"
+        src = (header([wgsl_storage(x.dtype), wgsl_storage(x.dtype), "i64"], 1) +
+               _SORT.replace("GROUP", str(GROUP)).replace("KEY", key).replace("BEFORE", before))
+        src = src.replace("@compute", prelude(src) + "@compute", 1)
+        od = [x.shape[d] for d in others]
+        os_ = [x.strides[d] for d in others]
+        words = [lines, n, x.offset, len(od), x.strides[dim] if x.ndim else 0,
+                 *od, *([0] * (MAXD - len(od))), *os_, *([0] * (MAXD - len(os_)))]
+        rt.dispatch(src, [x], [vals, idx], words, lines * n)
+    if not x.ndim:
+        return vals, idx
+    inv = [0] * x.ndim
+    for k, d in enumerate(perm):
+        inv[d] = k
+
+    def back(a: WGArray) -> WGArray:
+        return a.view(x.shape, [a.strides[inv[d]] for d in range(x.ndim)], a.offset)
+
+    return back(vals), back(idx)
+
+
+def topk(rt: Runtime, x: WGArray, k: int, dim: int, largest: bool) -> tuple[WGArray, WGArray]:
+    if x.ndim == 0:
+        return sort(rt, x, 0, largest)
+    vals, idx = sort(rt, x, dim, largest)
+    stops = list(x.shape)
+    stops[dim] = k
+    zero, one = [0] * x.ndim, [1] * x.ndim
+    return slice_view(vals, zero, stops, one), slice_view(idx, zero, stops, one)
+
+
+def nonzero(rt: Runtime, x: WGArray) -> WGArray:
+    """Coordinates of the non-zero elements: their running count (a scan), read back for the
+    result's size (a host sync, as on every backend), then one invocation per element."""
+    from .elementwise import cast
+    from .reduction import scan
+
+    flat = reshape(rt, x, (x.size,))
+    mask = cast(rt, cast(rt, flat, np.dtype(np.bool_)), np.dtype(np.int32))
+    pos = scan(rt, "cumsum", mask, 0)
+    total = int(rt.read(pos.view((1,), (1,), pos.offset + x.size - 1))[0]) if x.size else 0
+    out = rt.empty((total, x.ndim), np.dtype(np.int64))
+    if total == 0 or x.ndim == 0:
+        return out
+    strides = contiguous_strides(x.shape)
+    coords = "".join(f"b2[r + {d}] = i64((i / {strides[d]}) % {x.shape[d]});\n"
+                     for d in range(x.ndim))
+    body = f"if (b0[o0] != 0) {{\nlet r = (b1[o1] - 1) * {x.ndim};\n{coords}}}"
+    whole = out.view((x.size,), (0,), 0)
+    run_indexed(rt, body, [mask, pos], [whole])
+    return out
+
+
 def kernels(rt: Runtime) -> dict[Any, Any]:
     return {
+        mv.gather: lambda x, index, dim=0: x if x.ndim == 0 else gather(rt, x, index, dim),
+        mv.index_select: lambda x, index, dim=0: index_select(rt, x, index, dim),
+        mv.scatter: lambda x, index, src, dim=0: scatter(rt, x, index, src, dim, False),
+        mv.scatter_add: lambda x, index, src, dim=0: scatter(rt, x, index, src, dim, True),
+        mv.sort: lambda x, dim=-1, descending=False, stable=False: sort(rt, x, dim, descending),
+        mv.topk: lambda x, k=1, dim=-1, largest=True: topk(rt, x, k, dim, largest),
+        mv.nonzero: lambda x: nonzero(rt, x),
+        nn.embedding: lambda weight, indices: embedding(rt, weight, indices),
         mv.reshape: lambda x, shape=(): reshape(rt, x, shape),
         mv.permute: lambda x, dims=(): permute(x, dims),
         mv.expand: lambda x, shape=(): expand(x, shape),

@@ -19,6 +19,7 @@ from .render import WGSL_TYPES, prelude
 from .runtime import GROUP, MAXD, STORAGE, Runtime, WGArray
 
 __all__ = ["broadcast_view", "collapse", "contiguous", "copy_into", "header", "load", "run_map",
+           "run_indexed",
            "scalar_words", "store", "wgsl_compute", "wgsl_storage"]
 
 
@@ -131,7 +132,7 @@ _SOURCES: dict[tuple[Any, ...], str] = {}
 
 def _source(lines: Sequence[str], outs: Sequence[tuple[str, np.dtype[Any]]],
             in_dtypes: Sequence[np.dtype[Any]], names: Sequence[str],
-            scalar_types: Sequence[str], raw: bool) -> str:
+            scalar_types: Sequence[str], raw: bool, body_text: str | None = None) -> str:
     n_ops = len(outs) + len(in_dtypes)
     storage = [wgsl_storage(d) for d in in_dtypes] + [wgsl_storage(d) for _, d in outs]
     base = 2 + MAXD
@@ -149,6 +150,11 @@ def _source(lines: Sequence[str], outs: Sequence[tuple[str, np.dtype[Any]]],
         decl, used = _scalar_decl(j, t, at)
         body.append(f"    {decl}")
         at += used
+    if body_text is not None:  # a kernel of its own over the walked offsets (`run_indexed`)
+        body.append(f"    let X = {at};")
+        body += [f"    {line}" for line in body_text.splitlines()]
+        main = ENTRY + "\n".join(body) + "\n}\n"
+        return header(storage, len(in_dtypes)) + "\n" + prelude(main) + main
     for k, (dt, name) in enumerate(zip(in_dtypes, names, strict=False)):
         ref = f"b{k}[o{k}]"
         body.append(f"    let {name} = {ref if raw else load(dt, ref)};")
@@ -205,6 +211,32 @@ def map_into(rt: Runtime, lines: list[str], outs: Sequence[tuple[str, WGArray]],
     for t, val in scalars:
         words += scalar_words(t, val)
     rt.dispatch(src, list(inputs), [o for _, o in outs], words, total)
+
+
+def run_indexed(rt: Runtime, body: str, inputs: Sequence[WGArray], outs: Sequence[WGArray],
+                extra: Sequence[int] = ()) -> None:
+    """Run WGSL statements ``body`` once per element of the views ``outs`` (one shape; the
+    ``inputs`` broadcast to it): operand ``k`` (inputs first, then outputs) is the array
+    ``b{k}`` at the walked offset ``o{k}``, ``i`` the linear index, and ``extra`` the
+    parameter words ``P[X]``, ``P[X + 1]``, ...  Loads and stores are the body's own (raw
+    storage values)."""
+    shape = outs[0].shape
+    total = math.prod(shape)
+    if total == 0:
+        return
+    views = [broadcast_view(x, shape) for x in inputs]
+    dims, sts = collapse(shape, [*(v.strides for v in views), *(o.strides for o in outs)])
+    if len(dims) > MAXD:
+        raise NotImplementedError(f"wgpu: indexed kernels walk at most {MAXD} axes")
+    key = ("indexed", body, tuple(x.dtype for x in inputs), tuple(o.dtype for o in outs))
+    src = _SOURCES.get(key)
+    if src is None:
+        src = _SOURCES[key] = _source([], [("", o.dtype) for o in outs],
+                                      [x.dtype for x in inputs], (), (), True, body)
+    words = [total, len(dims), *dims, *([0] * (MAXD - len(dims)))]
+    for v, s in zip([*views, *outs], sts, strict=True):
+        words += [v.offset, *s, *([0] * (MAXD - len(s)))]
+    rt.dispatch(src, list(inputs), list(outs), [*words, *extra], total)
 
 
 def copy_into(rt: Runtime, dst: WGArray, src: WGArray) -> WGArray:

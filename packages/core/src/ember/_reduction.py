@@ -127,8 +127,8 @@ def min(x: Tensor, dim: int | Tensor | None = None,  # PyTorch's name
 
 def _arg(op: Op, x: Tensor, dim: int | None, keepdim: bool) -> Tensor:
     _check_nonempty(op.name, x, dim)
-    if x._dtype.kind == "b":
-        x = cast(x, dt.uint8)
+    if x._dtype.kind == "b":  # any ordered integer will do: the device's smallest
+        x = cast(x, dt.uint8 if x._device.supports(dt.uint8) else dt.int32)
     d = None if dim is None else normalize_dim(dim, x.ndim)
     return apply(op, x, dim=d, keepdim=keepdim)  # type: ignore[no-any-return]
 

@@ -91,7 +91,8 @@ def _unique_dim(x: Tensor, dim: int, return_inverse: bool,
         raise ShapeError(f"unique: the slices along dim {dim} of shape {x.shape} are empty "
                          "(a zero-sized axis other than dim), so they cannot be compared")
     rows = reshape(movedim(x, d, 0), (n, m))
-    keys = cast(rows, dt.uint8) if rows._dtype is dt.bool_ else rows
+    small = dt.uint8 if x._device.supports(dt.uint8) else dt.int32  # sortable bools
+    keys = cast(rows, small) if rows._dtype is dt.bool_ else rows
     order = arange(n, dtype=dt.int64, device=x.device)
     if n > 1:
         for j in range(m - 1, -1, -1):  # least significant column first
