@@ -39,6 +39,10 @@ CONFORMANCE_DEVICES = [
     "autodiff<triton-interpret>",
     "fusion<triton-interpret>",
     "autodiff<fusion<triton-interpret>>",
+    "wgpu:0",
+    "autodiff<wgpu:0>",
+    "fusion<wgpu:0>",
+    "autodiff<fusion<wgpu:0>>",
 ]
 
 

@@ -54,7 +54,7 @@ if importlib.util.find_spec("ember_autodiff") is not None:
         return (g * s, g * (1.0 - s))
 
 
-HARDWARE = ["cpu", "numpyref", "opencl:0", "triton-interpret"]
+HARDWARE = ["cpu", "numpyref", "opencl:0", "triton-interpret", "wgpu:0"]
 STACKS = [f"{deco}{hw}{close}" for hw in HARDWARE
           for deco, close in (("", ""), ("autodiff<", ">"), ("fusion<", ">"),
                               ("autodiff<fusion<", ">>"))

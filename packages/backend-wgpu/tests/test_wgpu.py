@@ -177,3 +177,25 @@ def test_conv2d_with_groups_stride_and_padding(wg_device: object) -> None:
                 patch = xp[:, 2 * g:2 * g + 2, 2 * i:2 * i + 3, j:j + 2]
                 want[:, o, i, j] = (patch * w64[o]).sum(axis=(1, 2, 3))
     check(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_fused_elementwise_chain_is_one_kernel_with_every_output(wg_device: object) -> None:
+    a = RNG.standard_normal((64, 33)).astype(np.float32)
+    b = RNG.standard_normal((33,)).astype(np.float32)
+    dev = ember.device("fusion<wgpu:0>")
+    rt = ember.device("wgpu:0")._backend.runtime  # type: ignore[attr-defined]
+    x, y = ember.tensor(a, device=dev), ember.tensor(b, device=dev)
+
+    def chain() -> tuple[ember.Tensor, ember.Tensor]:
+        h = (x * y + 1.0).clamp(min=-0.5)
+        return h, (h.exp() - h).sigmoid()
+
+    chain()[1].numpy()  # inputs and the constant 1.0 (a cached 0-d tensor) are made once
+    before = rt.dispatches
+    h, out = chain()
+    got_h, got = h.numpy(), out.numpy()  # both leave the kernel
+    assert rt.dispatches - before == 1
+    a64 = a.astype(np.float64) * b + 1.0
+    h64 = np.maximum(a64, -0.5)
+    np.testing.assert_allclose(got_h, h64, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(got, 1 / (1 + np.exp(-(np.exp(h64) - h64))), rtol=1e-5)

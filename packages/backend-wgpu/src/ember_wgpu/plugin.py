@@ -63,7 +63,11 @@ def _factory(index: int) -> WgpuBackend:
 
         listed = "; ".join(f"wgpu:{i} = {describe(a)}" for i, a in enumerate(found)) or "none"
         raise IndexError(f"no WebGPU adapter wgpu:{index}; adapters: {listed}")
-    return WgpuBackend(found[index], index)
+    from .fusion import register_backend
+
+    backend = WgpuBackend(found[index], index)
+    register_backend(backend)  # so fusion<wgpu:N> finds this device's runtime
+    return backend
 
 
 @hookimpl
@@ -72,6 +76,16 @@ def ember_devices_register() -> list[DeviceSpec]:
     return [DeviceSpec(name="wgpu", factory=_factory, probe=_probe, count=_count, priority=4,
                        description="WebGPU adapters through wgpu-py (kernels rendered to WGSL)",
                        plugin="wgpu", describe=_describe)]
+
+
+@hookimpl
+def ember_fusion_compiler(backend: str) -> Any | None:
+    """The generated-WGSL compiler for ``fusion<wgpu:N>`` (see ``ember_wgpu.fusion``)."""
+    if backend != "wgpu":
+        return None
+    from .fusion import WgpuFusionCompiler
+
+    return WgpuFusionCompiler()
 
 
 @hookimpl

@@ -169,6 +169,8 @@ class Runtime:
         self._staging: Any = None
         self._encoder: Any = None
         self._pending = 0
+        #: dispatches recorded so far (tests count kernels with it)
+        self.dispatches = 0
         self._pipelines: dict[str, Any] = {}
         self._layouts: dict[tuple[int, int], tuple[Any, Any]] = {}
 
@@ -307,6 +309,7 @@ class Runtime:
         cp.dispatch_workgroups(*groups)
         cp.end()
         self._pending += 1
+        self.dispatches += 1
         if self._pending >= BATCH:
             self.flush()
 
