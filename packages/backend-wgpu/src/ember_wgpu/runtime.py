@@ -1,8 +1,11 @@
 """The device page: adapter look-up, one device and queue, a pooled allocator, a host staging
 path, a pipeline cache, and `WGArray`, the strided view every kernel reads and writes.
 
-Kernels are recorded into one open command encoder and submitted together at the next host
-transfer (or every `BATCH` dispatches), so a chain of small ops costs one submission.  Buffers
+Kernels are recorded into one compute pass of one open command encoder and submitted together
+at the next host transfer (or every `BATCH` dispatches), so a chain of small ops costs one
+submission.  Each dispatch of a batch reads its parameter words from its own `SLOT` of one
+parameter buffer, written once per batch just before the submission; bind groups are cached
+by the buffers they bind (pooled buffers recur, so a steady loop builds none).  Buffers
 come from a pool of power-of-two size classes and return to it when their last view dies; a
 buffer freed while recorded work still reads it is safe to hand out again, because every later
 use is recorded after that work on the same queue.  Host writes (``queue.write_buffer``) run
@@ -30,6 +33,8 @@ GROUP = 64
 MAXD = 8
 #: dispatches recorded before the open encoder is submitted anyway
 BATCH = 256
+#: bytes of parameter words each dispatch of a batch gets in the shared parameter buffer
+SLOT = 512
 
 #: how each ember dtype is stored in a storage buffer: bools as 0/1 ``u32`` (WGSL's ``bool``
 #: has no storage layout), the rest natively
@@ -168,7 +173,14 @@ class Runtime:
         self._owned: list[Any] = []
         self._staging: Any = None
         self._encoder: Any = None
+        self._pass: Any = None
         self._pending = 0
+        align = int(lim["min-storage-buffer-offset-alignment"])
+        self._slot = max(SLOT, align)
+        self._params = self.device.create_buffer(size=BATCH * self._slot,
+                                                 usage=U.STORAGE | U.COPY_DST)
+        self._words = np.zeros(BATCH * self._slot // 4, np.int32)
+        self._groups: dict[tuple[Any, ...], Any] = {}
         #: dispatches recorded so far (tests count kernels with it)
         self.dispatches = 0
         self._pipelines: dict[str, Any] = {}
@@ -229,6 +241,7 @@ class Runtime:
             cap = max(1 << (size - 1).bit_length(), 4096)
             self._staging = self.device.create_buffer(size=cap, usage=U.MAP_READ | U.COPY_DST)
         enc = self._encoder_now()
+        self._end_pass()
         enc.copy_buffer_to_buffer(arr.buffer, begin, self._staging, 0, size)
         self.flush()
         self._staging.map_sync(self.wgpu.MapMode.READ, 0, size)
@@ -296,26 +309,52 @@ class Runtime:
         """Record one dispatch of ``groups`` work-groups."""
         pipe = self.pipeline(source, len(reads), len(writes))
         params = np.asarray([*words, 0], dtype=np.int64).astype(np.int32)
-        pbuf = self.device.create_buffer_with_data(data=params,
-                                                   usage=self.wgpu.BufferUsage.STORAGE)
-        entries = [{"binding": b, "resource": {"buffer": x.buffer}}
-                   for b, x in enumerate([*reads, *writes])]
-        entries.append({"binding": len(entries), "resource": {"buffer": pbuf}})
-        bg = self.device.create_bind_group(layout=self._layout(len(reads), len(writes))[0],
-                                           entries=entries)
-        cp = self._encoder_now().begin_compute_pass()
+        k = self._pending
+        buffers = [x.buffer for x in (*reads, *writes)]
+        if params.size * 4 <= self._slot:
+            self._words[k * self._slot // 4:k * self._slot // 4 + params.size] = params
+            key: tuple[Any, ...] = (len(reads), k, *map(id, buffers))
+            bg = self._groups.get(key)
+            if bg is None:
+                if len(self._groups) > 8192:
+                    self._groups.clear()
+                bg = self._groups[key] = self._bind(
+                    buffers, len(reads), {"buffer": self._params, "offset": k * self._slot,
+                                          "size": self._slot})
+        else:  # more words than a slot: a buffer of their own
+            pbuf = self.device.create_buffer_with_data(data=params,
+                                                       usage=self.wgpu.BufferUsage.STORAGE)
+            bg = self._bind(buffers, len(reads), {"buffer": pbuf})
+        cp = self._pass
+        if cp is None:
+            cp = self._pass = self._encoder_now().begin_compute_pass()
         cp.set_pipeline(pipe)
         cp.set_bind_group(0, bg)
         cp.dispatch_workgroups(*groups)
-        cp.end()
         self._pending += 1
         self.dispatches += 1
         if self._pending >= BATCH:
             self.flush()
 
+    def _bind(self, buffers: Sequence[Any], n_read: int, params: dict[str, Any]) -> Any:
+        entries = [{"binding": b, "resource": {"buffer": x}} for b, x in enumerate(buffers)]
+        entries.append({"binding": len(entries), "resource": params})
+        return self.device.create_bind_group(
+            layout=self._layout(n_read, len(buffers) - n_read)[0], entries=entries)
+
+    def _end_pass(self) -> None:
+        if self._pass is not None:
+            self._pass.end()
+            self._pass = None
+
     def flush(self) -> None:
-        """Submit what is recorded."""
+        """Submit what is recorded, after writing the batch's parameter words (queue writes
+        run before the submission's commands, after every earlier submission's)."""
         if self._encoder is not None:
+            self._end_pass()
+            if self._pending:
+                self.queue.write_buffer(self._params, 0,
+                                        self._words[:self._pending * self._slot // 4])
             enc, self._encoder, self._pending = self._encoder, None, 0
             self.queue.submit([enc.finish()])
 
