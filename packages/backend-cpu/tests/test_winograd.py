@@ -135,9 +135,9 @@ def test_fused_conv2d_takes_winograd_for_wide_3x3_stride_one_layers(dtype, monke
     ((1, 32, 17, 16), (48, 16, 3, 3), dict(groups=2)),  # grouped
     ((1, 32, 17, 16), (48, 32, 3, 3), dict(dilation=(2, 2), padding=(2, 2))),  # dilated
     ((1, 32, 17, 16), (48, 32, 5, 5), dict(padding=(2, 2))),  # not 3x3
-    ((1, 32, 12, 12), (48, 32, 3, 3), {}),  # outputs under 16x16
+    ((1, 32, 12, 15), (48, 32, 3, 3), {}),  # outputs under 14x14
     ((1, 16, 17, 16), (48, 16, 3, 3), {}),  # too few channels for the GEMMs
-    ((1, 160, 17, 16), (160, 160, 3, 3), {}),  # too many filters to transform per call
+    ((1, 264, 16, 14), (264, 264, 3, 3), {}),  # too many filters to keep transformed
 ])
 def test_fused_conv2d_keeps_the_gemm_paths_elsewhere(shape, wshape, kw, monkeypatch):
     monkeypatch.setattr(winograd, "conv3x3", None)  # would fail if called
@@ -156,6 +156,92 @@ def test_fused_conv2d_on_winograd_refuses_a_residual_of_another_shape():
     w = np.zeros((32, 32, 3, 3), np.float32)
     with pytest.raises(ShapeError, match="residual"):
         _fused(x, w, [np.zeros((1, 32, 15, 16), np.float32)], residual=True)
+
+
+# -- transformed filters kept between calls -----------------------------------------------------
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_winograd_follows_weights_written_in_place_between_calls(workers, monkeypatch):
+    # the same array object, its values changed (as ember.compile's in-place plans and
+    # DLPack sharing can): whole, one filter, one sign bit of one weight
+    monkeypatch.setattr(_workers, "threads", lambda: workers)
+    x = rng.standard_normal((1, 32, 14, 15)).astype(np.float32)
+    w = (rng.standard_normal((40, 32, 3, 3)) / 17).astype(np.float32)
+    shift = np.zeros(40, np.float32)
+
+    def run():
+        return winograd.conv3x3(x, w, (1, 1), 4, np.empty(0, np.float32), shift, None, False)
+
+    def check(got):
+        want = conv_oracle(x, w, padding=(1, 1))
+        np.testing.assert_allclose(got, want, rtol=0, atol=tolerance(np.float32, 4, want))
+
+    check(run())
+    check(run())  # from the kept transform
+    w[...] = (rng.standard_normal(w.shape) / 17).astype(np.float32)
+    check(run())
+    w[39, 31, 2, 2] += 1.0  # the last filter: the last range of the last thread
+    check(run())
+    w[0, 0, 0, 0] -= 1.0  # the first
+    check(run())
+
+
+def test_kept_transforms_are_stale_when_any_bit_of_the_weights_differs():
+    from ember_cpu import _derived
+
+    w = np.array([[0.0, 1.0], [np.nan, 2.0]], np.float32)
+    entry = _derived.Derived(w, (3,), np.float32)
+    assert entry.stale(w, 0, 2)  # never derived
+    entry.done()
+    assert not entry.stale(w, 0, 2)
+    w[1, 1] = np.nextafter(np.float32(2), np.float32(3))  # one ulp
+    assert not entry.stale(w, 0, 1) and entry.stale(w, 1, 2) and not entry.stale(w, 1, 2)
+    w[0, 0] = -0.0  # equal as floats, not as bits
+    assert entry.stale(w, 0, 2) and not entry.stale(w, 0, 2)
+    w[1, 0] = np.float32("nan")  # the same nan: unchanged, though nan != nan
+    assert not entry.stale(w, 0, 2)
+
+
+def test_kept_transforms_are_per_array_and_dropped_with_the_weights():
+    import gc
+
+    from ember_cpu import _derived
+
+    x = rng.standard_normal((1, 32, 14, 14)).astype(np.float32)
+    a = (rng.standard_normal((32, 32, 3, 3)) / 17).astype(np.float32)
+    b = a.copy()
+    b[5] *= 2  # another array, another filter 5
+    shift = np.zeros(32, np.float32)
+    scale = np.empty(0, np.float32)
+    for w in (a, b, a):
+        got = winograd.conv3x3(x, w, (1, 1), 4, scale, shift, None, False)
+        want = conv_oracle(x, w, padding=(1, 1))
+        np.testing.assert_allclose(got, want, rtol=0, atol=tolerance(np.float32, 4, want))
+    held = _derived._local.held
+    keys = [k for k in held.entries if k[0] == id(b)]
+    assert len(keys) == 1
+    nbytes = held.nbytes
+    del b
+    gc.collect()
+    assert keys[0] not in held.entries
+    winograd.conv3x3(x, a, (1, 1), 4, scale, shift, None, False)  # settles the books
+    assert held.nbytes < nbytes
+
+
+def test_kept_transforms_stay_within_their_byte_limit(monkeypatch):
+    from ember_cpu import _derived
+
+    x = rng.standard_normal((1, 32, 14, 14)).astype(np.float32)
+    monkeypatch.setattr(_derived, "DERIVED_BYTES", 3 * 36 * 32 * 32 * 4)  # room for ~2
+    monkeypatch.setattr(_derived, "_local", threading.local())
+    shift = np.zeros(32, np.float32)
+    ws = [(rng.standard_normal((32, 32, 3, 3)) / 17).astype(np.float32) for _ in range(4)]
+    for w in ws:
+        winograd.conv3x3(x, w, (1, 1), 4, np.empty(0, np.float32), shift, None, False)
+    held = _derived._local.held
+    assert 1 <= len(held.entries) <= 2 and held.nbytes <= _derived.DERIVED_BYTES
+    assert held.nbytes == sum(e.nbytes for _, e in held.entries.values())
 
 
 # -- the thread split ---------------------------------------------------------------------------
@@ -208,9 +294,16 @@ def test_workers_follow_the_blas_thread_count():
             assert _blas.blas_threads() == 1
 
 
-@pytest.mark.parametrize("kind", ["winograd", "taps", "im2col", "stem", "pointwise", "wide"])
+@pytest.mark.parametrize("kind", ["winograd", "taps", "im2col", "stem", "pointwise", "wide",
+                                  "bands", "blocks"])
 def test_convolutions_split_over_two_threads_give_the_one_thread_results(kind, monkeypatch):
-    shapes = {"winograd": ((2, 32, 20, 19), (40, 32, 3, 3), (1, 1), (1, 1)),
+    from ember_cpu import _conv_chunks
+
+    if kind == "bands":  # 21 output rows, 4 a band: 6 bands an image, the last of one row
+        monkeypatch.setattr(_conv_chunks, "_BAND_BYTES", 4 * 147 * 19 * 4)
+    shapes = {"bands": ((2, 3, 41, 37), (16, 3, 7, 7), (2, 2), (3, 3)),
+              "blocks": ((2, 16, 9, 10), (520, 16, 3, 3), (2, 2), (1, 1)),  # 300 KB of filters
+              "winograd": ((2, 32, 20, 19), (40, 32, 3, 3), (1, 1), (1, 1)),
               "taps": ((1, 40, 9, 30), (24, 40, 3, 3), (1, 1), (1, 1)),
               "im2col": ((2, 8, 15, 14), (36, 8, 3, 3), (2, 2), (1, 1)),
               "stem": ((1, 3, 30, 29), (16, 3, 7, 7), (2, 2), (3, 3)),  # im2col by rows
@@ -270,7 +363,7 @@ def test_split_gemms_run_on_one_blas_thread_each(monkeypatch):
     monkeypatch.setattr(_blas, "gemm", spy)
     monkeypatch.setattr(_workers, "threads", lambda: 2)
     x = rng.standard_normal((1, 8, 15, 14)).astype(np.float32)
-    w = rng.standard_normal((36, 8, 3, 3)).astype(np.float32)
+    w = rng.standard_normal((520, 8, 3, 3)).astype(np.float32)  # filter blocks: 2 GEMMs
     with threadpoolctl.threadpool_limits(2, user_api="blas"):
         got = K[cops.fused_conv2d](x, w, stride=(2, 2), padding=(1, 1), dilation=(1, 1),
                                    groups=1, bias=False, norm=False, residual=False,

@@ -7,8 +7,9 @@ or, outside float32/float64, convolutions of the zero-dilated input with the fli
 Max-pooling takes each window's maximum and position in one compiled pass, or, where no
 indices are wanted, the maxima alone by strided ``np.maximum`` over rows and then columns.
 `fused_conv2d` (inference) runs wide 3x3 stride-1 layers by Winograd's F(4x4, 3x3)
-(`winograd`); the GEMMs and epilogues of a batch-1 layer are cut into chunks for `_workers`
-when the BLAS may use more than one thread.
+(`winograd`), and im2col layers with the epilogue inside the GEMMs' chunks (`_conv_chunks`);
+the GEMMs and epilogues of a batch-1 layer are cut into chunks for `_workers` when the BLAS
+may use more than one thread.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ember.ops import composite as cops
 from ember.ops import nn
 from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
-from . import _blas, _conv_jit, _workers, winograd
+from . import _blas, _conv_chunks, _conv_jit, _workers, winograd
 from ._common import F32, F64, LOW
 from ._scratch import scratch
 
@@ -91,8 +92,7 @@ def _conv2d(x: np.ndarray, w: np.ndarray, stride: Pair, padding: Pair, dilation:
         xs = x[:, :, ::stride[0], ::stride[1]] if tuple(stride) != (1, 1) else x
         xs = np.ascontiguousarray(xs).reshape(n, groups, cg, oh * ow)
         return _gemm_images(wg, xs, gemm_flops).reshape(n, o, oh, ow), False
-    if tuple(stride) == (1, 1) and groups == 1 and c >= 32 and \
-            wd + 2 * padding[1] <= _TAP_WASTE * ow and _blas.has_gemm(dt):
+    if _takes_taps(x, w, stride, padding, groups, ow):
         # wide maps, enough channels for each tap's GEMM (K = C): accumulate the taps' GEMMs
         # over windows of the padded input, no im2col (ResNet-18's 56x56 and 28x28 blocks:
         # 5-8% of its time, one thread, 2-core VM, 2026-12-06; with C=1 it was 10x slower,
@@ -100,7 +100,7 @@ def _conv2d(x: np.ndarray, w: np.ndarray, stride: Pair, padding: Pair, dilation:
         # slower)
         valid = _conv_taps(x, w, padding, dilation, (oh, ow), gemm_flops)
         return (valid, True) if view else (valid.copy(), False)
-    if tuple(stride) == (1, 1) and (h + 2 * padding[0]) * (wd + 2 * padding[1]) <= 1.2 * oh * ow:
+    if _takes_shifted(x, stride, padding, oh, ow):
         # the shifted planes make the GEMM compute (Hp*Wp) / (OH*OW) times the outputs: beyond
         # ~1.2 (small maps: 14x14 and 7x7 with a 3x3 kernel) im2col's exact columns win
         # (one thread, 2-core VM, 2026-12-05: 512ch 7x7 9.5 -> 6.0 ms, 256ch 14x14 6.2 -> 5.7
@@ -116,6 +116,17 @@ def _conv2d(x: np.ndarray, w: np.ndarray, stride: Pair, padding: Pair, dilation:
     cols = _im2col(x, (kh, kw), stride, padding, dilation, (oh, ow))
     out = _gemm_images(wg, cols.reshape(n, groups, cols_k, oh * ow), gemm_flops)
     return out.reshape(n, o, oh, ow), False
+
+
+def _takes_taps(x: np.ndarray, w: np.ndarray, stride: Pair, padding: Pair, groups: int,
+                ow: int) -> bool:
+    return tuple(stride) == (1, 1) and groups == 1 and x.shape[1] >= 32 and \
+        x.shape[3] + 2 * padding[1] <= _TAP_WASTE * ow and _blas.has_gemm(x.dtype)
+
+
+def _takes_shifted(x: np.ndarray, stride: Pair, padding: Pair, oh: int, ow: int) -> bool:
+    return tuple(stride) == (1, 1) and \
+        (x.shape[2] + 2 * padding[0]) * (x.shape[3] + 2 * padding[1]) <= 1.2 * oh * ow
 
 
 def _gemm_images(wg: np.ndarray, cols: np.ndarray, flops: int) -> np.ndarray:
@@ -180,13 +191,9 @@ def _im2col(x: np.ndarray, k: Pair, stride: Pair, padding: Pair, dilation: Pair,
     """The receptive fields of ``x[N, C, H, W]`` as ``[N, C, kh, kw, OH, OW]`` (C-contiguous,
     so ``[N, C*kh*kw, OH*OW]`` as a matrix per image), in a work buffer (`scratch`): one
     strided copy from the zero-padded input, each innermost run one output row."""
-    n, c, h, w = x.shape
-    (kh, kw), (sh, sw), (ph, pw), (dh, dw), (oh, ow) = k, stride, padding, dilation, out_hw
-    xp = x
-    if ph or pw:
-        # its border stays zero: only this caller writes buffers of this key, and only inside
-        xp, _ = scratch(("conv2d.pad", ph, pw), (n, c, h + 2 * ph, w + 2 * pw), x.dtype, True)
-        xp[:, :, ph:ph + h, pw:pw + w] = x
+    n, c = x.shape[:2]
+    (kh, kw), (sh, sw), (dh, dw), (oh, ow) = k, stride, dilation, out_hw
+    xp = _conv_chunks.padded(x, padding)
     cols, _ = scratch(("conv2d.cols",), (n, c, kh, kw, oh, ow), x.dtype)
     s0, s1, s2, s3 = xp.strides
     fields = as_strided(xp, cols.shape, (s0, s1, dh * s2, dw * s3, sh * s2, sw * s3),
@@ -234,6 +241,17 @@ def fused_conv2d(x: np.ndarray, w: np.ndarray, *rest: np.ndarray, stride: Pair =
             raise ShapeError(f"fused_conv2d: residual {res.shape} is not the output's shape")
         with np.errstate(all="ignore"):
             return winograd.conv3x3(x, w, padding, m_tile, scale, b, res, relu)
+    out_hw = _im2col_fused_hw(x, w, stride, padding, dilation, groups)
+    if out_hw is not None:
+        if res is not None and res.shape != (x.shape[0], o, *out_hw):
+            raise ShapeError(f"fused_conv2d: residual {res.shape} is not the output's "
+                             f"{(x.shape[0], o, *out_hw)}")
+        r = np.empty((0, 0, 0, 0), dt) if res is None else np.ascontiguousarray(res, dtype=dt)
+        with np.errstate(all="ignore"):
+            return _conv_chunks.fused_im2col(
+                x, w, stride, padding, dilation, out_hw, scale, b, r, relu,
+                lambda x: _im2col(x, (w.shape[2], w.shape[3]), stride, padding, dilation,
+                                  out_hw))
     y, borrowed = _conv2d(x, w, stride, padding, dilation, groups, True)
     if res is not None and res.shape != y.shape:
         raise ShapeError(f"fused_conv2d: residual {res.shape} is not the output's {y.shape}")
@@ -263,24 +281,44 @@ def fused_conv2d(x: np.ndarray, w: np.ndarray, *rest: np.ndarray, stride: Pair =
 _SPLIT_EPILOGUE = 1 << 17
 
 
-#: Winograd's filter transform runs on every call (see `winograd`): layers with at most this
-#: many filters (O*C) take it
-_WINOGRAD_FILTERS = 128 * 128
+def _im2col_fused_hw(x: np.ndarray, w: np.ndarray, stride: Pair, padding: Pair,
+                     dilation: Pair, groups: int) -> Pair | None:
+    """The output's ``(OH, OW)`` where `_conv2d` would take the im2col path with one group
+    and cblas's GEMMs under `_blas.SMALL_GEMM_FLOPS` an image (`_conv_chunks` then runs it
+    with the epilogue), else None."""
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    if groups != 1 or cg != c or not _compiled(x, w) or not _blas.has_gemm(x.dtype) or \
+            (kh == kw == 1 and not any(padding)):
+        return None
+    oh = _out_size(h, kh, stride[0], padding[0], dilation[0])
+    ow = _out_size(wd, kw, stride[1], padding[1], dilation[1])
+    if min(n, c, oh, ow, o) <= 0 or 2 * o * c * kh * kw * oh * ow >= _blas.SMALL_GEMM_FLOPS or \
+            _takes_taps(x, w, stride, padding, groups, ow) or \
+            _takes_shifted(x, stride, padding, oh, ow):
+        return None
+    return oh, ow
+
+
+#: layers with at most this many filters (O*C) take Winograd: their transformed filters are
+#: kept between calls (`_derived`, checked against the weights each call) at 4.6x the
+#: weights' bytes; the 512x512 filters of ResNet's 7x7 blocks ran faster on the GEMM path
+_WINOGRAD_FILTERS = 256 * 256
 
 
 def _winograd_tile(x: np.ndarray, w: np.ndarray, stride: Pair, padding: Pair,
                    dilation: Pair, groups: int) -> int:
     """The tile size ``m`` of F(m x m, 3 x 3) `fused_conv2d` computes this convolution by, or
     0 for the GEMM paths: 3x3, stride 1, one group, float32/float64, enough channels for the
-    GEMMs, maps of at least 16x16 outputs (smaller ones waste the tiles' edges) and few
-    enough filters (their transform is per call)."""
+    GEMMs, maps of at least 14x14 outputs (smaller ones waste more of the tiles' edges: 16x16
+    computed for 14x14) and at most `_WINOGRAD_FILTERS` filters."""
     n, c, h, wd = x.shape
     o, _, kh, kw = w.shape
     if kh != 3 or kw != 3 or tuple(stride) != (1, 1) or tuple(dilation) != (1, 1) or \
             groups != 1 or w.shape[1] != c or not _compiled(x, w) or n == 0:
         return 0
     oh, ow = h + 2 * padding[0] - 2, wd + 2 * padding[1] - 2
-    if c < 32 or o < 32 or o * c > _WINOGRAD_FILTERS or min(oh, ow) < 16:
+    if c < 32 or o < 32 or o * c > _WINOGRAD_FILTERS or min(oh, ow) < 14:
         return 0
     return 4
 
@@ -463,23 +501,31 @@ def max_pool2d_values(x: np.ndarray, kernel_size: Pair = (1, 1), stride: Pair = 
     rows = (oh - 1) * sh + dh * (kh - 1) + 1  # padded rows and columns the windows cover
     cols = (ow - 1) * sw + dw * (kw - 1) + 1
     xp = xs
-    if ph or pw or rows > h or cols > w:
+    padded = bool(ph or pw or rows > h or cols > w)
+    if padded:
         # a work buffer whose border keeps the lowest value (only this caller writes the key)
         low = _lowest(xs.dtype)
         xp, fresh = scratch(("max_pool2d.pad", h, w, ph, pw, low), (n, c, max(rows, h + ph),
                                                                     max(cols, w + pw)), xs.dtype)
         if fresh:
             xp.fill(low)
-        xp[:, :, ph:ph + h, pw:pw + w] = xs
-    xp = xp[:, :, :rows, :cols]
     if xs.dtype == F32 or xs.dtype == F64:  # one compiled pass over the windows
         values = np.empty((n, c, oh, ow), xs.dtype)
         workers = _workers.threads()
         step = _workers.split(c, workers)
-        _workers.run(lambda i: _conv_jit.max_pool2d_values(
-            xp[:, i * step:(i + 1) * step], values[:, i * step:(i + 1) * step], (kh, kw),
-            (sh, sw), (dh, dw)), -(-c // step), workers)
+
+        def chunk(i: int) -> None:  # each chunk pads its own channels, then pools them
+            s = slice(i * step, (i + 1) * step)
+            if padded:
+                xp[:, s, ph:ph + h, pw:pw + w] = xs[:, s]
+            _conv_jit.max_pool2d_values(xp[:, s, :rows, :cols], values[:, s], (kh, kw),
+                                        (sh, sw), (dh, dw))
+
+        _workers.run(chunk, -(-c // step), workers)
         return values.astype(dt, copy=False)
+    if padded:
+        xp[:, :, ph:ph + h, pw:pw + w] = xs
+    xp = xp[:, :, :rows, :cols]
     # nan propagates through np.maximum: a window with a nan yields nan, as PyTorch's
     wide, _ = scratch(("max_pool2d.rows",), (n, c, rows, ow), xs.dtype)  # [N, C, rows, OW]
     np.copyto(wide, xp[:, :, :, 0:(ow - 1) * sw + 1:sw])

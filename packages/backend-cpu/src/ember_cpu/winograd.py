@@ -6,9 +6,10 @@ instead of ``9 m^2``: 2.25x fewer for F(2,3), 4x for F(4,3), in ``(m + 2)^2`` GE
 passes over memory and extra rounding: in float32, F(2,3) is about as close to the exact sum
 as the direct GEMM, F(4,3) tens of times less (~1e-5 of the output's magnitude at 64-512
 channels: its transforms have entries up to 8 and divide by 24; the tests hold the bounds).
-The filters are transformed on every call (kernels keep no state across calls: an array may
-change under a compiled step's in-place plan), which confines Winograd to layers whose
-filters are small next to their maps.  `fused_conv2d` uses it for inference; plain
+The transformed filters are kept from call to call (`_derived`): every call compares the
+weights with the copy they were transformed from, bit for bit, a range a thread, and
+transforms again the ranges that differ (an array can change under the same object: a
+compiled step's in-place plan, DLPack sharing).  `fused_conv2d` uses it for inference; plain
 ``conv2d``, which autodiff runs forward, keeps the direct GEMMs.
 """
 
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from . import _blas, _winograd_jit, _workers
+from . import _blas, _derived, _winograd_jit, _workers
 from ._scratch import scratch
 
 __all__ = ["conv3x3"]
@@ -45,14 +46,19 @@ _BLOCK_ROWS = 32
 _BLOCKS = 1
 
 
-def _planes(key: str, count: int, size: int, dtype: np.dtype[Any]) -> np.ndarray:
-    """A work buffer of ``count`` rows (planes) of at least ``size`` elements, each an odd
-    number of cache lines long: planes a power-of-two apart (64 or 128 channels squared) all
-    fall into the same cache sets, and the transforms, which write or read every plane at
-    once, ran 2-7x slower."""
+def _plane_length(size: int, dtype: np.dtype[Any]) -> int:
+    """At least ``size`` elements, an odd number of cache lines: planes a power-of-two apart
+    (64 or 128 channels squared) all fall into the same cache sets, and the transforms, which
+    write or read every plane at once, ran 2-7x slower."""
     lines = -(-size * dtype.itemsize // 64)
     lines += 1 - lines % 2
-    buf, _ = scratch((key,), (count, lines * 64 // dtype.itemsize), dtype)
+    return lines * 64 // dtype.itemsize
+
+
+def _planes(key: str, count: int, size: int, dtype: np.dtype[Any]) -> np.ndarray:
+    """A work buffer of ``count`` rows (planes) of at least ``size`` elements each, laid
+    `_plane_length` apart."""
+    buf, _ = scratch((key,), (count, _plane_length(size, dtype)), dtype)
     return buf
 
 
@@ -76,17 +82,20 @@ def conv3x3(x: np.ndarray, w: np.ndarray, padding: Pair, m: int, scale: np.ndarr
     th, tw = -(-oh // m), -(-ow // m)
     tiles, a2 = n * th * tw, (m + 2) ** 2
     # the padded input, covering every tile: its border stays zero (only this caller writes
-    # this key, and only inside)
+    # this key, and only inside); each chunk of the input transform copies its own channels
     xp, _ = scratch(("winograd.pad", m, ph, pw, h, wd), (n, c, th * m + 2, tw * m + 2), dt,
                     True)
-    xp[:, :, ph:ph + h, pw:pw + wd] = x
     v = _planes("winograd.inputs", a2, c * tiles, dt)
-    u = _planes("winograd.filters", a2, o * c, dt)
     mm = _planes("winograd.products", a2, o * tiles, dt)
     out = np.empty((n, o, oh, ow), dt)
     res = np.empty((0, 0, 0, 0), dt) if residual is None else \
         np.ascontiguousarray(residual, dtype=dt)
     wf = np.ascontiguousarray(w).reshape(o * c, 9)
+    # the transformed filters U[xi, o*C + c], kept while w's values stay the same (`_derived`
+    # compares them on every call); rows an odd number of cache lines apart, as `_planes`
+    stride = _plane_length(o * c, dt)
+    filters = _derived.derived(w, wf, ("winograd", m), (a2, stride), dt)
+    u = filters.value
     kron = _filter_transform(m, dt)
     workers = _workers.threads()
     # chunks: a few per thread, so that a thread that loses its core holds up little
@@ -97,12 +106,15 @@ def conv3x3(x: np.ndarray, w: np.ndarray, padding: Pair, m: int, scale: np.ndarr
     f_step = -(-o // workers)  # the filters in one chunk a thread, first
 
     def transform(i: int) -> None:
-        if i < workers:  # U[xi, o*C + c] for a range of o: [alpha^2, 9] @ [9, (o1-o0)*C]
+        if i < workers:  # U[xi, o*C + c] for a range of o, where w changed: [alpha^2, 9] @ [9, k*C]
             q0, q1 = i * f_step * c, min((i + 1) * f_step, o) * c
-            np.matmul(kron, wf[q0:q1].T, out=u[:, q0:q1])
+            if q1 > q0 and filters.stale(wf, q0, q1):
+                np.matmul(kron, wf[q0:q1].T, out=u[:, q0:q1])
         else:
             c0 = (i - workers) * c_step
-            _winograd_jit.inputs(m, xp, v, c0, min(c0 + c_step, c), th, tw)
+            c1 = min(c0 + c_step, c)
+            xp[:, c0:c1, ph:ph + h, pw:pw + wd] = x[:, c0:c1]
+            _winograd_jit.inputs(m, xp, v, c0, c1, th, tw)
 
     def product(i: int) -> None:
         # the 36 products' rows o0:o1 (numpy's loop over the stack calls the BLAS for each),
@@ -115,5 +127,6 @@ def conv3x3(x: np.ndarray, w: np.ndarray, padding: Pair, m: int, scale: np.ndarr
 
     with _blas.one_thread(0):
         _workers.run(transform, workers + -(-c // c_step), workers)
+        filters.done()
         _workers.run(product, -(-o // o_step), workers)
     return out
