@@ -49,10 +49,11 @@ CONFORMANCE_DEVICES = [
 # The stacks the suite also runs in compiled mode (each case traced, then replayed on fresh
 # inputs: ``--ember-compile``), with the share of cases run in CI: the whole suite passes on
 # each (measured on the 2-core machine: cpu 15 s, autodiff<cpu> 28 s, autodiff<fusion<cpu>>
-# 31 s, opencl:0 5 min, triton-interpret 3 min), but the last two run one case in 3 to keep
-# the default sessions well inside the CI budget (``-- --ember-sample=1`` runs them all).
+# 31 s, opencl:0 5 min, triton-interpret 3 min, wgpu:0 28 s), but opencl:0 and
+# triton-interpret run one case in 3 to keep the default sessions well inside the CI budget
+# (``-- --ember-sample=1`` runs them all).
 COMPILED_DEVICES = {"cpu": 1, "autodiff<cpu>": 1, "autodiff<fusion<cpu>>": 1, "opencl:0": 3,
-                    "triton-interpret": 3}
+                    "triton-interpret": 3, "wgpu:0": 1}
 
 # The Remote decorator's stacks: the session starts `ember-remote serve` on a free port of
 # 127.0.0.1 with a fresh token, runs the suite through it and stops the server by its PID

@@ -91,8 +91,9 @@ def test_broadcast_and_strided_operands_in_one_kernel(wg_device: object) -> None
 
 
 @pytest.mark.parametrize("shape,dims", [((3, 5, 7), (0, 2)), ((300, 17), (0,)),
+                                        ((300, 17), (1,)),  # many short rows: no tree
                                         (((1 << 16) + 5,), (0,)), ((2, 40000), (1,))])
-def test_reductions_match_numpy_in_one_and_two_passes(wg_device: object, shape: tuple,
+def test_reductions_match_numpy_in_one_and_two_passes_and_flat(wg_device: object, shape: tuple,
                                                       dims: tuple) -> None:
     a = RNG.standard_normal(shape).astype(np.float32)
     x = _t(a, wg_device)

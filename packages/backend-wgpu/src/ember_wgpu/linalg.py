@@ -92,6 +92,39 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
 """
 
 
+def _simple_source(a_dt: np.dtype[Any], b_dt: np.dtype[Any], out_dt: np.dtype[Any]) -> str:
+    """One invocation per output element walking K: no workgroup memory and no barriers (for
+    narrow outputs, where a 64x64 tile would idle most of its invocations, and on software
+    adapters, where a barrier costs more than the loads it saves)."""
+    ct = wgsl_compute(out_dt)
+    zero = const(0, {"f32": "float32", "i32": "int32", "i64": "int64"}[ct])
+    ao, bo = _AO, _AO + 3
+    return header([wgsl_storage(a_dt), wgsl_storage(b_dt), wgsl_storage(out_dt)], 2) + f"""
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
+    let i = i32(gid.x + gid.y * nwg.x * 64u);
+    let M = P[0]; let N = P[1]; let K = P[2];
+    if (i >= P[{_AO + 6}]) {{ return; }}
+    let gn = i % N; let gm = (i / N) % M; let z = i / (M * N);
+    var ao = P[{ao}]; var bo = P[{bo}];
+    {{ var q = z; for (var d = P[3] - 1; d >= 0; d = d - 1) {{
+        let n = P[{_BN} + d]; let k = q % n; q = q / n;
+        ao = ao + k * P[{_BA} + d]; bo = bo + k * P[{_BB} + d]; }} }}
+    let ars = P[{ao + 1}]; let acs = P[{ao + 2}]; let brs = P[{bo + 1}]; let bcs = P[{bo + 2}];
+    var acc = {zero};
+    var pa = ao + gm * ars; var pb = bo + gn * bcs;
+    for (var k = 0; k < K; k = k + 1) {{
+        acc = acc + {load(a_dt, "b0[pa]")} * {load(b_dt, "b1[pb]")};
+        pa = pa + acs; pb = pb + brs;
+    }}
+    b2[i] = {store(out_dt, "acc")};
+}}
+"""
+
+
+#: outputs narrower than this (rows or columns) take the simple kernel
+NARROW = 32
+
 _SOURCES: dict[tuple[Any, ...], str] = {}
 
 
@@ -124,11 +157,17 @@ def matmul(rt: Runtime, a: WGArray, b: WGArray) -> WGArray:
         return [*v, *([0] * (MAXD - len(v)))]
 
     words = [M, N, K, len(dims), *pad(dims), *pad(sa), *pad(sb),
-             a.offset, a.strides[-2], a.strides[-1], b.offset, b.strides[-2], b.strides[-1]]
-    key = (a.dtype, b.dtype, out.dtype)
+             a.offset, a.strides[-2], a.strides[-1], b.offset, b.strides[-2], b.strides[-1],
+             out.size]
+    simple = min(M, N) < NARROW
+    key = (a.dtype, b.dtype, out.dtype, simple)
     src = _SOURCES.get(key)
     if src is None:
-        src = _SOURCES[key] = _source(a.dtype, b.dtype, out.dtype)
+        make = _simple_source if simple else _source
+        src = _SOURCES[key] = make(a.dtype, b.dtype, out.dtype)
+    if simple:
+        rt.dispatch(src, [a, b], [out], words, out.size)
+        return out
     groups = (-(-N // TILE), -(-M // TILE), nb)
     if nb > rt.max_groups:
         raise NotImplementedError(f"wgpu: matmul of more than {rt.max_groups} matrices at once")

@@ -44,6 +44,9 @@ COMBINE = {"sum": "add", "mean": "add", "prod": "mul", "max": "maximum", "min": 
 #: rows from this long with fewer outputs than `SPLIT_OUTPUTS` are reduced in two passes
 SPLIT_MIN = 1 << 14
 SPLIT_OUTPUTS = 64
+#: this many outputs with rows this short: one invocation per output, no tree
+FLAT_OUTPUTS = 256
+FLAT_ROW = 512
 
 
 def _identity(kind: str, dt: np.dtype[Any]) -> str:
@@ -85,8 +88,10 @@ _XOFF, _CHUNK, _SCALE = 4 + 4 * MAXD, 5 + 4 * MAXD, 6 + 4 * MAXD
 
 
 def _source(kind: str, x_dt: np.dtype[Any], out_dt: np.dtype[Any], arg: bool,
-            partial_in: bool) -> str:
-    """One work-group per (output, chunk): lanes stride over the chunk, then a tree.
+            partial_in: bool, tree: bool = True) -> str:
+    """One work-group per (output, chunk): lanes stride over the chunk, then a tree; or, with
+    ``tree`` off, one invocation per output walking its row alone (no barrier: many short
+    rows).
 
     ``partial_in``: the input holds (value, index) pairs of a first pass (arg-reductions)."""
     ct = "bool" if kind in ("any", "all") else wgsl_compute(x_dt)
@@ -94,9 +99,11 @@ def _source(kind: str, x_dt: np.dtype[Any], out_dt: np.dtype[Any], arg: bool,
     # arg-reductions write (value, index) of each output, the value for a second pass
     writes = [wgsl_storage(x_dt), "i64"] if arg else [wgsl_storage(out_dt)]
     lines = [header([*reads, *writes], len(reads))]
-    lines.append(f"var<workgroup> sh: array<{ct}, {GROUP}>;")
-    if arg:
+    if tree:
+        lines.append(f"var<workgroup> sh: array<{ct}, {GROUP}>;")
+    if arg and tree:
         lines.append(f"var<workgroup> shi: array<i64, {GROUP}>;")
+    if arg:
         better = ">" if kind == "argmax" else "<"
         nan = ("    let an = isnan_(a); let bn = isnan_(b);\n"
                "    if (an || bn) { return select(an, ia <= ib, an && bn); }\n"
@@ -111,11 +118,18 @@ def _source(kind: str, x_dt: np.dtype[Any], out_dt: np.dtype[Any], arg: bool,
     else:
         lines.append(_combine_fn(kind, x_dt))
     wo, ro = len(reads), 0
-    body = [f"@compute @workgroup_size({GROUP})",
-            "fn main(@builtin(workgroup_id) wg: vec3<u32>, "
-            "@builtin(local_invocation_index) lid: u32, "
-            "@builtin(num_workgroups) nwg: vec3<u32>) {",
-            "    let g = i32(wg.x + wg.y * nwg.x);",
+    if tree:
+        body = [f"@compute @workgroup_size({GROUP})",
+                "fn main(@builtin(workgroup_id) wg: vec3<u32>, "
+                "@builtin(local_invocation_index) lid: u32, "
+                "@builtin(num_workgroups) nwg: vec3<u32>) {",
+                "    let g = i32(wg.x + wg.y * nwg.x);"]
+    else:
+        body = [f"@compute @workgroup_size({GROUP})",
+                "fn main(@builtin(global_invocation_id) gid: vec3<u32>, "
+                "@builtin(num_workgroups) nwg: vec3<u32>) {",
+                f"    let g = i32(gid.x + gid.y * nwg.x * {GROUP}u);", "    let lid = 0u;"]
+    body += [
             f"    let chunk = P[{_CHUNK}];",
             "    let R = P[1];",
             "    let parts = (R + chunk - 1) / max(chunk, 1);",
@@ -129,7 +143,7 @@ def _source(kind: str, x_dt: np.dtype[Any], out_dt: np.dtype[Any], arg: bool,
         body += [f"    var acc: {ct} = {zero};", "    var ai: i64 = -1li;"]
     else:
         body += [f"    var acc: {ct} = {_identity(kind, x_dt)};"]
-    body += [f"    for (var j = j0 + i32(lid); j < j1; j = j + {GROUP}) {{",
+    body += [f"    for (var j = j0 + i32(lid); j < j1; j = j + {GROUP if tree else 1}) {{",
              "        var addr = base;"]
     body += ["    " + s for s in _walk("j", "P[3]", _R, _RS, 1, "addr")]
     v = load(x_dt, f"b{ro}[addr]")
@@ -138,8 +152,12 @@ def _source(kind: str, x_dt: np.dtype[Any], out_dt: np.dtype[Any], arg: bool,
     if arg:
         vi = f"b{ro + 1}[addr]" if partial_in else "i64(j)"
         body += [f"        let v = {v}; let vi = {vi};",
-                 "        if (!first(acc, ai, v, vi)) { acc = v; ai = vi; }", "    }",
-                 "    sh[lid] = acc; shi[lid] = ai;", "    workgroupBarrier();",
+                 "        if (!first(acc, ai, v, vi)) { acc = v; ai = vi; }", "    }"]
+        if not tree:
+            body += ["    if (live) {",
+                     f"        b{wo}[g] = {store(x_dt, 'acc')}; b{wo + 1}[g] = ai; }}", "}"]
+            return _finish(lines, body)
+        body += ["    sh[lid] = acc; shi[lid] = ai;", "    workgroupBarrier();",
                  f"    for (var s = {GROUP // 2}u; s > 0u; s = s >> 1u) {{",
                  "        if (lid < s && !first(sh[lid], shi[lid], sh[lid + s], shi[lid + s])) {",
                  "            sh[lid] = sh[lid + s]; shi[lid] = shi[lid + s]; }",
@@ -147,8 +165,12 @@ def _source(kind: str, x_dt: np.dtype[Any], out_dt: np.dtype[Any], arg: bool,
                  "    if (lid == 0u && live) {",
                  f"        b{wo}[g] = {store(x_dt, 'sh[0]')}; b{wo + 1}[g] = shi[0]; }}"]
     else:
-        body += [f"        acc = comb(acc, {v});", "    }",
-                 "    sh[lid] = acc;", "    workgroupBarrier();",
+        body += [f"        acc = comb(acc, {v});", "    }"]
+        if not tree:
+            res = f"(acc * bitcast<f32>(P[{_SCALE}]))" if kind == "mean" else "acc"
+            body += ["    if (live) {", f"        b{wo}[g] = {store(out_dt, res)};", "    }", "}"]
+            return _finish(lines, body)
+        body += ["    sh[lid] = acc;", "    workgroupBarrier();",
                  f"    for (var s = {GROUP // 2}u; s > 0u; s = s >> 1u) {{",
                  "        if (lid < s) { sh[lid] = comb(sh[lid], sh[lid + s]); }",
                  "        workgroupBarrier();", "    }"]
@@ -158,6 +180,10 @@ def _source(kind: str, x_dt: np.dtype[Any], out_dt: np.dtype[Any], arg: bool,
         body += ["    if (lid == 0u && live) {", f"        b{wo}[g] = {store(out_dt, res)};",
                  "    }"]
     body.append("}")
+    return _finish(lines, body)
+
+
+def _finish(lines: list[str], body: list[str]) -> str:
     main = "\n".join(body) + "\n"
     src = "\n".join(lines) + "\n"
     return src + prelude(src + main) + main
@@ -188,7 +214,8 @@ def _launch(rt: Runtime, kind: str, x: WGArray, dims: Sequence[int], out_dt: np.
     scale = 1.0 / R if R else math.nan
     words = [nout, R, len(kd), len(rdims), *_pad(kd), *_pad(ks), *_pad(rdims), *_pad(rs),
              x.offset, chunk, *scalar_words("float32", scale)]
-    src = _source(kind, x.dtype, out_dt, arg, index is not None)
+    tree = not (parts == 1 and nout >= FLAT_OUTPUTS and R <= FLAT_ROW)
+    src = _source(kind, x.dtype, out_dt, arg, index is not None, tree)
     if arg:
         outs = [rt.empty((groups,), x.dtype), rt.empty((groups,), I64)]
     else:
@@ -198,6 +225,9 @@ def _launch(rt: Runtime, kind: str, x: WGArray, dims: Sequence[int], out_dt: np.
     if nout == 0:
         return (outs[0], outs[1]) if arg else outs[0]
     reads = [x] + ([index] if index is not None else [])
+    if not tree:
+        rt.dispatch(src, reads, outs, words, nout)
+        return (outs[0], outs[1]) if arg else outs[0]
     gx, gy = groups, 1
     if groups > rt.max_groups:
         gy = -(-groups // rt.max_groups)

@@ -335,8 +335,8 @@ def default_device() -> Device:
 
     ``EMBER_DEVICE`` when set (an error if it names no usable device); otherwise ``cpu``; and
     where ``cpu`` is not installed or not available, the best available device: the highest
-    ``DeviceSpec.priority`` (cuda 20, rocm 15, opencl 5, cpu 0, triton-interpret -10), said
-    once on the ``ember.device`` logger.
+    ``DeviceSpec.priority`` (cuda 20, rocm 15, opencl 5, wgpu 4, cpu 0, triton-interpret -10),
+    said once on the ``ember.device`` logger.
 
     Examples
     --------
