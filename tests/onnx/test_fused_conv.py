@@ -55,6 +55,7 @@ CHAINS = [  # norm, add, relu, stride, bias
     (False, True, False, 2, True),
     (False, False, True, 1, True),
     (True, True, False, 1, True),
+    (False, False, False, 2, True),  # a lone Conv with a bias
 ]
 
 

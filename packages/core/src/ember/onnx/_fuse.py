@@ -1,7 +1,8 @@
 """Convolution epilogues fused at import: ``Conv -> [BatchNormalization] -> [Add] -> [Relu]``.
 
 A chain whose intermediate values have no other reader (and are no graph output) becomes one
-node.  It runs `ember.ops.composite.fused_conv2d` where the device implements that op (the CPU
+node, and so does a lone Conv with a bias (the bias is its epilogue).  It runs
+`ember.ops.composite.fused_conv2d` where the device implements that op (the CPU
 applies bias, batch norm, residual and ReLU in place on the GEMM's output, in one pass) and
 the chain's own rules, node by node, everywhere else: on ``autodiff<...>`` stacks (so the
 parameters, the batch-norm statistics and the gradients are those of the graph as written,
@@ -71,16 +72,16 @@ def fuse(nodes: list[Node], outputs: list[str]) -> list[Node]:
             j = sole_reader(cur)
         if j is not None and nodes[j].op_type == "Relu":
             chain.relu, last, cur = nodes[j], j, nodes[j].outputs[0]
-        if last == i:
-            continue
+        if last == i and not (len(conv.inputs) > 2 and conv.inputs[2]):
+            continue  # a lone Conv without a bias (one with a bias adds it in the epilogue)
         conv_in = (conv.inputs + [""] * 3)[:3]
         norm_in = chain.norm.inputs[1:5] if chain.norm is not None else []
         add_in: list[str] = []
         if chain.add is not None:
             prev = (chain.norm or conv).outputs[0]
             add_in = [x for x in chain.add.inputs if x != prev]
-        replace[last] = Node(FUSED, f"{conv.name}+" + "+".join(n.op_type for n in
-                                                              chain.nodes()[1:]),
+        replace[last] = Node(FUSED, "+".join([conv.name] + [n.op_type for n in
+                                                           chain.nodes()[1:]]),
                              conv_in + norm_in + add_in, [cur], {"chain": chain},
                              conv.opset)
         absorbed.update(k for k, n in enumerate(nodes) if any(n is c for c in chain.nodes()))
