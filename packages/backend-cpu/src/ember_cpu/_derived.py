@@ -47,10 +47,12 @@ class Derived:
 
     def stale(self, source: np.ndarray, lo: int, hi: int) -> bool:
         """Whether rows ``lo:hi`` of ``source`` (the weights as the caller flattened them,
-        C-contiguous) differ from the copy, bit for bit; if so the copy takes them, and the
-        caller must derive those rows again before reading them."""
+        C-contiguous) differ from the copy, bit for bit; if so the copy takes them, the
+        caller must derive those rows again before reading them, and the whole entry counts
+        as stale until `done` is called (a derivation that raised is not trusted)."""
         if self.ready and _same_bits(source[lo:hi], self.copy[lo:hi]):
             return False
+        self.ready = False  # until the caller has derived them (and calls `done`)
         self.copy[lo:hi] = source[lo:hi]
         return True
 

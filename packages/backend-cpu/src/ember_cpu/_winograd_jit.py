@@ -61,54 +61,56 @@ def _loops() -> dict[str, Callable[..., Any]]:
     # B^T down the columns of a tile row first (contiguous loads), then along its rows
 
     @jit
-    def inputs2(xp: Any, v: Any, c0: int, c1: int, th: int, tw: int) -> None:
+    def inputs2(xp: Any, v: Any, c0: int, c1: int, r0: int, r1: int, th: int,
+                tw: int) -> None:
         # xp: [N, C, TH*2 + 2, TW*2 + 2], zero-padded
         n_, wp = xp.shape[0], xp.shape[3]
         tiles = n_ * th * tw
         down = np.empty((4, wp), xp.dtype)  # down[a] = (B^T d)[a] across the tile row
         for c in range(c0, c1):
-            for n in range(n_):
+            for row in range(r0, r1):
+                n, ty = row // th, row % th
                 p = xp[n, c]
-                for ty in range(th):
-                    r = ty * 2
-                    for x in range(wp):
-                        down[0, x], down[1, x], down[2, x], down[3, x] = bt2(
-                            p[r, x], p[r + 1, x], p[r + 2, x], p[r + 3, x])
-                    t0 = c * tiles + (n * th + ty) * tw
-                    for a in range(4):
-                        src = down[a]
-                        v0, v1 = v[a * 4, t0:t0 + tw], v[a * 4 + 1, t0:t0 + tw]
-                        v2, v3 = v[a * 4 + 2, t0:t0 + tw], v[a * 4 + 3, t0:t0 + tw]
-                        for tx in range(tw):
-                            x = tx * 2
-                            v0[tx], v1[tx], v2[tx], v3[tx] = bt2(src[x], src[x + 1],
-                                                                 src[x + 2], src[x + 3])
+                r = ty * 2
+                for x in range(wp):
+                    down[0, x], down[1, x], down[2, x], down[3, x] = bt2(
+                        p[r, x], p[r + 1, x], p[r + 2, x], p[r + 3, x])
+                t0 = c * tiles + row * tw
+                for a in range(4):
+                    src = down[a]
+                    v0, v1 = v[a * 4, t0:t0 + tw], v[a * 4 + 1, t0:t0 + tw]
+                    v2, v3 = v[a * 4 + 2, t0:t0 + tw], v[a * 4 + 3, t0:t0 + tw]
+                    for tx in range(tw):
+                        x = tx * 2
+                        v0[tx], v1[tx], v2[tx], v3[tx] = bt2(src[x], src[x + 1],
+                                                             src[x + 2], src[x + 3])
 
     @jit
-    def inputs4(xp: Any, v: Any, c0: int, c1: int, th: int, tw: int) -> None:
+    def inputs4(xp: Any, v: Any, c0: int, c1: int, r0: int, r1: int, th: int,
+                tw: int) -> None:
         n_, wp = xp.shape[0], xp.shape[3]
         tiles = n_ * th * tw
         down = np.empty((6, wp), xp.dtype)
         for c in range(c0, c1):
-            for n in range(n_):
+            for row in range(r0, r1):
+                n, ty = row // th, row % th
                 p = xp[n, c]
-                for ty in range(th):
-                    r = ty * 4
-                    for x in range(wp):
-                        (down[0, x], down[1, x], down[2, x], down[3, x], down[4, x],
-                         down[5, x]) = bt4(p[r, x], p[r + 1, x], p[r + 2, x], p[r + 3, x],
-                                           p[r + 4, x], p[r + 5, x])
-                    t0 = c * tiles + (n * th + ty) * tw
-                    for a in range(6):
-                        src = down[a]
-                        v0, v1 = v[a * 6, t0:t0 + tw], v[a * 6 + 1, t0:t0 + tw]
-                        v2, v3 = v[a * 6 + 2, t0:t0 + tw], v[a * 6 + 3, t0:t0 + tw]
-                        v4, v5 = v[a * 6 + 4, t0:t0 + tw], v[a * 6 + 5, t0:t0 + tw]
-                        for tx in range(tw):
-                            x = tx * 4
-                            v0[tx], v1[tx], v2[tx], v3[tx], v4[tx], v5[tx] = bt4(
-                                src[x], src[x + 1], src[x + 2], src[x + 3], src[x + 4],
-                                src[x + 5])
+                r = ty * 4
+                for x in range(wp):
+                    (down[0, x], down[1, x], down[2, x], down[3, x], down[4, x],
+                     down[5, x]) = bt4(p[r, x], p[r + 1, x], p[r + 2, x], p[r + 3, x],
+                                       p[r + 4, x], p[r + 5, x])
+                t0 = c * tiles + row * tw
+                for a in range(6):
+                    src = down[a]
+                    v0, v1 = v[a * 6, t0:t0 + tw], v[a * 6 + 1, t0:t0 + tw]
+                    v2, v3 = v[a * 6 + 2, t0:t0 + tw], v[a * 6 + 3, t0:t0 + tw]
+                    v4, v5 = v[a * 6 + 4, t0:t0 + tw], v[a * 6 + 5, t0:t0 + tw]
+                    for tx in range(tw):
+                        x = tx * 4
+                        v0[tx], v1[tx], v2[tx], v3[tx], v4[tx], v5[tx] = bt4(
+                            src[x], src[x + 1], src[x + 2], src[x + 3], src[x + 4],
+                            src[x + 5])
 
     # -- outputs: Y = A^T M A per tile, then the epilogue (scale, shift, residual, ReLU) --
 
@@ -127,7 +129,7 @@ def _loops() -> dict[str, Callable[..., Any]]:
 
     @jit
     def outputs2(mm: Any, out: Any, scale: Any, shift: Any, residual: Any, relu: bool,
-                 o0: int, o1: int, th: int, tw: int) -> None:
+                 o0: int, o1: int, r0: int, r1: int, th: int, tw: int) -> None:
         n_, _, oh, _ = out.shape
         tiles = n_ * th * tw
         scaled, added = scale.size > 0, residual.size > 0
@@ -136,31 +138,31 @@ def _loops() -> dict[str, Callable[..., Any]]:
         for o in range(o0, o1):
             k = scale[o] if scaled else out.dtype.type(1)
             s = shift[o]
-            for n in range(n_):
-                for ty in range(th):
-                    t0 = o * tiles + (n * th + ty) * tw
-                    for a in range(4):
-                        for tx in range(tw):
-                            y0, y1 = at2(mm[a * 4, t0 + tx], mm[a * 4 + 1, t0 + tx],
-                                         mm[a * 4 + 2, t0 + tx], mm[a * 4 + 3, t0 + tx])
-                            cols[a, 0, tx] = y0
-                            cols[a, 1, tx] = y1
-                    for j in range(2):
-                        for tx in range(tw):
-                            y0, y1 = at2(cols[0, j, tx], cols[1, j, tx], cols[2, j, tx],
-                                         cols[3, j, tx])
-                            line[0, tx * 2 + j] = y0
-                            line[1, tx * 2 + j] = y1
-                    for i in range(min(2, oh - ty * 2)):
-                        r = ty * 2 + i
-                        if added:
-                            store(line[i], out[n, o, r], k, s, residual[n, o, r], True, relu)
-                        else:
-                            store(line[i], out[n, o, r], k, s, line[i], False, relu)
+            for row in range(r0, r1):
+                n, ty = row // th, row % th
+                t0 = o * tiles + row * tw
+                for a in range(4):
+                    for tx in range(tw):
+                        y0, y1 = at2(mm[a * 4, t0 + tx], mm[a * 4 + 1, t0 + tx],
+                                     mm[a * 4 + 2, t0 + tx], mm[a * 4 + 3, t0 + tx])
+                        cols[a, 0, tx] = y0
+                        cols[a, 1, tx] = y1
+                for j in range(2):
+                    for tx in range(tw):
+                        y0, y1 = at2(cols[0, j, tx], cols[1, j, tx], cols[2, j, tx],
+                                     cols[3, j, tx])
+                        line[0, tx * 2 + j] = y0
+                        line[1, tx * 2 + j] = y1
+                for i in range(min(2, oh - ty * 2)):
+                    r = ty * 2 + i
+                    if added:
+                        store(line[i], out[n, o, r], k, s, residual[n, o, r], True, relu)
+                    else:
+                        store(line[i], out[n, o, r], k, s, line[i], False, relu)
 
     @jit
     def outputs4(mm: Any, out: Any, scale: Any, shift: Any, residual: Any, relu: bool,
-                 o0: int, o1: int, th: int, tw: int) -> None:
+                 o0: int, o1: int, r0: int, r1: int, th: int, tw: int) -> None:
         n_, _, oh, _ = out.shape
         tiles = n_ * th * tw
         scaled, added = scale.size > 0, residual.size > 0
@@ -169,46 +171,50 @@ def _loops() -> dict[str, Callable[..., Any]]:
         for o in range(o0, o1):
             k = scale[o] if scaled else out.dtype.type(1)
             s = shift[o]
-            for n in range(n_):
-                for ty in range(th):
-                    t0 = o * tiles + (n * th + ty) * tw
-                    for a in range(6):
-                        for tx in range(tw):
-                            y0, y1, y2, y3 = at4(mm[a * 6, t0 + tx], mm[a * 6 + 1, t0 + tx],
-                                                 mm[a * 6 + 2, t0 + tx], mm[a * 6 + 3, t0 + tx],
-                                                 mm[a * 6 + 4, t0 + tx], mm[a * 6 + 5, t0 + tx])
-                            cols[a, 0, tx] = y0
-                            cols[a, 1, tx] = y1
-                            cols[a, 2, tx] = y2
-                            cols[a, 3, tx] = y3
-                    for j in range(4):
-                        for tx in range(tw):
-                            y0, y1, y2, y3 = at4(cols[0, j, tx], cols[1, j, tx], cols[2, j, tx],
-                                                 cols[3, j, tx], cols[4, j, tx], cols[5, j, tx])
-                            line[0, tx * 4 + j] = y0
-                            line[1, tx * 4 + j] = y1
-                            line[2, tx * 4 + j] = y2
-                            line[3, tx * 4 + j] = y3
-                    for i in range(min(4, oh - ty * 4)):
-                        r = ty * 4 + i
-                        if added:
-                            store(line[i], out[n, o, r], k, s, residual[n, o, r], True, relu)
-                        else:
-                            store(line[i], out[n, o, r], k, s, line[i], False, relu)
+            for row in range(r0, r1):
+                n, ty = row // th, row % th
+                t0 = o * tiles + row * tw
+                for a in range(6):
+                    for tx in range(tw):
+                        y0, y1, y2, y3 = at4(mm[a * 6, t0 + tx], mm[a * 6 + 1, t0 + tx],
+                                             mm[a * 6 + 2, t0 + tx], mm[a * 6 + 3, t0 + tx],
+                                             mm[a * 6 + 4, t0 + tx], mm[a * 6 + 5, t0 + tx])
+                        cols[a, 0, tx] = y0
+                        cols[a, 1, tx] = y1
+                        cols[a, 2, tx] = y2
+                        cols[a, 3, tx] = y3
+                for j in range(4):
+                    for tx in range(tw):
+                        y0, y1, y2, y3 = at4(cols[0, j, tx], cols[1, j, tx], cols[2, j, tx],
+                                             cols[3, j, tx], cols[4, j, tx], cols[5, j, tx])
+                        line[0, tx * 4 + j] = y0
+                        line[1, tx * 4 + j] = y1
+                        line[2, tx * 4 + j] = y2
+                        line[3, tx * 4 + j] = y3
+                for i in range(min(4, oh - ty * 4)):
+                    r = ty * 4 + i
+                    if added:
+                        store(line[i], out[n, o, r], k, s, residual[n, o, r], True, relu)
+                    else:
+                        store(line[i], out[n, o, r], k, s, line[i], False, relu)
 
     return {"inputs2": inputs2, "inputs4": inputs4, "outputs2": outputs2,
             "outputs4": outputs4}
 
 
-def inputs(m: int, xp: Any, v: Any, c0: int, c1: int, th: int, tw: int) -> None:
-    """``v[alpha^2, C*T (+ padding)]`` for channels ``c0:c1`` from ``xp[N, C, th*m + 2,
-    tw*m + 2]``, the zero-padded input (C-contiguous, of ``v``'s dtype)."""
-    _loops()[f"inputs{m}"](xp, v, c0, c1, th, tw)
+def inputs(m: int, xp: Any, v: Any, c0: int, c1: int, r0: int, r1: int, th: int,
+           tw: int) -> None:
+    """``v[alpha^2, C*T (+ padding)]`` for channels ``c0:c1`` and the tiles of tile rows
+    ``r0:r1`` (row ``n*th + ty``: tiles ``r0*tw:r1*tw``) from ``xp[N, C, th*m + 2,
+    tw*m + 2]``, the zero-padded input (C-contiguous, of ``v``'s dtype; only the rows these
+    tiles cover are read)."""
+    _loops()[f"inputs{m}"](xp, v, c0, c1, r0, r1, th, tw)
 
 
 def outputs(m: int, mm: Any, out: Any, scale: Any, shift: Any, residual: Any, relu: bool,
-            o0: int, o1: int, th: int, tw: int) -> None:
-    """``out[N, O, OH, OW]`` for output channels ``o0:o1`` from the GEMMs' ``mm[alpha^2,
-    O*T (+ padding)]``: ``A^T M A``, times ``scale[o]`` (left out when empty) plus ``shift[o]`` plus
-    ``residual`` (left out when empty), then ReLU when ``relu`` (nan stays nan)."""
-    _loops()[f"outputs{m}"](mm, out, scale, shift, residual, relu, o0, o1, th, tw)
+            o0: int, o1: int, r0: int, r1: int, th: int, tw: int) -> None:
+    """``out[N, O, OH, OW]`` for output channels ``o0:o1`` and the tiles of tile rows
+    ``r0:r1`` from the GEMMs' ``mm[alpha^2, O*T (+ padding)]``: ``A^T M A``, times
+    ``scale[o]`` (left out when empty) plus ``shift[o]`` plus ``residual`` (left out when
+    empty), then ReLU when ``relu`` (nan stays nan)."""
+    _loops()[f"outputs{m}"](mm, out, scale, shift, residual, relu, o0, o1, r0, r1, th, tw)

@@ -303,7 +303,7 @@ def _im2col_fused_hw(x: np.ndarray, w: np.ndarray, stride: Pair, padding: Pair,
 #: layers with at most this many filters (O*C) take Winograd: their transformed filters are
 #: kept between calls (`_derived`, checked against the weights each call) at 4.6x the
 #: weights' bytes; the 512x512 filters of ResNet's 7x7 blocks ran faster on the GEMM path
-_WINOGRAD_FILTERS = 256 * 256
+_WINOGRAD_FILTERS = 128 * 128
 
 
 def _winograd_tile(x: np.ndarray, w: np.ndarray, stride: Pair, padding: Pair,

@@ -7,9 +7,11 @@ passes over memory and extra rounding: in float32, F(2,3) is about as close to t
 as the direct GEMM, F(4,3) tens of times less (~1e-5 of the output's magnitude at 64-512
 channels: its transforms have entries up to 8 and divide by 24; the tests hold the bounds).
 The transformed filters are kept from call to call (`_derived`): every call compares the
-weights with the copy they were transformed from, bit for bit, a range a thread, and
-transforms again the ranges that differ (an array can change under the same object: a
-compiled step's in-place plan, DLPack sharing).  `fused_conv2d` uses it for inference; plain
+weights with the copy they were transformed from, bit for bit (~10-40 us for ResNet's
+64x64 and 128x128 filters), and transforms them again if they differ (an array can change
+under the same object: a compiled step's in-place plan, DLPack sharing), so the rest of a
+layer runs as one stage of work for the threads: bands of tile rows, each taken from the
+padded input to the output by one thread.  `fused_conv2d` uses it for inference; plain
 ``conv2d``, which autodiff runs forward, keeps the direct GEMMs.
 """
 
@@ -40,10 +42,9 @@ def _filter_transform(m: int, dtype: np.dtype[Any]) -> np.ndarray:
     return np.kron(g, g).astype(dtype)
 
 
-#: the fewest output channels a thread's block of the products takes
-_BLOCK_ROWS = 32
-#: blocks of the products a thread (each block reads all of V: fewer, larger ones ran faster)
-_BLOCKS = 1
+#: about the most bytes of transformed input (V) a band of tiles makes (the L2 of a core
+#: on the development VM)
+_BAND_BYTES = 2 << 20
 
 
 def _plane_length(size: int, dtype: np.dtype[Any]) -> int:
@@ -96,37 +97,53 @@ def conv3x3(x: np.ndarray, w: np.ndarray, padding: Pair, m: int, scale: np.ndarr
     stride = _plane_length(o * c, dt)
     filters = _derived.derived(w, wf, ("winograd", m), (a2, stride), dt)
     u = filters.value
-    kron = _filter_transform(m, dt)
+    if filters.stale(wf, 0, o * c):  # the weights changed (or are new): U again
+        np.matmul(_filter_transform(m, dt), wf.T, out=u[:, :o * c])
+    filters.done()
     workers = _workers.threads()
-    # chunks: a few per thread, so that a thread that loses its core holds up little
-    c_step = _workers.split(c, workers, 4)
-    # blocks of at least _BLOCK_ROWS output channels: every block reads all of V
-    o_step = max(_workers.split(o, workers, _BLOCKS), min(o, _BLOCK_ROWS))
+    # bands of tile rows (over the batch), each carried through by one thread: the padded
+    # copy and the input transform of its rows, the products of its tiles, the output
+    # transform and epilogue of its outputs; no thread waits for another (one hand-off a
+    # layer).  One band a thread (two made the GEMMs narrower and ResNet's 56x56 layers
+    # 0.73 -> 0.93 ms on two idle cores), more where V would pass _BAND_BYTES
+    rows = n * th
+    bands = min(rows, max(workers, -(-a2 * c * tiles * dt.itemsize // _BAND_BYTES)))
+    us, vs, ms = _stack(u, a2, o, c), _stack(v, a2, c, tiles), _stack(mm, a2, o, tiles)
+    if workers > 1 and rows % workers and rows < 4 * workers:
+        # too few tile rows to share out evenly (ResNet's 28x28 layers: 7): two stages,
+        # the input transform by channels, then the products and the output transform by
+        # blocks of output channels (each block reads all of V)
+        c_step = _workers.split(c, workers, 4)
+        o_step = _workers.split(o, workers, 1)
 
-    f_step = -(-o // workers)  # the filters in one chunk a thread, first
-
-    def transform(i: int) -> None:
-        if i < workers:  # U[xi, o*C + c] for a range of o, where w changed: [alpha^2, 9] @ [9, k*C]
-            q0, q1 = i * f_step * c, min((i + 1) * f_step, o) * c
-            if q1 > q0 and filters.stale(wf, q0, q1):
-                np.matmul(kron, wf[q0:q1].T, out=u[:, q0:q1])
-        else:
-            c0 = (i - workers) * c_step
-            c1 = min(c0 + c_step, c)
+        def inputs(i: int) -> None:
+            c0, c1 = i * c_step, min(c, (i + 1) * c_step)
             xp[:, c0:c1, ph:ph + h, pw:pw + wd] = x[:, c0:c1]
-            _winograd_jit.inputs(m, xp, v, c0, c1, th, tw)
+            _winograd_jit.inputs(m, xp, v, c0, c1, 0, rows, th, tw)
 
-    def product(i: int) -> None:
-        # the 36 products' rows o0:o1 (numpy's loop over the stack calls the BLAS for each),
-        # then those output channels' transform: no wait between the two
-        o0 = i * o_step
-        k = min(o_step, o - o0)
-        np.matmul(_stack(u[:, o0 * c:], a2, k, c), _stack(v, a2, c, tiles),
-                  out=_stack(mm[:, o0 * tiles:], a2, k, tiles))
-        _winograd_jit.outputs(m, mm, out, scale, shift, res, relu, o0, o0 + k, th, tw)
+        def products(i: int) -> None:
+            o0, o1 = i * o_step, min(o, (i + 1) * o_step)
+            np.matmul(us[:, o0:o1], vs, out=ms[:, o0:o1])
+            _winograd_jit.outputs(m, mm, out, scale, shift, res, relu, o0, o1, 0, rows, th,
+                                  tw)
+
+        with _blas.one_thread(0):
+            _workers.run(inputs, -(-c // c_step), workers)
+            _workers.run(products, -(-o // o_step), workers)
+        return out
+
+    def band(i: int) -> None:
+        r0, r1 = i * rows // bands, (i + 1) * rows // bands  # sizes differ by one at most
+        for b in range(r0 // th, (r1 - 1) // th + 1):  # this band's input rows, padded
+            y0 = max((max(r0, b * th) - b * th) * m - ph, 0)
+            y1 = min((min(r1, (b + 1) * th) - b * th) * m + 2 - ph, h)
+            if y1 > y0:
+                xp[b, :, ph + y0:ph + y1, pw:pw + wd] = x[b, :, y0:y1]
+        _winograd_jit.inputs(m, xp, v, 0, c, r0, r1, th, tw)
+        t0, t1 = r0 * tw, r1 * tw
+        np.matmul(us, vs[:, :, t0:t1], out=ms[:, :, t0:t1])
+        _winograd_jit.outputs(m, mm, out, scale, shift, res, relu, 0, o, r0, r1, th, tw)
 
     with _blas.one_thread(0):
-        _workers.run(transform, workers + -(-c // c_step), workers)
-        filters.done()
-        _workers.run(product, -(-o // o_step), workers)
+        _workers.run(band, bands, workers)
     return out
