@@ -200,3 +200,40 @@ def test_fused_elementwise_chain_is_one_kernel_with_every_output(wg_device: obje
     h64 = np.maximum(a64, -0.5)
     np.testing.assert_allclose(got_h, h64, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(got, 1 / (1 + np.exp(-(np.exp(h64) - h64))), rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.uint8])
+def test_narrow_integers_wrap_like_numpy_in_32_bit_storage(wg_device: object,
+                                                           dtype: type) -> None:
+    info = np.iinfo(dtype)
+    a = np.array([info.min, -3 if info.min else 3, 0, 7, info.max], dtype)
+    b = np.array([1, 5, info.max, 9, 2], dtype)
+    x, y = _t(a, wg_device), _t(b, wg_device)
+    with np.errstate(all="ignore"):
+        check(x + y, a + b)
+        check(x * y, a * b)
+        check(x - y, a - b)
+        check(-x, -a)
+        check(x << 3, a << 3)
+    check(x.amax(), a.max())
+    with np.errstate(all="ignore"):
+        check(x.reshape(1, 5) @ y.reshape(5, 1), a.reshape(1, 5) @ b.reshape(5, 1))
+    target = getattr(ember, np.dtype(dtype).name)
+    f = np.array([300.7, -129.2, 5.5], np.float32)
+    check(_t(f, wg_device).to(target), f.astype(np.int64).astype(dtype))
+
+
+def test_bfloat16_rounds_to_nearest_even_on_every_store(wg_device: object) -> None:
+    import ml_dtypes
+
+    a = RNG.standard_normal(1000).astype(np.float32)
+    b = RNG.standard_normal(1000).astype(np.float32)
+    x = _t(a, wg_device).to(ember.bfloat16)
+    y = _t(b, wg_device).to(ember.bfloat16)
+    ab, bb = a.astype(ml_dtypes.bfloat16), b.astype(ml_dtypes.bfloat16)
+    got = (x * y + 1).numpy()
+    want = ((ab.astype(np.float32) * bb.astype(np.float32)).astype(ml_dtypes.bfloat16)
+            .astype(np.float32) + 1).astype(ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(got.astype(np.float32), want.astype(np.float32))
+    nan = _t(np.array([np.nan], np.float32), wg_device).to(ember.bfloat16).numpy()
+    assert np.isnan(nan.astype(np.float32)).all()

@@ -1,11 +1,12 @@
 """The wgpu device: payloads are `WGArray` views, kernels come from one table per op group.
 
-dtypes: float32, int32 and bool on every adapter; int64 where the adapter offers
+dtypes: float32, int32 and bool natively on every adapter; int8, int16, uint8 and bfloat16
+emulated on every adapter (widened to 32-bit storage, wrapped or rounded on every store: they
+have no WGSL type); int64 where the adapter offers
 ``shader-int64`` and float16 where it offers ``shader-f16`` (both native WGSL types through
 wgpu-native's extensions).  float64 is never offered: naga's WGSL front end applies no math
 built-in (not even ``sqrt`` or ``floor``) to ``f64`` and Vulkan's GLSL.std.450 has no 64-bit
-transcendental functions, so only its arithmetic would be native.  bfloat16 and the 8/16-bit
-integers have no WGSL type.
+transcendental functions, so only its arithmetic would be native.
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ class WgpuBackend(Backend):
     def __init__(self, adapter: Any, index: int = 0) -> None:
         self.index = index
         self.runtime = rt = Runtime(adapter)
-        dtypes = {ember.float32, ember.int32, ember.bool_}
+        dtypes = {ember.float32, ember.int32, ember.bool_, ember.int8, ember.int16, ember.uint8,
+                  ember.bfloat16}
         if rt.i64:
             dtypes.add(ember.int64)
         if rt.f16:

@@ -18,7 +18,7 @@ from ember.ops import creation as cr
 
 from . import elementwise
 from .runtime import Runtime, WGArray
-from .strided import header, run_map, scalar_words, store, wgsl_storage
+from .strided import header, is_float, run_map, scalar_words, store, wgsl_storage
 
 __all__ = ["PHILOX", "kernels"]
 
@@ -45,6 +45,7 @@ _EXPR = {
     "rand": "f32(u.x >> 8u) * (1.0 / 16777216.0)",
     # the 16-bit float draws as many bits as its mantissa holds, so rounding never gives 1
     "rand-float16": "f32(u.x >> 21u) * (1.0 / 2048.0)",
+    "rand-bfloat16": "f32(u.x >> 24u) * (1.0 / 256.0)",
     # Box-Muller on (0, 1] so that log never sees 0
     "randn": "sqrt(-2.0 * log((f32(u.x >> 8u) + 1.0) * (1.0 / 16777216.0))) * "
              "cos(6.283185307179586 * f32(u.y >> 8u) * (1.0 / 16777216.0))",
@@ -62,7 +63,7 @@ def _random(rt: Runtime, which: str, shape: tuple[int, ...], dtype: Any, seed: i
     if which == "randint":
         extra = ("    let lo = i64(bitcast<u32>(P[5])) | (i64(P[6]) << 32u);\n"
                  "    let span = u64(bitcast<u32>(P[7])) | (u64(bitcast<u32>(P[8])) << 32u);\n")
-    value = expr if nd.name in ("int64", "float32", "float16", "bool") else \
+    value = expr if nd.name in ("int64", "float32", "float16", "bfloat16", "bool") else \
         f"{_wgsl_of(nd)}({expr})"
     src = (header([wgsl_storage(nd)], 0) + PHILOX +
            "@compute @workgroup_size(64)\n"
@@ -95,15 +96,15 @@ def kernels(rt: Runtime) -> dict[Any, Any]:
 
     def arange(start: Any = 0, stop: Any = 0, step: Any = 1, dtype: Any = None) -> WGArray:
         nd = numpy_dtype(dtype)
-        if nd.kind == "f":
+        if is_float(nd):
             n = max(math.ceil((stop - start) / step), 0)
             out = rt.empty((n,), nd)
             return run_map(rt, "s0 + f32(i) * s1", [], out=out,
                            scalars=[("float32", start), ("float32", step)])
         n = len(range(int(start), int(stop), int(step)))
         out = rt.empty((n,), nd)
-        t = "i64" if nd.name == "int64" else "i32"
-        ct = "int64" if t == "i64" else "int32"
+        t = "i64" if nd.name == "int64" else ("u32" if nd.name == "uint8" else "i32")
+        ct = {"i64": "int64", "u32": "uint32", "i32": "int32"}[t]
         return run_map(rt, f"s0 + {t}(i) * s1", [], out=out,
                        scalars=[(ct, int(start)), (ct, int(step))])
 

@@ -152,5 +152,7 @@ def _compile_flat(group: FusedGroup, rt: Runtime) -> _FlatKernel | None:
         value = r.expr
         if node.dtype.name == "float16":  # rounded as an eager kernel would store it
             value = f"f32(f16({value}))"
+        elif node.dtype.name == "bfloat16":
+            value = f"bf16_({value})"
         lines.append(f"let v{j} = {value};")
     return _FlatKernel(group, rt, lines, inputs)

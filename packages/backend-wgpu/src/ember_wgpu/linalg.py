@@ -33,7 +33,7 @@ _AO = 4 + 3 * MAXD  # a offset, row stride, column stride, then b's three
 
 def _source(a_dt: np.dtype[Any], b_dt: np.dtype[Any], out_dt: np.dtype[Any]) -> str:
     ct = wgsl_compute(out_dt)
-    zero = const(0, {"f32": "float32", "i32": "int32", "i64": "int64"}[ct])
+    zero = const(0, {"f32": "float32", "i32": "int32", "i64": "int64", "u32": "uint32"}[ct])
     ao, bo = _AO, _AO + 3
     return header([wgsl_storage(a_dt), wgsl_storage(b_dt), wgsl_storage(out_dt)], 2) + f"""
 var<workgroup> As: array<{ct}, {TILE * STEP}>;
@@ -97,7 +97,7 @@ def _simple_source(a_dt: np.dtype[Any], b_dt: np.dtype[Any], out_dt: np.dtype[An
     narrow outputs, where a 64x64 tile would idle most of its invocations, and on software
     adapters, where a barrier costs more than the loads it saves)."""
     ct = wgsl_compute(out_dt)
-    zero = const(0, {"f32": "float32", "i32": "int32", "i64": "int64"}[ct])
+    zero = const(0, {"f32": "float32", "i32": "int32", "i64": "int64", "u32": "uint32"}[ct])
     ao, bo = _AO, _AO + 3
     return header([wgsl_storage(a_dt), wgsl_storage(b_dt), wgsl_storage(out_dt)], 2) + f"""
 @compute @workgroup_size(64)

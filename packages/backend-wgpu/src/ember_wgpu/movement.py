@@ -21,6 +21,7 @@ from .strided import (
     contiguous,
     copy_into,
     header,
+    is_float,
     load,
     run_indexed,
     run_map,
@@ -237,7 +238,7 @@ def sort(rt: Runtime, x: WGArray, dim: int, descending: bool) -> tuple[WGArray, 
     oshape = tuple(x.shape[d] for d in perm)
     vals, idx = rt.empty(oshape, x.dtype), rt.empty(oshape, np.dtype(np.int64))
     if x.size:
-        fl = x.dtype.kind == "f"
+        fl = is_float(x.dtype)
         key = "f32" if fl else ""
         if fl:
             lt = "(w < v || (isnan_(v) && !isnan_(w)))"

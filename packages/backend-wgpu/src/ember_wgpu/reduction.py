@@ -26,6 +26,7 @@ from .runtime import GROUP, MAXD, Runtime, WGArray
 from .strided import (
     collapse,
     header,
+    is_float,
     load,
     run_map,
     scalar_words,
@@ -57,7 +58,7 @@ def _identity(kind: str, dt: np.dtype[Any]) -> str:
         return const(0, ct)
     if kind == "prod":
         return const(1, ct)
-    if dt.kind == "f":
+    if is_float(dt):
         return const(-math.inf if kind == "max" else math.inf, ct)
     info = np.iinfo(dt)
     return const(info.min if kind == "max" else info.max, ct)

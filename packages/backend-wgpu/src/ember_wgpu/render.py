@@ -16,11 +16,21 @@ from typing import Any
 
 from ember.backend import ir
 
-__all__ = ["WGSL_TYPES", "Rendered", "const", "prelude", "render"]
+__all__ = ["WGSL_TYPES", "Rendered", "const", "prelude", "render", "wrap"]
 
 #: the WGSL type each IR compute dtype computes in
 WGSL_TYPES = {"bool": "bool", "uint8": "u32", "int32": "i32", "uint32": "u32", "int64": "i64",
-              "uint64": "u64", "float32": "f32"}
+              "uint64": "u64", "float32": "f32", "int8": "i32", "int16": "i32",
+              "uint16": "u32"}
+#: the narrow integers compute in 32 bits and are wrapped back after every operation
+_WRAP = {"int8": "(({x} << 24u) >> 24u)", "int16": "(({x} << 16u) >> 16u)",
+         "uint8": "({x} & 0xffu)", "uint16": "({x} & 0xffffu)"}
+
+
+def wrap(x: str, dtype: str) -> str:
+    """``x`` (of the 32-bit type ``dtype`` computes in) wrapped to ``dtype``'s range."""
+    form = _WRAP.get(dtype)
+    return form.format(x=x) if form is not None else x
 _INFIX = {"add": "+", "sub": "-", "mul": "*", "fdiv": "/", "idiv": "/", "imod": "%",
           "fmod": "%", "lt": "<", "le": "<=", "eq": "==", "ne": "!=", "gt": ">", "ge": ">=",
           "and": "&", "or": "|", "xor": "^", "shl": "<<", "shr": ">>"}
@@ -32,6 +42,12 @@ _CALL = {"exp": "exp", "log": "log", "sqrt": "sqrt", "sin": "sin", "cos": "cos",
 
 #: helper functions, by name; `prelude` picks those a source calls
 HELPERS = {
+    # round to nearest even bfloat16, kept as the f32 of its value (quiet nans stay nans)
+    "bf16_": """fn bf16_(x: f32) -> f32 {
+    let u = bitcast<u32>(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) { return bitcast<f32>(u | 0x00400000u); }
+    return bitcast<f32>((u + 0x7fffu + ((u >> 16u) & 1u)) & 0xffff0000u);
+}""",
     "isnan_": "fn isnan_(x: f32) -> bool {\n"
               "    return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;\n}",
     "isinf_": "fn isinf_(x: f32) -> bool {\n"
@@ -172,8 +188,9 @@ def prelude(source: str) -> str:
             names.append(n)
 
     for n in HELPERS:
-        if f"{n}(" in source:
+        if f"{n}(" in source and f"fn {n}(" not in source:
             want(n)
+    names = [n for n in names if f"fn {n}(" not in source]
     return "\n".join(HELPERS[n] for n in names) + ("\n" if names else "")
 
 
@@ -215,10 +232,10 @@ def _cast(x: str, src: str, dst: str) -> str:
     t = WGSL_TYPES[dst]
     if src == "bool":
         return f"select({_zero(dst)}, {const(1, dst)}, {x})"
-    if dst == "uint8":
-        if ir.is_float(src):  # through a 64-bit integer, as numpy on x86: wraps
-            return f"(u32(i32({x})) & 0xffu)"
-        return f"(u32({x}) & 0xffu)"
+    if dst in _WRAP:
+        if ir.is_float(src) and t == "u32":  # through a signed integer, as numpy: wraps
+            return wrap(f"u32(i32({x}))", dst)
+        return wrap(f"{t}({x})", dst)
     return f"{t}({x})"
 
 
@@ -261,7 +278,7 @@ def _expr(v: ir.Value, args: list[str], names: Sequence[str]) -> str:
         code = f"({args[0]} {_INFIX[op]} {args[1]})"
     else:
         return f"{_CALL[op]}({', '.join(args)})"
-    return f"({code} & 0xffu)" if v.dtype == "uint8" else code
+    return wrap(code, v.dtype)
 
 
 def render(root: ir.Value, names: Sequence[str], prefix: str = "t") -> Rendered:

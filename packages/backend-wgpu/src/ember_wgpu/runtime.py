@@ -37,10 +37,13 @@ BATCH = 256
 SLOT = 512
 
 #: how each ember dtype is stored in a storage buffer: bools as 0/1 ``u32`` (WGSL's ``bool``
-#: has no storage layout), the rest natively
+#: has no storage layout); the 8- and 16-bit integers widened to 32 bits (kernels wrap every
+#: value they store to the narrow range); bfloat16 as the ``f32`` of its value (kernels round
+#: every value they store to bfloat16); the rest natively
 STORAGE = {"float32": ("f32", np.float32), "float16": ("f16", np.float16),
            "int32": ("i32", np.int32), "int64": ("i64", np.int64), "uint32": ("u32", np.uint32),
-           "bool": ("u32", np.uint32)}
+           "bool": ("u32", np.uint32), "int8": ("i32", np.int32), "int16": ("i32", np.int32),
+           "uint8": ("u32", np.uint32), "bfloat16": ("f32", np.float32)}
 
 
 def storage_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:
@@ -279,7 +282,12 @@ class Runtime:
         process."""
         p = self._pipelines.get(source)
         if p is None:
-            module = self.device.create_shader_module(code=source)
+            from .render import prelude
+
+            helpers = prelude(source)  # helper functions the source calls, after directives
+            code = source.replace("enable f16;\n", "enable f16;\n" + helpers, 1) \
+                if source.startswith("enable f16;") else helpers + source
+            module = self.device.create_shader_module(code=code)
             p = self._pipelines[source] = self.device.create_compute_pipeline(
                 layout=self._layout(n_read, n_write)[1],
                 compute={"module": module, "entry_point": "main"})

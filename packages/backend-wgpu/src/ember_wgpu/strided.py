@@ -15,10 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from .render import WGSL_TYPES, prelude
+from .render import WGSL_TYPES, prelude, wrap
 from .runtime import GROUP, MAXD, STORAGE, Runtime, WGArray
 
-__all__ = ["broadcast_view", "collapse", "contiguous", "copy_into", "header", "load", "run_map",
+__all__ = ["broadcast_view", "collapse", "contiguous", "copy_into", "header", "is_float", "load",
+           "run_map",
            "run_indexed",
            "scalar_words", "store", "wgsl_compute", "wgsl_storage"]
 
@@ -31,6 +32,12 @@ def wgsl_compute(dtype: np.dtype[Any]) -> str:
     """The WGSL type values of ``dtype`` compute in (float16 in f32, bool as bool)."""
     name = np.dtype(dtype).name
     return "bool" if name == "bool" else ("f32" if name == "float16" else STORAGE[name][0])
+
+
+def is_float(dtype: np.dtype[Any]) -> bool:
+    """Whether ``dtype`` is a floating type (ml_dtypes' bfloat16 reports kind ``V``)."""
+    dt = np.dtype(dtype)
+    return dt.kind == "f" or dt.name == "bfloat16"
 
 
 def ir_name(dtype: np.dtype[Any]) -> str:
@@ -54,7 +61,9 @@ def store(dtype: np.dtype[Any], value: str) -> str:
         return f"select(0u, 1u, {value})"
     if name == "float16":
         return f"f16({value})"
-    return value
+    if name == "bfloat16":
+        return f"bf16_({value})"
+    return wrap(value, name)
 
 
 def scalar_words(dtype: str, value: Any) -> list[int]:
@@ -76,7 +85,7 @@ def _scalar_decl(j: int, dtype: str, at: int) -> tuple[str, int]:
         return f"let s{j} = i64(bitcast<u32>(P[{at}])) | (i64(P[{at + 1}]) << 32u);", 2
     if dtype == "bool":
         return f"let s{j} = P[{at}] != 0;", 1
-    if dtype == "int32":
+    if dtype in ("int32", "int8", "int16"):
         return f"let s{j} = P[{at}];", 1
     if dtype in ("uint32", "uint8"):
         return f"let s{j} = bitcast<u32>(P[{at}]);", 1
