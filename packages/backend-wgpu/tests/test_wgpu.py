@@ -5,7 +5,10 @@ buffer pool and the per-adapter dtypes."""
 
 from __future__ import annotations
 
+import importlib.util
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -25,6 +28,20 @@ def test_adapter_is_listed_with_its_name_and_api(wg_device: object) -> None:
     backend = ember.device("wgpu:0")._backend  # type: ignore[attr-defined]
     info = backend.runtime.adapter.info
     assert row.description == f"{info['device']} ({info['adapter_type']}, {info['backend_type']})"
+
+
+def test_triton_loads_after_the_adapters_are_listed(wg_device: object) -> None:
+    # Mesa's software driver brings a shared LLVM into the process; Triton's static one must
+    # still load (and build an extension) afterwards, in a fresh process where nothing else
+    # loaded it first
+    if importlib.util.find_spec("triton") is None:
+        pytest.skip("Triton is not installed")
+    code = ("import ember; assert any(d.name == 'wgpu:0' and d.available "
+            "for d in ember.devices()); ember.zeros(2, device='wgpu:0').numpy(); "
+            "from triton.runtime.build import compile_module_from_src; print('loaded')")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0 and "loaded" in run.stdout, run.stderr[-2000:]
 
 
 def test_float64_is_declared_unsupported_and_refused_with_the_device_named(

@@ -58,11 +58,26 @@ def _private_runtime_dir() -> None:
         os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="ember-xdg-")
 
 
+def _load_static_llvm_first() -> None:
+    # Mesa's software Vulkan driver (lavapipe) brings its shared libLLVM into the process when
+    # the adapters are listed; Triton's native library, which carries its own static LLVM,
+    # then crashes as it loads (its LLVM symbols bind to Mesa's).  Loaded first, it binds to
+    # its own, and either order of use works afterwards.  Only where Triton is installed.
+    import importlib.util
+
+    if importlib.util.find_spec("triton") is not None:
+        try:
+            import triton._C.libtriton  # noqa: F401
+        except (ImportError, OSError):
+            pass
+
+
 def adapters() -> list[Any]:
     """The adapters ``wgpu:N`` indexes: the high-performance one first, then every other
     compute-capable adapter of another backend or name (wgpu-native lists each physical
     device once per API; the GL ones cannot run compute shaders and are left out)."""
     _private_runtime_dir()
+    _load_static_llvm_first()
     import wgpu
 
     best = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
