@@ -7,8 +7,10 @@ node is its IR definition rendered to WGSL over the values of its arguments (`re
 eager kernels render them, so fused results are ``wgpu:N``'s), inputs are read through their
 strides and broadcasts, and only the group's outputs are stored (16-bit float intermediates are
 rounded as an eager op would store them).  A 2-D matmul head runs on the backend's matmul and
-its elementwise epilogue is fused (`HeadFirst`).  Groups with reductions run op by op through
-the backend's kernels: same results, unfused.
+its elementwise epilogue is fused (`HeadFirst`).  A group with reductions (a softmax, a mean of
+squares, a layer norm) is one kernel per outer position (`fusion_reduce`: each row a work-group
+whose lanes share the reduction loops, prologues recomputed in registers); what neither
+generator covers runs op by op through the backend's kernels: same results, unfused.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from ember import ops
 from ember.backend import HeadFirst, ir, op_by_op
 
 from .elementwise import cast_body
+from .fusion_reduce import compile_rows
 from .render import render
 from .runtime import Runtime, WGArray
 from .strided import map_into
@@ -85,13 +88,22 @@ class WgpuFusionCompiler:
     def compile(self, group: FusedGroup) -> Callable[[Sequence[Any]], list[Any]]:
         if self.backend is None or len(group.nodes) < self.min_nodes:
             return op_by_op(group, self.kernels)
+        rt = self.backend.runtime
         if group.head:  # the backend's matmul, then the epilogue
             rest = group.without_head()
-            tail = _compile_flat(rest, self.backend.runtime) if rest.outputs else None
+            tail = _compile(rest, rt) if rest.outputs else None
             if rest.outputs and tail is None:
                 return op_by_op(group, self.kernels)
             return HeadFirst(group, self.kernels[ops.linalg.matmul], tail)
-        return _compile_flat(group, self.backend.runtime) or op_by_op(group, self.kernels)
+        return _compile(group, rt) or op_by_op(group, self.kernels)
+
+
+def _compile(group: FusedGroup, rt: Runtime) -> Callable[[Sequence[Any]], list[Any]] | None:
+    """One generated kernel for an elementwise group, one per launch for a group with
+    reductions; None where neither generator covers the group."""
+    if group.flat:
+        return _compile_flat(group, rt)
+    return compile_rows(group, rt, _node_body)
 
 
 def _node_body(group: FusedGroup, j: int) -> ir.Value | None:

@@ -1,0 +1,188 @@
+"""Fused groups with reductions on ``fusion<wgpu:0>`` (`ember_wgpu.fusion_reduce`): each group
+one dispatch, against numpy float64 oracles, through both kernel shapes (a work-group of lanes
+per row with a workgroup-memory tree; one invocation per row for many short rows)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+import ember
+
+RNG = np.random.default_rng(11)
+
+
+@pytest.fixture(scope="module")
+def fdev(wg_device: object) -> Any:
+    return ember.device("fusion<wgpu:0>")
+
+
+@pytest.fixture(scope="module")
+def rt(wg_device: object) -> Any:
+    return ember.device("wgpu:0")._backend.runtime  # type: ignore[attr-defined]
+
+
+def _one_dispatch(rt: Any, fn: Callable[[], Any]) -> list[np.ndarray]:
+    """Run ``fn`` twice (the first makes constants and builds pipelines), read every tensor it
+    returns, and check that the second run recorded exactly one dispatch."""
+    def flat(out: Any) -> Iterator[Any]:
+        yield from (out if isinstance(out, tuple) else (out,))
+
+    for t in flat(fn()):
+        t.numpy()
+    before = rt.dispatches
+    outs = list(flat(fn()))
+    got = [t.numpy() for t in outs]  # every value leaves the same kernel
+    assert rt.dispatches - before == 1
+    return got
+
+
+def _softmax64(a: np.ndarray, dim: int) -> np.ndarray:
+    a = a.astype(np.float64)
+    e = np.exp(a - a.max(dim, keepdims=True))
+    return e / e.sum(dim, keepdims=True)
+
+
+@pytest.mark.parametrize("shape", [(37, 300), (300, 9), (5, 4, 130)])
+def test_softmax_over_rows_is_one_dispatch(fdev: Any, rt: Any, shape: tuple[int, ...]) -> None:
+    # (37, 300) and (5, 4, 130): a work-group per row; (300, 9): an invocation per row
+    a = (RNG.standard_normal(shape) * 4).astype(np.float32)
+    x = ember.tensor(a, device=fdev)
+    (got,) = _one_dispatch(rt, lambda: x.softmax(-1))
+    np.testing.assert_allclose(got, _softmax64(a, -1), rtol=2e-6, atol=1e-7)
+
+
+def test_log_softmax_over_a_middle_axis_is_one_dispatch(fdev: Any, rt: Any) -> None:
+    a = RNG.standard_normal((6, 70, 5)).astype(np.float32)
+    x = ember.tensor(a, device=fdev)
+    (got,) = _one_dispatch(rt, lambda: x.log_softmax(1))
+    np.testing.assert_allclose(got, np.log(_softmax64(a, 1)), rtol=1e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("dims", [(-1,), (1,), (1, 2), (0,), (0, 2), (0, 1, 2)])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_mean_of_squares_over_any_dims_is_one_dispatch(fdev: Any, rt: Any, dims: tuple[int, ...],
+                                                       keepdim: bool) -> None:
+    # dims containing 0 reduce the partitioner's row axis: a kernel whose positions are the
+    # results (a lone output) rather than the rows
+    a = RNG.standard_normal((9, 80, 7)).astype(np.float32)
+    x = ember.tensor(a, device=fdev)
+    (got,) = _one_dispatch(rt, lambda: (x ** 2 + 1.0).mean(dim=dims, keepdim=keepdim))
+    want = (a.astype(np.float64) ** 2 + 1).mean(axis=dims, keepdims=keepdim)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=2e-6)
+
+
+def test_whole_tensor_mean_of_squares_is_one_dispatch(fdev: Any, rt: Any) -> None:
+    a = RNG.standard_normal((50, 60)).astype(np.float32)
+    x = ember.tensor(a, device=fdev)
+    (got,) = _one_dispatch(rt, lambda: (x * x).mean())
+    assert got.shape == ()
+    np.testing.assert_allclose(got, (a.astype(np.float64) ** 2).mean(), rtol=2e-6)
+
+
+def test_layer_norm_with_var_and_every_output_is_one_dispatch(fdev: Any, rt: Any) -> None:
+    a = (RNG.standard_normal((24, 200)) * 3 + 1).astype(np.float32)
+    w = RNG.standard_normal(200).astype(np.float32)
+    x, g = ember.tensor(a, device=fdev), ember.tensor(w, device=fdev)
+
+    def norm() -> tuple[ember.Tensor, ember.Tensor, ember.Tensor]:
+        mu = x.mean(-1, keepdim=True)
+        v = x.var(-1, keepdim=True)
+        return (x - mu) / (v + 1e-5).sqrt() * g, mu, v
+
+    got, mu, v = _one_dispatch(rt, norm)
+    a64 = a.astype(np.float64)
+    mu64, v64 = a64.mean(-1, keepdims=True), a64.var(-1, ddof=1, keepdims=True)
+    np.testing.assert_allclose(mu, mu64, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(v, v64, rtol=1e-5)
+    np.testing.assert_allclose(got, (a64 - mu64) / np.sqrt(v64 + 1e-5) * w, rtol=1e-4,
+                               atol=1e-5)
+
+
+def test_reductions_of_every_kind_with_a_prologue(fdev: Any, rt: Any) -> None:
+    a = RNG.standard_normal((40, 90)).astype(np.float32)
+    a[3, 7] = np.nan
+    x = ember.tensor(a, device=fdev)
+    a64 = a.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        cases: list[tuple[Callable[[], Any], Any]] = [
+            (lambda: (x * 0.5 + 1.0).amax(1), (a64 * 0.5 + 1).max(1)),
+            (lambda: (x * 0.5 + 1.0).amin(1), (a64 * 0.5 + 1).min(1)),
+            (lambda: (x * 0.01 + 1.0).prod(1), (a64 * 0.01 + 1).prod(1)),
+            (lambda: (x - 1.0).sum(1, keepdim=True), (a64 - 1).sum(1, keepdims=True)),
+            (lambda: (x.abs() > 2.0).any(1), (np.abs(a64) > 2).any(1)),
+            (lambda: (x.abs() < 3.0).all(1), (np.abs(a64) < 3).all(1)),
+            (lambda: (x * x - 1.0).argmax(1), None),
+            (lambda: (x * x - 1.0).argmin(1, keepdim=True), None),
+        ]
+    for fn, want in cases:
+        (got,) = _one_dispatch(rt, fn)
+        if want is None:  # arg-reductions: nan wins, as numpy's
+            y = a64 * a64 - 1
+            op = np.argmax if "argmax" in fn.__code__.co_names else np.argmin
+            want = op(y, axis=1)
+            if got.ndim == 2:
+                want = want[:, None]
+            np.testing.assert_array_equal(got, want)
+        elif want.dtype == np.bool_:
+            np.testing.assert_array_equal(got, want)
+        else:
+            np.testing.assert_allclose(got, want, rtol=3e-6, equal_nan=True)
+
+
+def test_strided_and_broadcast_inputs_feed_the_prologue(fdev: Any, rt: Any) -> None:
+    a = RNG.standard_normal((100, 70)).astype(np.float32)
+    b = RNG.standard_normal((1, 100)).astype(np.float32)
+    x = ember.tensor(a, device=fdev).permute(1, 0)[:, ::2]  # (70, 50), strided
+    y = ember.tensor(b, device=fdev)[:, ::2]  # (1, 50), broadcast over the rows
+    (got,) = _one_dispatch(rt, lambda: (x * y).softmax(-1))
+    np.testing.assert_allclose(got, _softmax64(a.T[:, ::2] * b[:, ::2], -1), rtol=2e-6,
+                               atol=1e-7)
+
+
+def test_positions_beyond_one_grid_dimension_spread_over_two(fdev: Any, rt: Any,
+                                                             monkeypatch: Any) -> None:
+    monkeypatch.setattr(rt, "max_groups", 7)  # 37 rows: a 6 x 7 grid with 5 idle groups
+    a = RNG.standard_normal((37, 200)).astype(np.float32)
+    x = ember.tensor(a, device=fdev)
+    (got,) = _one_dispatch(rt, lambda: (x + 0.25).softmax(-1))
+    np.testing.assert_allclose(got, _softmax64(a + 0.25, -1), rtol=2e-6, atol=1e-7)
+
+
+def test_float16_softmax_rounds_like_the_eager_kernels(fdev: Any, rt: Any,
+                                                       wg_device: Any) -> None:
+    if not wg_device.supports(ember.float16):
+        pytest.skip("the adapter offers no shader-f16")
+    a = RNG.standard_normal((16, 150)).astype(np.float16)
+    x = ember.tensor(a, device=fdev)
+    (got,) = _one_dispatch(rt, lambda: x.softmax(-1))
+    assert got.dtype == np.float16
+    eager = ember.tensor(a, device="wgpu:0").softmax(-1).numpy()
+    np.testing.assert_allclose(got.astype(np.float64), _softmax64(a, -1), rtol=3e-3,
+                               atol=1e-4)
+    np.testing.assert_allclose(got.astype(np.float64), eager.astype(np.float64), rtol=2e-3,
+                               atol=1e-4)
+
+
+def test_gradient_of_a_softmax_loss_matches_the_unfused_device(wg_device: object) -> None:
+    a = RNG.standard_normal((12, 100)).astype(np.float32)
+
+    def grad(dev: str) -> np.ndarray:
+        w = ember.tensor(a, device=dev, requires_grad=True)
+        loss = ((w * 2.0).softmax(-1) ** 2).mean()
+        return loss.backward()[w].numpy()
+
+    np.testing.assert_allclose(grad("autodiff<fusion<wgpu:0>>"), grad("autodiff<wgpu:0>"),
+                               rtol=1e-4, atol=1e-9)
+
+
+def test_few_long_rows_keep_the_split_reduction(fdev: Any, rt: Any) -> None:
+    # one work-group per row would leave a GPU idle: the eager two-pass kernels run instead
+    a = RNG.standard_normal((2, 1 << 15)).astype(np.float32)
+    x = ember.tensor(a, device=fdev)
+    got = (x * x).sum(-1).numpy()
+    np.testing.assert_allclose(got, (a.astype(np.float64) ** 2).sum(-1), rtol=1e-5)
