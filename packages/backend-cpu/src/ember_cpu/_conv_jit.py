@@ -128,35 +128,56 @@ def _loops() -> dict[str, Callable[..., Any]]:
                         indices[n, c, oy, ox] = at
 
     @jit
-    def max_pool_values(xp: Any, out: Any, kh: int, kw: int, sh: int, sw: int, dh: int,
-                        dw: int) -> None:
-        # out[n, c, oy, ox] = max over the window at (oy*sh, ox*sw) of xp, which is padded
-        # with the lowest value so that every window lies inside; a nan in a window wins.
-        # Each plane: the maxima along the rows first, then down the columns (both loops
-        # run over contiguous outputs and vectorise)
-        n_, c_, oh, ow = out.shape
-        rows = (oh - 1) * sh + (kh - 1) * dh + 1
-        wide = np.empty((rows, ow), xp.dtype)
+    def max_pool_values(x: Any, out: Any, c0: int, c1: int, kh: int, kw: int, sh: int,
+                        sw: int, ph: int, pw: int, dh: int, dw: int) -> None:
+        # out[n, c, oy, ox] = max over the window at (oy*sh - ph, ox*sw - pw) of x for the
+        # channels c0:c1; positions in the padding are left out (a window wholly inside it
+        # gets -inf); a nan in a window wins.  Per output row: the maxima down the window's
+        # rows first (contiguous, vectorised, into a line whose padding columns hold -inf),
+        # then along the line with the stride (no padded copy of x)
+        n_, _, h, w = x.shape
+        oh, ow = out.shape[2], out.shape[3]
+        low = x.dtype.type(-np.inf)
+        span = max((ow - 1) * sw + (kw - 1) * dw + 1, pw + w)
+        line = np.empty(span, x.dtype)
+        for q in range(span):
+            line[q] = low
+        inner = line[pw:pw + w]
         for n in range(n_):
-            for c in range(c_):
-                for r in range(rows):
-                    src, dst = xp[n, c, r], wide[r]
-                    for ox in range(ow):
-                        dst[ox] = src[ox * sw]
-                    for j in range(1, kw):
-                        for ox in range(ow):
-                            v = src[ox * sw + j * dw]
-                            m = dst[ox]
-                            dst[ox] = v if v > m or v != v else m
+            for c in range(c0, c1):
+                p = x[n, c]
                 for oy in range(oh):
                     dst = out[n, c, oy]
-                    top = wide[oy * sh]
-                    for ox in range(ow):
-                        dst[ox] = top[ox]
-                    for i in range(1, kh):
-                        src = wide[oy * sh + i * dh]
+                    first = True
+                    for i in range(kh):
+                        r = oy * sh - ph + i * dh
+                        if r < 0 or r >= h:
+                            continue
+                        src = p[r]
+                        if first:
+                            for q in range(w):
+                                inner[q] = src[q]
+                            first = False
+                        else:
+                            for q in range(w):
+                                v = src[q]
+                                m = inner[q]
+                                inner[q] = v if v > m or v != v else m
+                    if first:  # every row of the window lies in the padding
                         for ox in range(ow):
-                            v = src[ox]
+                            dst[ox] = low
+                        continue
+                    if sw == 2 and kw == 3 and dw == 1:  # an image's stem: a stride known
+                        for ox in range(ow):               # here vectorises (5x faster)
+                            a, b, d = line[ox * 2], line[ox * 2 + 1], line[ox * 2 + 2]
+                            m = b if b > a or b != b else a
+                            dst[ox] = d if d > m or d != d else m
+                        continue
+                    for ox in range(ow):
+                        dst[ox] = line[ox * sw]
+                    for j in range(1, kw):
+                        for ox in range(ow):
+                            v = line[ox * sw + j * dw]
                             m = dst[ox]
                             dst[ox] = v if v > m or v != v else m
 
@@ -221,11 +242,12 @@ def max_pool2d(x: Any, values: Any, indices: Any, geometry: Geometry) -> None:
     _loops()["max_pool"](x, values, indices, *geometry)
 
 
-def max_pool2d_values(xp: Any, out: Any, kernel: tuple[int, int], stride: tuple[int, int],
-                      dilation: tuple[int, int]) -> None:
-    """Each window's maximum (nan when it holds one) into ``out[N, C, OH, OW]`` from ``xp``,
-    padded with the lowest value so that every window lies inside it."""
-    _loops()["max_pool_values"](xp, out, *kernel, *stride, *dilation)
+def max_pool2d_values(x: Any, out: Any, channels: tuple[int, int], geometry: Geometry) -> None:
+    """Each window's maximum (nan when it holds one; -inf for a window wholly in the
+    padding) into ``out[N, C, OH, OW]`` from ``x[N, C, H, W]`` for channels
+    ``channels[0]:channels[1]``; ``out`` may cover windows past the input's end
+    (``ceil_mode``)."""
+    _loops()["max_pool_values"](x, out, *channels, *geometry)
 
 
 def max_pool2d_backward(g: Any, indices: Any, out: Any) -> bool:
