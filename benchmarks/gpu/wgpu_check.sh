@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The WebGPU backend on a GPU machine, in one command (about 3-6 minutes on an H100/H200):
+# ember's conformance suite on the four wgpu:0 stacks, with the counts of each, then the
+# side-by-side benchmark against PyTorch (benchmarks/gpu/wgpu_bench.py).
+#
+#     bash benchmarks/gpu/wgpu_check.sh [--quick] [--jobs 8] [--out DIR]
+#
+# --quick passes --quick to the benchmark (small sizes); --jobs sets pytest-xdist's workers
+# (used where pytest-xdist is installed); the logs and the benchmark's JSON go to --out
+# (default: a new temporary folder).  Needs what check.py needs, plus the `wgpu` package
+# and a Vulkan loader that finds the GPU; nothing is installed.  Exit status: 0 when every
+# stack has 0 failures and the benchmark's results are right.
+set -u -o pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+PY="${PYTHON:-python3}"
+JOBS=8
+QUICK=""
+OUT=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --quick) QUICK="--quick" ;;
+        --jobs) JOBS="$2"; shift ;;
+        --out) OUT="$2"; shift ;;
+        *) echo "unknown argument: $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+[ -n "$OUT" ] || OUT="$(mktemp -d -t ember-wgpu-check.XXXXXX)"
+mkdir -p "$OUT"
+cd "$ROOT"
+ENV=("$PY" benchmarks/gpu/with_env.py)
+
+# the adapter first: a machine whose Vulkan loader finds no GPU stops here with the reason
+"${ENV[@]}" "$PY" -c "
+import ember
+row = next((d for d in ember.devices() if d.name == 'wgpu:0'), None)
+if row is None or not row.available:
+    raise SystemExit(f'wgpu:0 unavailable: {row.reason if row else \"plugin not registered\"}')
+print('wgpu:0 =', row.description)
+" || exit 1
+
+XDIST=()
+if "$PY" -c "import xdist" 2>/dev/null; then XDIST=(-n "$JOBS"); fi
+
+STACKS=("wgpu:0" "autodiff<wgpu:0>" "fusion<wgpu:0>" "autodiff<fusion<wgpu:0>>")
+STATUS=0
+SUMMARY=()
+for stack in "${STACKS[@]}"; do
+    log="$OUT/conformance-$(echo "$stack" | tr -c 'a-z0-9\n' '_').log"
+    start=$SECONDS
+    "${ENV[@]}" "$PY" -m pytest tests/conformance "--ember-device=$stack" -q \
+        -p no:cacheprovider "${XDIST[@]}" >"$log" 2>&1
+    rc=$?
+    # pytest's own last line ("N passed, M skipped ..."), and ember's count of skip reasons
+    counts="$(grep -E '^(=+ )?[0-9]+ (passed|failed)|^[0-9]+ (passed|failed|error)' "$log" \
+        | tail -1 | sed 's/=//g; s/^ *//; s/ *$//')"
+    ember_line="$(grep -E '^ember conformance on' "$log" | tail -1)"
+    SUMMARY+=("| $stack | ${counts:-no summary: see $log} | $((SECONDS - start)) s | rc $rc |")
+    [ -n "$ember_line" ] && SUMMARY+=("|   | $ember_line | | |")
+    if [ $rc -ne 0 ]; then
+        STATUS=1
+        grep -E '^(FAILED|ERROR)' "$log" | head -20
+    fi
+    echo "conformance $stack: ${counts:-?} ($((SECONDS - start)) s)"
+done
+
+start=$SECONDS
+"${ENV[@]}" "$PY" benchmarks/gpu/wgpu_bench.py $QUICK --json "$OUT/wgpu_bench.json" \
+    2>&1 | tee "$OUT/wgpu_bench.log" | grep -v '^RESULT '
+[ "${PIPESTATUS[0]}" -eq 0 ] || STATUS=1
+echo "benchmark: $((SECONDS - start)) s"
+
+echo
+echo "| stack | pytest | time | status |"
+echo "|---|---|---|---|"
+printf '%s\n' "${SUMMARY[@]}"
+echo "logs and wgpu_bench.json: $OUT"
+exit $STATUS
