@@ -135,18 +135,19 @@ def _g(x: float | None) -> str:
 
 # -- matmul ---------------------------------------------------------------------------------
 
-def matmul_path(b: Bench, n: int, dtype: str) -> str:
-    """Which kernel ``wgpu:N`` runs for an n x n x n matmul of ``dtype`` (the backend says
-    where it can, by ``ember_wgpu.linalg.path``)."""
+def matmul_paths(b: Bench, n: int, dtype: str) -> tuple[str, list[str]]:
+    """The kernel ``wgpu:N`` chooses for an n x n x n matmul of ``dtype``, and every kernel
+    it could run instead (``ember_wgpu.linalg.path``, ``linalg.prefer``)."""
     from ember_wgpu import linalg
 
-    path = getattr(linalg, "path", None)
-    if path is not None:
-        return str(path(b.rt, n, n, n, np.dtype(dtype)))
-    return f"tiled {linalg.TILE}x{linalg.TILE}, workgroup memory, f32 accumulate"
+    chosen = linalg.path(b.rt, n, n, n, np.dtype(dtype))
+    others = [p for p in linalg.PATHS if p != chosen and p != "simple"]
+    return chosen, others
 
 
 def bench_matmul(b: Bench, dtype: str) -> None:
+    from ember_wgpu import linalg
+
     ember = b.ember
     n = 512 if b.quick else 4096
     key = f"matmul_{dtype}_{n}"
@@ -159,12 +160,23 @@ def bench_matmul(b: Bench, dtype: str) -> None:
     a_h = rng.standard_normal((n, n)).astype(dtype)
     b_h = rng.standard_normal((n, n)).astype(dtype)
     x, y = ember.tensor(a_h, device=b.dev), ember.tensor(b_h, device=b.dev)
-    held: list[Any] = [None]
+    chosen, others = matmul_paths(b, n, dtype)
+    held: dict[str, Any] = {}
 
-    def ours() -> None:
-        held[0] = None  # the previous product's buffer goes back to the pool first
-        held[0] = x @ y
+    def on(path: str | None) -> Fn:
+        name = path or chosen
 
+        def run() -> None:
+            held[name] = None  # the previous product's buffer goes back to the pool first
+            linalg.prefer = path
+            try:
+                held[name] = x @ y
+            finally:
+                linalg.prefer = None
+
+        return run
+
+    ours = {chosen: on(None), **{p: on(p) for p in others}}
     peer: dict[str, Fn] = {}
     if b.torch is not None:
         torch = b.torch
@@ -177,24 +189,26 @@ def bench_matmul(b: Bench, dtype: str) -> None:
             peer["torch"] = lambda: torch.matmul(ta, tb)
     flops = 2.0 * n ** 3
     reps = 3 if b.quick else 10
-    t = b.time({"ember": ours}, peer, reps)
-    got = held[0].numpy()[:64]
+    t = b.time(ours, peer, reps)
     want = a_h[:64].astype(np.float64) @ b_h.astype(np.float64)
     tol = (1e-4, 1e-3) if dtype == "float32" else (2e-2, 0.25)
-    b.check(key, got, want, *tol)
-    ours_tf = flops / t["ember"] / 1e9
     peer_tf = flops / t["torch"] / 1e9 if "torch" in t else None
-    path = matmul_path(b, n, dtype)
-    b.results[key] = {"ember_TFLOPs": round(ours_tf, 3), "ember_ms": round(t["ember"], 3),
-                      "path": path}
+    res: dict[str, Any] = {"path": chosen}
     if peer_tf:
-        b.results[key].update(torch_TFLOPs=round(peer_tf, 3), torch_ms=round(t["torch"], 3),
-                              ratio=round(ours_tf / peer_tf, 3))
-    what = f"matmul {n}^3 {dtype} [{path}]"
-    goal = " (goal 0.4)" if dtype == "float32" else ""
-    b.row(what, f"{_g(ours_tf)} TFLOP/s", f"{_g(peer_tf)} TFLOP/s" if peer_tf else "",
-          _ratio(ours_tf, peer_tf), f"torch {'TF32 off' if dtype == 'float32' else 'cuBLAS'}"
-          f"{goal}" if peer_tf else "")
+        res.update(torch_TFLOPs=round(peer_tf, 3), torch_ms=round(t["torch"], 3))
+    for p in ours:
+        b.check(f"{key}_{p}", held[p].numpy()[:64], want, *tol)
+        tf = flops / t[p] / 1e9
+        res[p] = {"TFLOPs": round(tf, 3), "ms": round(t[p], 3)}
+        if peer_tf:
+            res[p]["ratio"] = round(tf / peer_tf, 3)
+        goal = " (goal 0.4)" if dtype == "float32" else ""
+        note = (f"torch {'TF32 off' if dtype == 'float32' else 'cuBLAS'}{goal}" if peer_tf
+                else "")
+        what = f"matmul {n}^3 {dtype}, {p}" + (" (chosen)" if p == chosen else "")
+        b.row(what, f"{_g(tf)} TFLOP/s", f"{_g(peer_tf)} TFLOP/s" if peer_tf else "",
+              _ratio(tf, peer_tf), note if p == chosen else "")
+    b.results[key] = res
 
 
 # -- bandwidth ------------------------------------------------------------------------------

@@ -15,10 +15,12 @@ shares and no needed reduction reduces: a row of a softmax) an invocation, or a 
   level, then one loop storing ``exp(x - max) / sum``), and only the group's outputs are
   stored.
 
-Reductions over axis 0 (the group's ``cross`` nodes) get a kernel of their own whose outer
-positions are their results.  Sizes, strides and offsets are parameter words, so one pipeline
-serves every layout of a group.  Groups of few, very long rows keep the eager two-pass
-reduction (`compile_rows` returns None): one work-group per row would leave a GPU idle.
+Many short rows get an invocation each on CPU adapters (lavapipe), as the eager reductions
+do, and a work-group each on GPUs.  Reductions over axis 0 (the group's ``cross`` nodes) get
+a kernel of their own whose outer positions are their results.  Sizes, strides and offsets
+are parameter words, so one pipeline serves every layout of a group.  Groups of few, very
+long rows keep the eager two-pass reduction (`compile_rows` returns None): one work-group
+per row would leave a GPU idle.
 """
 
 from __future__ import annotations
@@ -523,6 +525,7 @@ def compile_rows(g: FusedGroup, rt: Runtime, node_body: NodeBody) -> RowKernel |
     if not _covered(g):
         return None
     launches: list[_Launch] = []
+    software = rt.adapter.info["adapter_type"] == "CPU"
     main = [j for j in g.outputs if j not in g.cross]
     plans: list[tuple[list[int], tuple[int, ...], int]] = []
     if main:
@@ -538,7 +541,11 @@ def compile_rows(g: FusedGroup, rt: Runtime, node_body: NodeBody) -> RowKernel |
             return None  # no position to compute them from (an empty axis broadcast away)
         if npos < SPLIT_OUTPUTS and work >= SPLIT_MIN:
             return None  # few long rows: the eager kernels split each row over work-groups
-        lanes = work >= TREE_MIN and not (npos >= FLAT_OUTPUTS and work <= FLAT_ROW)
+        # many short rows: one invocation each on a CPU adapter (lavapipe: a barrier costs
+        # more than the loads it saves, as for the eager reductions); a GPU keeps the lanes,
+        # whose loads of a row are adjacent
+        flat = software and npos >= FLAT_OUTPUTS and work <= FLAT_ROW
+        lanes = work >= TREE_MIN and not flat
         try:
             launches.append(_Launch(g, targets, outer, lanes, node_body))
         except _Refused:

@@ -1,11 +1,24 @@
-"""Batched, broadcasting matmul: a tiled kernel with workgroup memory.
+"""Batched, broadcasting matmul: tiled kernels with workgroup memory.
 
-A work-group of 16x16 invocations computes a 64x64 tile of the output, each invocation a 4x4
-block in registers; the K axis goes by steps of 16 through two workgroup-memory tiles (A as
-``[k][m]``, B as ``[k][n]``) that the 256 invocations fill together.  Operands are read
-through their strides (transposed and broadcast views cost no copy); batch axes are walked
-like an elementwise kernel's, one ``z`` work-group row per output matrix.  Edges are masked
-on load (zeros) and store.
+Three kernels, chosen by `path`:
+
+- ``tile128`` (float outputs at least 128 wide both ways): a work-group of 16x16 invocations
+  computes a 128x128 tile, each invocation an 8x8 block held in sixteen ``vec4<f32>``
+  registers (rows ``4ty..4ty+3`` and ``64+4ty..``, columns likewise, so the workgroup-memory
+  reads of a step are four ``vec4`` loads for 64 multiply-adds); K goes by steps of 8 through
+  two workgroup-memory tiles of ``vec4`` (A as ``[k][m]``, B as ``[k][n]``), each invocation
+  filling one ``vec4`` of each.  The source is generated fully unrolled, so no driver has to
+  prove an accumulator index constant to keep it in registers.
+- ``tile64``: a 64x64 tile per 16x16 work-group, each invocation a 4x4 block, K by steps of
+  16 (integers, and float outputs narrower than 128).
+- ``simple``: one invocation per output walking K, no workgroup memory and no barriers (for
+  outputs narrower than `NARROW`, where a tile would idle most of its invocations, and on
+  software adapters, where a barrier costs more than the loads it saves).
+
+16-bit floats are loaded into f32 and accumulate in f32.  Operands are read through their
+strides (transposed and broadcast views cost no copy); batch axes are walked like an
+elementwise kernel's, one ``z`` work-group row per output matrix.  Edges are masked on load
+(zeros) and store.
 """
 
 from __future__ import annotations
@@ -21,7 +34,7 @@ from .render import const
 from .runtime import MAXD, Runtime, WGArray
 from .strided import header, load, store, wgsl_compute, wgsl_storage
 
-__all__ = ["kernels", "matmul"]
+__all__ = ["kernels", "matmul", "path"]
 
 TILE = 64
 STEP = 16
@@ -122,8 +135,90 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 """
 
 
+def _big_source(a_dt: np.dtype[Any], b_dt: np.dtype[Any], out_dt: np.dtype[Any]) -> str:
+    """The ``tile128`` kernel (see the module docstring), generated unrolled."""
+    ao, bo = _AO, _AO + 3
+    q = BIG // 4  # vec4 columns of a tile row
+    lines = [header([wgsl_storage(a_dt), wgsl_storage(b_dt), wgsl_storage(out_dt)], 2), "",
+             f"var<workgroup> As: array<vec4<f32>, {BIG_STEP * q}>;",
+             f"var<workgroup> Bs: array<vec4<f32>, {BIG_STEP * q}>;", "",
+             "@compute @workgroup_size(16, 16)",
+             "fn main(@builtin(workgroup_id) wg: vec3<u32>, "
+             "@builtin(local_invocation_id) lid: vec3<u32>) {",
+             "    let M = P[0]; let N = P[1]; let K = P[2];",
+             "    let z = i32(wg.z);",
+             f"    var ao = P[{ao}]; var bo = P[{bo}];",
+             "    { var q = z; for (var d = P[3] - 1; d >= 0; d = d - 1) {",
+             f"        let n = P[{_BN} + d]; let k = q % n; q = q / n;",
+             f"        ao = ao + k * P[{_BA} + d]; bo = bo + k * P[{_BB} + d]; }} }}",
+             f"    let ars = P[{ao + 1}]; let acs = P[{ao + 2}];",
+             f"    let brs = P[{bo + 1}]; let bcs = P[{bo + 2}];",
+             f"    let m0 = i32(wg.y) * {BIG}; let n0 = i32(wg.x) * {BIG};",
+             "    let tx = i32(lid.x); let ty = i32(lid.y); let t = ty * 16 + tx;",
+             # the element each invocation loads: A by k fastest (a row's k are adjacent in a
+             # row-major A), B by n fastest
+             f"    let lak = t % {BIG_STEP}; let lam = (t / {BIG_STEP}) * 4;",
+             f"    let lbk = t / {q}; let lbn = (t % {q}) * 4;"]
+    lines += [f"    var c{r}_{h} = vec4<f32>(0.0);" for r in range(8) for h in range(2)]
+    lines.append(f"    for (var k0 = 0; k0 < K; k0 = k0 + {BIG_STEP}) {{")
+    lines += ["        var av = vec4<f32>(0.0); var bv = vec4<f32>(0.0);",
+              "        let ak = k0 + lak; let bk = k0 + lbk;"]
+    for i in range(4):
+        c = "xyzw"[i]
+        lines += [f"        if (m0 + lam + {i} < M && ak < K) {{ av.{c} = "
+                  f"{load(a_dt, f'b0[ao + (m0 + lam + {i}) * ars + ak * acs]')}; }}",
+                  f"        if (bk < K && n0 + lbn + {i} < N) {{ bv.{c} = "
+                  f"{load(b_dt, f'b1[bo + bk * brs + (n0 + lbn + {i}) * bcs]')}; }}"]
+    lines += [f"        As[lak * {q} + lam / 4] = av;",
+              f"        Bs[lbk * {q} + lbn / 4] = bv;",
+              "        workgroupBarrier();",
+              f"        for (var k = 0; k < {BIG_STEP}; k = k + 1) {{",
+              f"            let a0 = As[k * {q} + ty]; let a1 = As[k * {q} + {q // 2} + ty];",
+              f"            let b0 = Bs[k * {q} + tx]; let b1 = Bs[k * {q} + {q // 2} + tx];"]
+    for r in range(8):
+        a = f"a{r // 4}.{'xyzw'[r % 4]}"
+        lines.append("            " + " ".join(
+            f"c{r}_{h} = fma(vec4<f32>({a}), b{h}, c{r}_{h});" for h in range(2)))
+    lines += ["        }", "        workgroupBarrier();", "    }"]
+    for r in range(8):
+        row = f"m0 + {(r // 4) * (BIG // 2)} + ty * 4 + {r % 4}"
+        lines.append(f"    {{ let gm = {row};")
+        lines.append("      if (gm < M) {")
+        for h in range(2):
+            for j in range(4):
+                col = f"n0 + {h * (BIG // 2)} + tx * 4 + {j}"
+                value = store(out_dt, f"c{r}_{h}.{'xyzw'[j]}")
+                lines.append(f"        if ({col} < N) {{ b2[(z * M + gm) * N + {col}] = "
+                             f"{value}; }}")
+        lines.append("      } }")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
 #: outputs narrower than this (rows or columns) take the simple kernel
 NARROW = 32
+#: the ``tile128`` kernel's tile and K step
+BIG = 128
+BIG_STEP = 8
+#: the kernels, by name
+PATHS = ("tile128", "tile64", "simple")
+#: a path every matmul takes where it can (``"tile128"``, ``"tile64"``, ``"simple"``), for
+#: benchmarks comparing them; None: `path` chooses
+prefer: str | None = None
+
+
+def path(rt: Runtime, m: int, n: int, k: int, dtype: np.dtype[Any]) -> str:
+    """The kernel an ``m x k @ k x n`` matmul of ``dtype`` runs: ``tile128`` for float
+    outputs at least `BIG` wide both ways, ``simple`` below `NARROW`, else ``tile64``."""
+    del rt, k  # the same choice on every adapter for now
+    floating = np.dtype(dtype).kind == "f" or np.dtype(dtype).name == "bfloat16"
+    if prefer is not None and (prefer != "tile128" or floating):
+        return prefer
+    if min(m, n) < NARROW:
+        return "simple"
+    if floating and min(m, n) >= BIG:
+        return "tile128"
+    return "tile64"
 
 _SOURCES: dict[tuple[Any, ...], str] = {}
 
@@ -159,16 +254,17 @@ def matmul(rt: Runtime, a: WGArray, b: WGArray) -> WGArray:
     words = [M, N, K, len(dims), *pad(dims), *pad(sa), *pad(sb),
              a.offset, a.strides[-2], a.strides[-1], b.offset, b.strides[-2], b.strides[-1],
              out.size]
-    simple = min(M, N) < NARROW
-    key = (a.dtype, b.dtype, out.dtype, simple)
+    kind = path(rt, M, N, K, out.dtype)
+    key = (a.dtype, b.dtype, out.dtype, kind)
     src = _SOURCES.get(key)
     if src is None:
-        make = _simple_source if simple else _source
+        make = {"simple": _simple_source, "tile64": _source, "tile128": _big_source}[kind]
         src = _SOURCES[key] = make(a.dtype, b.dtype, out.dtype)
-    if simple:
+    if kind == "simple":
         rt.dispatch(src, [a, b], [out], words, out.size)
         return out
-    groups = (-(-N // TILE), -(-M // TILE), nb)
+    tile = BIG if kind == "tile128" else TILE
+    groups = (-(-N // tile), -(-M // tile), nb)
     if nb > rt.max_groups:
         raise NotImplementedError(f"wgpu: matmul of more than {rt.max_groups} matrices at once")
     rt.record(src, [a, b], [out], words, groups)
