@@ -227,7 +227,7 @@ def bench_bandwidth(b: Bench) -> None:
     hs = [rng.standard_normal(n).astype(np.float32) for _ in range(3)]
     xa, xb, xc = (ember.tensor(h, device=b.dev) for h in hs)
     rt = b.rt
-    held: list[Any] = [None]
+    held: list[Any] = [None, None]
     reps = 10 if b.quick else 50
 
     # the copy ceiling: the driver's buffer copy (recorded on the backend's open encoder, so
@@ -294,6 +294,13 @@ def bench_bandwidth(b: Bench) -> None:
         held[0] = None
         held[0] = chain(xa, lambda v: v.relu(), lambda v: v.sigmoid())
 
+    fa, fb, fc = xa.to(fdev), xb.to(fdev), xc.to(fdev)
+
+    def fused_fma() -> None:
+        held[1] = None
+        held[1] = fa * fb + fc
+        flush()
+
     peer = {}
     if b.torch is not None:
         tx = b.torch.from_numpy(hs[0]).to(b.tdev)
@@ -302,6 +309,9 @@ def bench_bandwidth(b: Bench) -> None:
     t2 = b.time({"fused": fused}, {}, reps)
     st = ember_fusion.stats(fdev)
     kernels = st.kernels_launched / max(st.flushes, 1)
+    t2.update(b.time({"fused_fma": fused_fma}, {}, reps))
+    b.check("fused_fma", held[1].numpy()[:4096],
+            hs[0][:4096].astype(np.float64) * hs[1][:4096] + hs[2][:4096], 1e-6, 1e-6)
     t3 = b.time({"eager_chain": eager}, peer, reps)
     y = chain(xf, lambda v: v.relu(), lambda v: v.sigmoid()).numpy()[:4096]
     v = np.maximum(hs[0][:4096].astype(np.float64) * 1.5 + 0.25, 0) * 0.5 - 1
@@ -312,7 +322,13 @@ def bench_bandwidth(b: Bench) -> None:
                eager_chain_GBps=round(8 * n / t3["eager_chain"] / 1e6, 1))
     if "torch_chain" in t3:
         res["torch_chain_GBps"] = round(8 * n / t3["torch_chain"] / 1e6, 1)
+    res["fused_fma_GBps"] = round(16 * n / t2["fused_fma"] / 1e6, 1)
+    res["fused_fma_fraction_of_copy"] = round(res["fused_fma_GBps"] / copy, 3)
     b.results["bandwidth"] = res
+    b.row(f"a*b+c fusion<{b.name}> GB/s (one kernel)", _g(res["fused_fma_GBps"]),
+          _g(16 * n / t['torch_fma'] / 1e6) if "torch_fma" in t else "",
+          _ratio(t.get("torch_fma"), t2["fused_fma"]),
+          f"{res['fused_fma_fraction_of_copy']:.2f} of a copy (goal 0.8)")
     b.row(f"7-op chain fusion<{b.name}> GB/s (8 B/elem, {kernels:g} kernel/run)",
           _g(fused_gb),
           f"{_g(res['torch_chain_GBps'])} (eager)" if "torch_chain_GBps" in res else "",
