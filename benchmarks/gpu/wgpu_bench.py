@@ -11,8 +11,9 @@ its best round.  A round is ``reps`` calls and one wait for the device: ``device
 (a 4-byte read through the backend's staging buffer, which waits for every submission) on
 ember's side, ``torch.cuda.synchronize()`` on torch's.  The wait's own cost, measured with
 nothing queued (``sync_ms`` in the results), is taken off ember's rounds before dividing by
-``reps``, so a slow map does not count as kernel time; ``reps`` keeps the work of a round far
-above it.  Every GPU figure is checked against numpy float64 on a slice.
+``reps``, so a slow map does not count as kernel time; ``reps`` is raised
+(`Bench.enough_reps`) until a round's work is at least 10 times that wait.  Every GPU figure
+is checked against numpy float64 on a slice.
 
 PyTorch is the peer on CUDA where it has a GPU, on the CPU otherwise (said in the table);
 ``--no-torch`` leaves it out (the ratio columns are then empty), which is how it runs on a
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -103,6 +105,7 @@ class Bench:
         sy.update({k: self.tsync for k in peer})
         if syncs:
             sy.update(syncs)
+        reps = self.enough_reps(ours, reps)
         times = interleaved(fns, sy, self.rounds, reps)
         out = {}
         for k, ts in times.items():
@@ -111,6 +114,24 @@ class Bench:
                 best = max(best - self.sync_ms / reps, 1e-6)
             out[k] = best
         return out
+
+    def enough_reps(self, ours: dict[str, Fn], reps: int) -> int:
+        """``reps``, raised (up to 20 times) until a round of ember's quickest function does
+        at least 10 times the work of the wait that ends it, so the wait's jitter is small
+        beside what is timed."""
+        if not ours or self.sync_ms <= 0:
+            return reps
+        quickest = math.inf
+        for fn in ours.values():
+            fn()
+            self.dev.synchronize()
+            t = time.perf_counter()
+            for _ in range(reps):
+                fn()
+            self.dev.synchronize()
+            quickest = min(quickest, ((time.perf_counter() - t) * 1e3 - self.sync_ms) / reps)
+        need = math.ceil(10 * self.sync_ms / max(quickest, 1e-3))
+        return int(min(max(reps, need), 20 * reps))
 
     def row(self, what: str, ours: str, peer: str, ratio: str, note: str = "") -> None:
         self.rows.append((what, ours, peer, ratio, note))

@@ -186,3 +186,16 @@ def test_few_long_rows_keep_the_split_reduction(fdev: Any, rt: Any) -> None:
     x = ember.tensor(a, device=fdev)
     got = (x * x).sum(-1).numpy()
     np.testing.assert_allclose(got, (a.astype(np.float64) ** 2).sum(-1), rtol=1e-5)
+
+
+def test_matmul_head_with_a_softmax_epilogue_is_two_dispatches(fdev: Any, rt: Any) -> None:
+    # the backend's matmul, then one kernel for the rest of the group
+    a = RNG.standard_normal((300, 64)).astype(np.float32)
+    w = RNG.standard_normal((64, 200)).astype(np.float32)
+    x, wt = ember.tensor(a, device=fdev), ember.tensor(w, device=fdev)
+    (x @ wt).softmax(-1).numpy()
+    before = rt.dispatches
+    got = (x @ wt).softmax(-1).numpy()
+    assert rt.dispatches - before == 2
+    np.testing.assert_allclose(got, _softmax64(a.astype(np.float64) @ w, -1), rtol=1e-5,
+                               atol=1e-7)
