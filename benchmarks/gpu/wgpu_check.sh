@@ -49,8 +49,10 @@ SUMMARY=()
 for stack in "${STACKS[@]}"; do
     log="$OUT/conformance-$(echo "$stack" | tr -c 'a-z0-9\n' '_').log"
     start=$SECONDS
-    "${ENV[@]}" "$PY" -m pytest tests/conformance "--ember-device=$stack" -q \
-        -p no:cacheprovider "${XDIST[@]}" >"$log" 2>&1
+    # as check.py runs the suite (the cases ship in ember.testing)
+    "${ENV[@]}" "$PY" -m pytest --pyargs ember.testing.suite "--ember-device=$stack" -q \
+        -p no:cacheprovider -p no:benchmark --assert=plain --tb=line "${XDIST[@]}" \
+        >"$log" 2>&1
     rc=$?
     # pytest's own last line ("N passed, M skipped ..."), and ember's count of skip reasons
     counts="$(grep -E '^(=+ )?[0-9]+ (passed|failed)|^[0-9]+ (passed|failed|error)' "$log" \
