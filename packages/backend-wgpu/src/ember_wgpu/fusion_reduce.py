@@ -18,20 +18,20 @@ shares and no needed reduction reduces: a row of a softmax) an invocation, or a 
 Many short rows get an invocation each on CPU adapters (lavapipe), as the eager reductions
 do, and a work-group each on GPUs.  Reductions over axis 0 (the group's ``cross`` nodes) get
 a kernel of their own whose outer positions are their results.  Sizes, strides and offsets
-are parameter words, so one pipeline serves every layout of a group.  Groups of few, very
-long rows keep the eager two-pass reduction (`compile_rows` returns None): one work-group
-per row would leave a GPU idle.
+are parameter words, so one pipeline serves every layout of a group.  A group of few, very
+long rows around one reduction takes two passes (`_split`), as the eager reduction does: one
+work-group per row would leave a GPU idle; with more reductions it runs op by op.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from ember.backend import ir
+from ember.backend import FusedGroup, GroupNode, dtype_of_numpy, ir
 
 from .reduction import (
     COMBINE,
@@ -45,9 +45,6 @@ from .reduction import (
 from .render import const, render
 from .runtime import GROUP, Runtime, WGArray
 from .strided import is_float, load, scalar_words, store, wgsl_compute, wgsl_storage
-
-if TYPE_CHECKING:
-    from ember.backend import FusedGroup
 
 __all__ = ["RowKernel", "compile_rows"]
 
@@ -77,12 +74,17 @@ class RowSource:
     (``sym``)."""
 
     def __init__(self, g: FusedGroup, targets: Sequence[int], outer: tuple[int, ...],
-                 lanes: bool, node_body: NodeBody) -> None:
+                 lanes: bool, node_body: NodeBody, chunk: int = 0, parts: int = 1) -> None:
         self.g = g
         self.targets = list(targets)
         self.outer = outer
         self.lanes = lanes
         self.node_body = node_body
+        #: with a chunk, each position is (outer position, part): the reductions at the outer
+        #: level combine elements ``[part * chunk, (part + 1) * chunk)`` only, and the one
+        #: target (the reduction) is stored unscaled at the position (a first pass)
+        self.chunk = chunk
+        self.parts = parts
         self.in_at: dict[int, int] = {}
         at = 1
         for k in sorted(g.used_inputs):
@@ -168,7 +170,8 @@ class RowSource:
             aidx: dict[int, str] = {d: idx[d] for d in kept}
         else:
             aidx = dict(zip(kept, idx, strict=True))
-        n = math.prod(ashape[d] for d in dims)
+        # ``count``: a second pass's mean divides by the elements of the first's rows
+        n = node.params.get("count", math.prod(ashape[d] for d in dims))
         out = node.dtype.name
         if kind == "var":
             mean = self.loop(kind="mean", a=a, aidx=aidx, dims=dims, depth=depth,
@@ -237,7 +240,11 @@ class RowSource:
             lines.append(f"var {acc}: {ct} = {zero}; var i{c}: i64 = -1li;")
         else:
             lines.append(f"var {acc}: {ct} = {_identity(kind, adt)};")
-        lines.extend(_for(k, total, tree, body.lines))
+        if self.chunk and depth == 0:
+            size = self.sym(self.chunk)
+            lines.extend(_for(k, total, tree, body.lines, (f"part * {size}", size)))
+        else:
+            lines.extend(_for(k, total, tree, body.lines))
         if tree:
             sh = f"sh{c}"
             self.decls.append(f"var<workgroup> {sh}: array<{ct}, {GROUP}>;")
@@ -258,6 +265,8 @@ class RowSource:
         res = f"res{c}"
         if arg:
             lines.append(f"let {res} = i{c};")
+        elif self.chunk and depth == 0:
+            lines.append(f"let {res} = {acc};")  # a partial: scaled and rounded by pass two
         elif kind == "mean" or center is not None:
             scaled = f"({acc} * {self.sym(scale, 'float32')})"
             lines.append(f"let {res} = {_rounded(out, scaled)};")
@@ -276,6 +285,10 @@ class RowSource:
             head = [f"let gid = i32(gv.x + gv.y * nwg.x * {GROUP}u);",
                     "if (gid >= P[0]) { return; }"]
         rest = "gid"
+        if self.chunk:
+            parts = self.sym(self.parts)
+            head += [f"let part = gid % {parts};", f"let row = gid / {parts};"]
+            rest = "row"
         live = [d for d, n in enumerate(self.outer) if n != 1]
         for i, d in enumerate(reversed(live)):
             self.depth[f"o{d}"] = 0
@@ -361,6 +374,10 @@ class RowSource:
         m = len(self.outer)
         idx = tuple("0" if s[d] == 1 else f"o{d}" for d in range(m)) + inner_idx
         v = self.value(t, idx)
+        if self.chunk:  # the partial of (row, part), at the position
+            line = f"out{outs[t]}[gid] = {store(self.g.numpy_dtype(t), v)};"
+            scope.lines.append(f"if ({' && '.join(cond)}) {{ {line} }}" if cond else line)
+            return
         strides = _dense(s)
         addr = " + ".join(["0"] + [f"{x} * {self.sym(strides[d])}" for d, x in enumerate(idx)
                                    if x != "0"])
@@ -400,10 +417,16 @@ def _first_fn(kind: str, dt: np.dtype[Any], ct: str) -> str:
             "    return false;\n}\n")
 
 
-def _for(k: str, total: str, lanes: bool, body: list[str]) -> list[str]:
-    """A loop of ``k`` over ``[0, total)``, split over the lanes of a work-group kernel."""
+def _for(k: str, total: str, lanes: bool, body: list[str],
+         part: tuple[str, str] | None = None) -> list[str]:
+    """A loop of ``k`` over ``[0, total)`` (with ``part = (start, length)``, over that part
+    of it), split over the lanes of a work-group kernel."""
     start, step = ("i32(lid)", GROUP) if lanes else ("0", 1)
-    return [f"for (var {k} = {start}; {k} < {total}; {k} = {k} + {step}) {{",
+    end = total
+    if part is not None:
+        start = f"{part[0]} + {start}"
+        end = f"min({total}, {part[0]} + {part[1]})"
+    return [f"for (var {k} = {start}; {k} < {end}; {k} = {k} + {step}) {{",
             *("    " + line for line in body), "}"]
 
 
@@ -448,17 +471,19 @@ class _Launch:
     """One generated kernel: the nodes it stores, the inputs it binds, its fixed words."""
 
     def __init__(self, g: FusedGroup, targets: Sequence[int], outer: tuple[int, ...],
-                 lanes: bool, node_body: NodeBody) -> None:
-        src = RowSource(g, targets, outer, lanes, node_body)
+                 lanes: bool, node_body: NodeBody, chunk: int = 0, parts: int = 1) -> None:
+        src = RowSource(g, targets, outer, lanes, node_body, chunk, parts)
         self.source = src.build()
         self.targets = list(targets)
         self.outs = [(g.shape(t), g.numpy_dtype(t)) for t in targets]
+        if chunk:  # one partial per (position, part)
+            self.outs = [((math.prod(outer) * parts,), g.numpy_dtype(t)) for t in targets]
         self.inputs = sorted(src.loaded)
         self.in_axes = [(k, src.in_at[k], [d for d, n in enumerate(g.inputs[k][0]) if n != 1])
                         for k in sorted(g.used_inputs)]
         self.words_at = src.sym_at
         self.syms = src.syms
-        self.npos = math.prod(outer)
+        self.npos = math.prod(outer) * parts
         self.lanes = lanes
 
     def run(self, rt: Runtime, xs: Sequence[WGArray], vals: dict[int, WGArray]) -> None:
@@ -482,11 +507,85 @@ class _Launch:
             rt.dispatch(self.source, reads, outs, words, self.npos)
 
 
+class _SplitLaunch:
+    """A group around one reduction of few, long rows, in two passes: each (row, chunk) a
+    work-group reducing its chunk with the prologue in registers to a partial, then each row
+    a work-group combining its partials and computing the epilogue (`_split`)."""
+
+    def __init__(self, first: _Launch, second: _Launch, shape: tuple[int, ...], parts: int,
+                 names: dict[int, int]) -> None:
+        self.first, self.second = first, second
+        self.shape, self.parts, self.names = shape, parts, names
+        self.source = first.source + "\n" + second.source
+
+    def run(self, rt: Runtime, xs: Sequence[WGArray], vals: dict[int, WGArray]) -> None:
+        got: dict[int, WGArray] = {}
+        self.first.run(rt, xs, got)
+        (partial,) = got.values()
+        shape = (*self.shape, self.parts)
+        rows: dict[int, WGArray] = {}
+        self.second.run(rt, [*xs, partial.view(shape, tuple(_dense(shape)), 0)], rows)
+        vals.update((self.names[j], v) for j, v in rows.items())
+
+
+def _node(n: GroupNode, args: tuple[int, ...], **change: Any) -> GroupNode:
+    params = change.pop("params", n.params)
+    key = tuple(sorted(params.items())) if params is not n.params else n.params_key
+    return GroupNode(change.get("op", n.op), params, key, change.get("dtype", n.dtype),
+                     change.get("shape", n.shape), args)
+
+
+def _split(g: FusedGroup, targets: Sequence[int], node_body: NodeBody) -> _SplitLaunch | None:
+    """The two passes of a launch whose one reduction has few long rows, or None where the
+    launch is no elementwise prologue, one reduction and an epilogue over its result."""
+    need = _ancestors(g, targets)
+    reds = [j for j in need if g.nodes[j].kind == "reduction"]
+    if len(reds) != 1 or g.nodes[reds[0]].op.name not in COMBINE:
+        return None
+    jr = reds[0]
+    node = g.nodes[jr]
+    pro = sorted(_ancestors(g, [jr]) - {jr})
+    epi = sorted(need - set(pro) - {jr})
+    if any(t in pro for t in targets) or any(
+            g.nodes[j].shape != node.shape or any(a in pro for a in g.nodes[j].args)
+            for j in epi):
+        return None
+    count = g.reduced_count(jr)
+    chunk = max(GROUP * 16, -(-count // 256))
+    parts = -(-count // chunk)
+    adt = g.numpy_dtype(node.args[0])
+    pdt = np.dtype(np.bool_) if node.op.name in ("any", "all") else (
+        np.dtype(np.float32) if adt.name in ("float16", "bfloat16") else adt)
+    # pass one: the prologue and the reduction, stored as partials in its compute dtype
+    order = {j: i for i, j in enumerate([*pro, jr])}
+    n1 = [_node(g.nodes[j], tuple(order.get(a, a) for a in g.nodes[j].args)) for j in pro]
+    n1.append(_node(node, tuple(order.get(a, a) for a in node.args),
+                    dtype=dtype_of_numpy(pdt)))
+    g1 = FusedGroup(tuple(n1), g.inputs, (len(n1) - 1,), "whole", 0, frozenset())
+    # pass two: the partials (a last input) reduced over their last axis, then the epilogue
+    k = len(g.inputs)
+    params: dict[str, Any] = {"dims": (len(node.shape),), "keepdim": False}
+    if node.op.name == "mean":
+        params["count"] = count
+    order = {j: i for i, j in enumerate([jr, *epi])}
+    n2 = [_node(node, (-1 - k,), params=params)]
+    n2 += [_node(g.nodes[j], tuple(order.get(a, a) for a in g.nodes[j].args)) for j in epi]
+    g2 = FusedGroup(tuple(n2), (*g.inputs, ((*node.shape, parts), dtype_of_numpy(pdt))),
+                    tuple(order[t] for t in targets), "whole", 0, frozenset())
+    try:
+        first = _Launch(g1, [len(n1) - 1], node.shape, True, node_body, chunk, parts)
+        second = _Launch(g2, list(g2.outputs), node.shape, parts >= TREE_MIN, node_body)
+    except _Refused:
+        return None
+    return _SplitLaunch(first, second, node.shape, parts, {i: j for j, i in order.items()})
+
+
 class RowKernel:
     """A compiled group with reductions: the main kernel, one kernel per output reduction over
     axis 0.  ``source`` is the generated WGSL."""
 
-    def __init__(self, g: FusedGroup, rt: Runtime, launches: list[_Launch]) -> None:
+    def __init__(self, g: FusedGroup, rt: Runtime,
+                 launches: list[_Launch | _SplitLaunch]) -> None:
         self.rt = rt
         self.outputs = g.outputs
         self.launches = launches
@@ -524,7 +623,7 @@ def compile_rows(g: FusedGroup, rt: Runtime, node_body: NodeBody) -> RowKernel |
     """The kernel of a group with reductions (no matmul), or None where it runs op by op."""
     if not _covered(g):
         return None
-    launches: list[_Launch] = []
+    launches: list[_Launch | _SplitLaunch] = []
     software = rt.adapter.info["adapter_type"] == "CPU"
     main = [j for j in g.outputs if j not in g.cross]
     plans: list[tuple[list[int], tuple[int, ...], int]] = []
@@ -540,7 +639,12 @@ def compile_rows(g: FusedGroup, rt: Runtime, node_body: NodeBody) -> RowKernel |
         if npos == 0 and any(math.prod(g.shape(t)) for t in targets):
             return None  # no position to compute them from (an empty axis broadcast away)
         if npos < SPLIT_OUTPUTS and work >= SPLIT_MIN:
-            return None  # few long rows: the eager kernels split each row over work-groups
+            # few long rows: each row split over work-groups, as the eager kernels do
+            split = _split(g, targets, node_body)
+            if split is None:
+                return None
+            launches.append(split)
+            continue
         # many short rows: one invocation each on a CPU adapter (lavapipe: a barrier costs
         # more than the loads it saves, as for the eager reductions); a GPU keeps the lanes,
         # whose loads of a row are adjacent
