@@ -1,0 +1,405 @@
+"""The WGSL renderer of fused groups with reductions (`fusion_reduce.py` plans and runs them):
+one kernel from a group's nodes.
+
+`RowSource` gives each outer position an invocation (or a work-group of `GROUP` lanes) and
+writes every node it needs as WGSL: an elementwise node is its kernel-IR definition rendered
+in registers, a reduction a loop recomputing its prologue (a workgroup-memory tree across the
+lanes at the outer level), and only the targets are stored.  Values are emitted once per loop
+scope and index, hoisted to the outermost scope whose loop variables they use.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ember.backend import FusedGroup, ir
+
+from .reduction import _combine_fn, _identity
+from .render import const, render
+from .runtime import GROUP
+from .strided import load, scalar_words, store, wgsl_compute, wgsl_storage
+
+__all__ = ["ARG", "NodeBody", "Refused", "RowSource", "dense"]
+
+#: a node's IR over its arguments (`fusion._node_body`), None for an op with no IR
+NodeBody = Callable[["FusedGroup", int], "ir.Value | None"]
+ARG = ("argmax", "argmin")
+
+
+class _Scope:
+    __slots__ = ("lines", "memo")
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.memo: dict[tuple[int, tuple[str, ...]], str] = {}
+
+
+class Refused(Exception):
+    """A node the generator does not cover (the group then runs op by op)."""
+
+
+class RowSource:
+    """Writes one kernel computing ``targets`` over the outer space ``outer`` (see the module
+    docstring).  Parameter words: the number of positions, then each input's offset and the
+    strides of its axes longer than 1 (`in_words`), then the sizes the source needs
+    (``sym``)."""
+
+    def __init__(self, g: FusedGroup, targets: Sequence[int], outer: tuple[int, ...],
+                 lanes: bool, node_body: NodeBody, chunk: int = 0, parts: int = 1) -> None:
+        self.g = g
+        self.targets = list(targets)
+        self.outer = outer
+        self.lanes = lanes
+        self.node_body = node_body
+        #: with a chunk, each position is (outer position, part): the reductions at the outer
+        #: level combine elements ``[part * chunk, (part + 1) * chunk)`` only, and the one
+        #: target (the reduction) is stored unscaled at the position (a first pass)
+        self.chunk = chunk
+        self.parts = parts
+        self.in_at: dict[int, int] = {}
+        at = 1
+        for k in sorted(g.used_inputs):
+            self.in_at[k] = at
+            at += 1 + sum(1 for n in g.inputs[k][0] if n != 1)
+        self.sym_at = at
+        self.syms: list[int] = []
+        self.loaded: set[int] = set()
+        self.helpers: dict[str, None] = {}
+        self.decls: list[str] = []
+        self.depth: dict[str, int] = {}
+        self.top = _Scope()
+        self.chain = [self.top]
+        self.count = 0
+
+    # -- names ---------------------------------------------------------------------------------
+
+    def fresh(self, prefix: str) -> str:
+        self.count += 1
+        return f"{prefix}{self.count}"
+
+    def sym(self, value: Any, dtype: str = "int32") -> str:
+        """A parameter word carrying ``value`` (so sizes never enter the source)."""
+        at = self.sym_at + len(self.syms)
+        self.syms += scalar_words(dtype, value) if dtype == "float32" else [int(value)]
+        return f"bitcast<f32>(P[{at}])" if dtype == "float32" else f"P[{at}]"
+
+    # -- values --------------------------------------------------------------------------------
+
+    def value(self, r: int, idx: Sequence[str]) -> str:
+        """A WGSL name holding ref ``r`` at index ``idx`` (emitted once per scope and index)."""
+        shape = self.g.shape(r)
+        key_idx = tuple("0" if n == 1 else v for n, v in zip(shape, idx, strict=True))
+        depth = max((self.depth[v] for v in key_idx if v != "0"), default=0)
+        scope = self.chain[depth]
+        name = scope.memo.get((r, key_idx))
+        if name is not None:
+            return name
+        if r < 0:
+            name = self.load(-1 - r, key_idx, scope)
+        elif self.g.nodes[r].kind == "reduction":
+            name = self.reduce(r, key_idx, depth)
+        else:
+            name = self.elementwise(r, key_idx, scope)
+        scope.memo[(r, key_idx)] = name
+        return name
+
+    def load(self, k: int, idx: tuple[str, ...], scope: _Scope) -> str:
+        shape = self.g.inputs[k][0]
+        self.loaded.add(k)
+        at = self.in_at[k]
+        words = [d for d, n in enumerate(shape) if n != 1]
+        addr = " + ".join([f"P[{at}]"] + [f"{v} * P[{at + 1 + words.index(d)}]"
+                                          for d, v in enumerate(idx) if v != "0"])
+        name = self.fresh("x")
+        scope.lines.append(f"let {name} = {load(self.g.numpy_dtype(-1 - k), f'in{k}[{addr}]')};")
+        return name
+
+    def elementwise(self, j: int, idx: tuple[str, ...], scope: _Scope) -> str:
+        g = self.g
+        node = g.nodes[j]
+        body = self.node_body(g, j)
+        if body is None:
+            raise Refused(node.op.name)
+        vals = [self.value(r, idx[len(idx) - len(g.shape(r)):]) for r in node.args]
+        name = self.fresh("v")
+        r = render(body, vals, prefix=f"{name}_")
+        scope.lines += r.lines
+        scope.lines.append(f"let {name} = {_rounded(node.dtype.name, r.expr)};")
+        return name
+
+    # -- reductions ----------------------------------------------------------------------------
+
+    def reduce(self, j: int, idx: tuple[str, ...], depth: int) -> str:
+        g = self.g
+        node = g.nodes[j]
+        kind = node.op.name
+        a = node.args[0]
+        ashape = g.shape(a)
+        dims = g.reduced_dims(j)
+        kept = [d for d in range(len(ashape)) if d not in dims]
+        if node.params.get("keepdim"):
+            aidx: dict[int, str] = {d: idx[d] for d in kept}
+        else:
+            aidx = dict(zip(kept, idx, strict=True))
+        # ``count``: a second pass's mean divides by the elements of the first's rows
+        n = node.params.get("count", math.prod(ashape[d] for d in dims))
+        out = node.dtype.name
+        if kind == "var":
+            mean = self.loop(kind="mean", a=a, aidx=aidx, dims=dims, depth=depth,
+                             scale=1.0 / n if n else math.nan, out=g.numpy_dtype(a).name)
+            div = n - node.params.get("correction", 1)
+            return self.loop(kind="sum", a=a, aidx=aidx, dims=dims, depth=depth,
+                             scale=1.0 / div if div > 0 else math.inf, out=out, center=mean)
+        return self.loop(kind=kind, a=a, aidx=aidx, dims=dims, depth=depth,
+                         scale=1.0 / n if n else math.nan, out=out)
+
+    def loop(self, *, kind: str, a: int, aidx: dict[int, str], dims: tuple[int, ...],
+             depth: int, scale: float, out: str, center: str | None = None) -> str:
+        """Emit a loop reducing ref ``a`` over ``dims`` at the kept index ``aidx``; with
+        ``center``, of ``(a - center)^2`` scaled by ``scale`` (var's second pass)."""
+        g = self.g
+        ashape = g.shape(a)
+        adt = g.numpy_dtype(a)
+        arg = kind in ARG
+        ct = "bool" if kind in ("any", "all") else wgsl_compute(adt)
+        tree = self.lanes and depth == 0
+        scope = self.chain[depth]
+        c = self.fresh("")
+        acc, k = f"r{c}", f"k{c}"
+        if arg:
+            self.helpers[_first_fn(kind, adt, ct)] = None
+            comb = ""
+        else:
+            comb = f"comb_{kind}_{adt.name}"
+            self.helpers[_combine_fn(kind, adt).replace("fn comb(", f"fn {comb}(")] = None
+        # the loop body sees the scopes up to `depth` and its own
+        saved = self.chain
+        self.chain = [*saved[:depth + 1], _Scope()]
+        body = self.chain[-1]
+        self.depth[k] = depth + 1
+        full = dict(aidx)
+        red = [d for d in dims if ashape[d] != 1]
+        rest = k
+        for pos, d in enumerate(reversed(red)):
+            var = f"j{c}_{d}"
+            self.depth[var] = depth + 1
+            if pos == len(red) - 1:
+                body.lines.append(f"let {var} = {rest};")
+            else:
+                ext = self.sym(ashape[d])
+                body.lines.append(f"let {var} = {rest} % {ext};")
+                rest = f"({rest} / {ext})"
+            full[d] = var
+        for d in dims:
+            full.setdefault(d, "0")
+        v = self.value(a, tuple(full[d] for d in range(len(ashape))))
+        if center is not None:
+            body.lines.append(f"let w{c} = ({v} - {center}) * ({v} - {center});")
+            v = f"w{c}"
+        if kind in ("any", "all") and adt != np.dtype(np.bool_):
+            v = f"(!({v} == {const(0, ir.compute_dtype(adt.name))}))"  # nan counts as true
+        if arg:
+            body.lines.append(f"if (!first_{kind}({acc}, i{c}, {v}, i64({k}))) "
+                              f"{{ {acc} = {v}; i{c} = i64({k}); }}")
+        else:
+            body.lines.append(f"{acc} = {comb}({acc}, {v});")
+        self.chain = saved
+        total = self.sym(math.prod(ashape[d] for d in dims))
+        lines = scope.lines
+        if arg:
+            zero = "false" if ct == "bool" else const(0, ir.compute_dtype(adt.name))
+            lines.append(f"var {acc}: {ct} = {zero}; var i{c}: i64 = -1li;")
+        else:
+            lines.append(f"var {acc}: {ct} = {_identity(kind, adt)};")
+        if self.chunk and depth == 0:
+            size = self.sym(self.chunk)
+            lines.extend(_for(k, total, tree, body.lines, (f"part * {size}", size)))
+        else:
+            lines.extend(_for(k, total, tree, body.lines))
+        if tree:
+            sh = f"sh{c}"
+            self.decls.append(f"var<workgroup> {sh}: array<{ct}, {GROUP}>;")
+            lines.append(f"{sh}[lid] = {acc};")
+            if arg:
+                self.decls.append(f"var<workgroup> shi{c}: array<i64, {GROUP}>;")
+                lines.append(f"shi{c}[lid] = i{c};")
+                merge = (f"if (!first_{kind}({sh}[lid], shi{c}[lid], {sh}[lid + s], "
+                         f"shi{c}[lid + s])) {{ {sh}[lid] = {sh}[lid + s]; "
+                         f"shi{c}[lid] = shi{c}[lid + s]; }}")
+            else:
+                merge = f"{sh}[lid] = {comb}({sh}[lid], {sh}[lid + s]);"
+            lines += ["workgroupBarrier();",
+                      f"for (var s = {GROUP // 2}u; s > 0u; s = s >> 1u) {{",
+                      f"    if (lid < s) {{ {merge} }}",
+                      "    workgroupBarrier();", "}",
+                      f"{acc} = {sh}[0];" + (f" i{c} = shi{c}[0];" if arg else "")]
+        res = f"res{c}"
+        if arg:
+            lines.append(f"let {res} = i{c};")
+        elif self.chunk and depth == 0:
+            lines.append(f"let {res} = {acc};")  # a partial: scaled and rounded by pass two
+        elif kind == "mean" or center is not None:
+            scaled = f"({acc} * {self.sym(scale, 'float32')})"
+            lines.append(f"let {res} = {_rounded(out, scaled)};")
+        else:
+            lines.append(f"let {res} = {_rounded(out, acc)};")
+        return res
+
+    # -- the kernel ----------------------------------------------------------------------------
+
+    def build(self) -> str:
+        g = self.g
+        if self.lanes:
+            head = ["let gi = i32(wg.x + wg.y * nwg.x);", "let live = gi < P[0];",
+                    "let gid = select(0, gi, live);"]
+        else:
+            head = [f"let gid = i32(gv.x + gv.y * nwg.x * {GROUP}u);",
+                    "if (gid >= P[0]) { return; }"]
+        rest = "gid"
+        if self.chunk:
+            parts = self.sym(self.parts)
+            head += [f"let part = gid % {parts};", f"let row = gid / {parts};"]
+            rest = "row"
+        live = [d for d, n in enumerate(self.outer) if n != 1]
+        for i, d in enumerate(reversed(live)):
+            self.depth[f"o{d}"] = 0
+            if i == len(live) - 1:
+                head.append(f"let o{d} = {rest};")
+            else:
+                ext = self.sym(self.outer[d])
+                head.append(f"let o{d} = {rest} % {ext};")
+                rest = f"({rest} / {ext})"
+        m = len(self.outer)
+        by_inner: dict[tuple[tuple[int, ...], tuple[int, ...]], list[int]] = {}
+        for t in self.targets:
+            s = g.shape(t)
+            guard = tuple(d for d in range(m) if s[d] == 1 and self.outer[d] != 1)
+            by_inner.setdefault((s[m:], guard), []).append(t)
+        outs = {t: i for i, t in enumerate(self.targets)}
+        for (inner, guard), ts in by_inner.items():
+            self.store(ts, inner, guard, outs)
+        n_in = len(self.loaded)
+        binds: list[str] = []
+        storage: list[str] = []
+        for b, k in enumerate(sorted(self.loaded)):
+            st = wgsl_storage(g.numpy_dtype(-1 - k))
+            storage.append(st)
+            binds.append(f"@group(0) @binding({b}) var<storage, read> in{k}: array<{st}>;")
+        for i, j in enumerate(self.targets):
+            st = wgsl_storage(g.numpy_dtype(j))
+            storage.append(st)
+            binds.append(f"@group(0) @binding({n_in + i}) var<storage, read_write> "
+                         f"out{i}: array<{st}>;")
+        binds.append(f"@group(0) @binding({len(storage)}) var<storage, read> P: array<i32>;")
+        enable = ["enable f16;"] if "f16" in storage or any(
+            n.dtype.name == "float16" for n in g.nodes) else []
+        if self.lanes:
+            entry = ["fn main(@builtin(workgroup_id) wg: vec3<u32>, "
+                     "@builtin(local_invocation_index) lid: u32, "
+                     "@builtin(num_workgroups) nwg: vec3<u32>) {"]
+        else:
+            entry = ["fn main(@builtin(global_invocation_id) gv: vec3<u32>, "
+                     "@builtin(num_workgroups) nwg: vec3<u32>) {"]
+        body = "\n".join("    " + line for line in [*head, *self.top.lines])
+        return "\n".join([*enable, *binds, *self.decls, *self.helpers,
+                          f"@compute @workgroup_size({GROUP})", *entry, body, "}"]) + "\n"
+
+    def store(self, targets: list[int], inner: tuple[int, ...], guard: tuple[int, ...],
+              outs: dict[int, int]) -> None:
+        cond = [f"o{d} == 0" for d in guard] + (["live"] if self.lanes else [])
+        live = [d for d, n in enumerate(inner) if n != 1]
+        if not live:
+            if self.lanes:
+                cond.append("lid == 0u")
+            for t in targets:
+                self.store_one(t, ("0",) * len(inner), outs, self.top, cond)
+            return
+        loop = _Scope()
+        self.chain = [self.top, loop]
+        k = self.fresh("t")
+        self.depth[k] = 1
+        inner_idx = ["0"] * len(inner)
+        rest = k
+        for i, d in enumerate(reversed(live)):
+            var = f"{k}_{d}"
+            self.depth[var] = 1
+            if i == len(live) - 1:
+                loop.lines.append(f"let {var} = {rest};")
+            else:
+                ext = self.sym(inner[d])
+                loop.lines.append(f"let {var} = {rest} % {ext};")
+                rest = f"({rest} / {ext})"
+            inner_idx[d] = var
+        for t in targets:
+            self.store_one(t, tuple(inner_idx), outs, loop, [])
+        self.chain = [self.top]
+        total = self.sym(math.prod(inner))
+        lines = _for(k, total, self.lanes, loop.lines)
+        if cond:
+            lines = [f"if ({' && '.join(cond)}) {{", *("    " + line for line in lines), "}"]
+        self.top.lines.extend(lines)
+
+    def store_one(self, t: int, inner_idx: tuple[str, ...], outs: dict[int, int],
+                  scope: _Scope, cond: list[str]) -> None:
+        s = self.g.shape(t)
+        m = len(self.outer)
+        idx = tuple("0" if s[d] == 1 else f"o{d}" for d in range(m)) + inner_idx
+        v = self.value(t, idx)
+        if self.chunk:  # the partial of (row, part), at the position
+            line = f"out{outs[t]}[gid] = {store(self.g.numpy_dtype(t), v)};"
+            scope.lines.append(f"if ({' && '.join(cond)}) {{ {line} }}" if cond else line)
+            return
+        strides = dense(s)
+        addr = " + ".join(["0"] + [f"{x} * {self.sym(strides[d])}" for d, x in enumerate(idx)
+                                   if x != "0"])
+        line = f"out{outs[t]}[{addr}] = {store(self.g.numpy_dtype(t), v)};"
+        scope.lines.append(f"if ({' && '.join(cond)}) {{ {line} }}" if cond else line)
+
+
+def dense(shape: Sequence[int]) -> list[int]:
+    out, acc = [], 1
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= max(n, 1)
+    return out[::-1]
+
+
+def _rounded(dtype: str, value: str) -> str:
+    """``value`` rounded as a kernel storing it in ``dtype`` would (16-bit floats)."""
+    if dtype == "float16":
+        return f"f32(f16({value}))"
+    if dtype == "bfloat16":
+        return f"bf16_({value})"
+    return value
+
+
+def _first_fn(kind: str, dt: np.dtype[Any], ct: str) -> str:
+    """``first_<kind>(a, ia, b, ib)``: whether ``(a, ia)`` wins over ``(b, ib)`` (nan first,
+    then the larger / smaller value, then the smaller index; index -1 is "none yet")."""
+    better = ">" if kind == "argmax" else "<"
+    nan = ("    let an = isnan_(a); let bn = isnan_(b);\n"
+           "    if (an || bn) { return select(an, ia <= ib, an && bn); }\n"
+           if ct == "f32" else "")
+    return (f"fn first_{kind}(a: {ct}, ia: i64, b: {ct}, ib: i64) -> bool {{\n"
+            "    if (ib < 0li) { return true; }\n"
+            "    if (ia < 0li) { return false; }\n"
+            f"{nan}    if (a {better} b) {{ return true; }}\n"
+            "    if (a == b) { return ia <= ib; }\n"
+            "    return false;\n}\n")
+
+
+def _for(k: str, total: str, lanes: bool, body: list[str],
+         part: tuple[str, str] | None = None) -> list[str]:
+    """A loop of ``k`` over ``[0, total)`` (with ``part = (start, length)``, over that part
+    of it), split over the lanes of a work-group kernel."""
+    start, step = ("i32(lid)", GROUP) if lanes else ("0", 1)
+    end = total
+    if part is not None:
+        start = f"{part[0]} + {start}"
+        end = f"min({total}, {part[0]} + {part[1]})"
+    return [f"for (var {k} = {start}; {k} < {end}; {k} = {k} + {step}) {{",
+            *("    " + line for line in body), "}"]
