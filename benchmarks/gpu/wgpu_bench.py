@@ -1,7 +1,7 @@
 """The WebGPU backend (``wgpu:0``) side by side with PyTorch, in one process: matmul float32
 (TF32 off on both sides) and float16, elementwise bandwidth against a device copy, a fused
-chain under ``fusion<wgpu:0>``, the host cost of a small op, and the guide's training epoch
-on ``autodiff<wgpu:0>``.
+chain, a row softmax and an RMS norm under ``fusion<wgpu:0>``, the host cost of a small op,
+and the guide's training epoch on ``autodiff<wgpu:0>``.
 
     python benchmarks/gpu/wgpu_bench.py [--quick] [--device wgpu:0] [--no-torch] [--rounds 5]
                                         [--json PATH]
@@ -218,7 +218,7 @@ def bench_matmul(b: Bench, dtype: str) -> None:
     if peer_tf:
         res.update(torch_TFLOPs=round(peer_tf, 3), torch_ms=round(t["torch"], 3))
     for p in ours:
-        b.check(f"{key}_{p}", held[p].numpy()[:64], want, *tol)
+        b.check(f"{key}_{p}", held[p][:64].numpy(), want, *tol)
         tf = flops / t[p] / 1e9
         res[p] = {"TFLOPs": round(tf, 3), "ms": round(t[p], 3)}
         if peer_tf:
@@ -280,7 +280,7 @@ def bench_bandwidth(b: Bench) -> None:
         peer = {"torch_copy": lambda: tdst.copy_(ta), "torch_fma": lambda: ta * tb + tc}
     # a*b+c is two kernels on wgpu:N (mul, add) and on torch: time it as the user writes it
     t = b.time({**ours, "fma": fma}, peer, reps)
-    got = held[0].numpy()[:4096]
+    got = held[0][:4096].numpy()
     b.check("fma", got, hs[0][:4096].astype(np.float64) * hs[1][:4096] + hs[2][:4096],
             1e-6, 1e-6)
     copy = 8 * n / t["driver_copy"] / 1e6
@@ -331,10 +331,10 @@ def bench_bandwidth(b: Bench) -> None:
     st = ember_fusion.stats(fdev)
     kernels = st.kernels_launched / max(st.flushes, 1)
     t2.update(b.time({"fused_fma": fused_fma}, {}, reps))
-    b.check("fused_fma", held[1].numpy()[:4096],
+    b.check("fused_fma", held[1][:4096].numpy(),
             hs[0][:4096].astype(np.float64) * hs[1][:4096] + hs[2][:4096], 1e-6, 1e-6)
     t3 = b.time({"eager_chain": eager}, peer, reps)
-    y = chain(xf, lambda v: v.relu(), lambda v: v.sigmoid()).numpy()[:4096]
+    y = chain(xf, lambda v: v.relu(), lambda v: v.sigmoid())[:4096].numpy()
     v = np.maximum(hs[0][:4096].astype(np.float64) * 1.5 + 0.25, 0) * 0.5 - 1
     b.check("fused_chain", y, v / (1 + np.exp(-v)), 1e-5, 1e-6)
     fused_gb = 8 * n / t2["fused"] / 1e6
@@ -357,6 +357,59 @@ def bench_bandwidth(b: Bench) -> None:
           f"{res['fused_fraction_of_copy']:.2f} of a copy (goal 0.8)")
     b.row(f"7-op chain {b.name} eager GB/s", _g(res['eager_chain_GBps']), "",
           _ratio(res["eager_chain_GBps"], res.get("torch_chain_GBps")))
+
+
+# -- rows: fused groups with reductions -------------------------------------------------------
+
+def bench_rows(b: Bench) -> None:
+    """A row softmax and an RMS norm on ``fusion<dev>`` (one kernel each: each row a
+    work-group) against the same ops on ``dev`` eagerly and torch; effective GB/s at 8 bytes
+    per element (read x, write y)."""
+    ember = b.ember
+    shape = (256, 1024) if b.quick else (8192, 4096)
+    n = shape[0] * shape[1]
+    a = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
+    fdev = ember.device(f"fusion<{b.name}>")
+    xf, xe = ember.tensor(a, device=fdev), ember.tensor(a, device=b.dev)
+    flush = fdev.backend.stream().flush
+    reps = 5 if b.quick else 20
+    held: dict[str, Any] = {}
+
+    def softmax(v: Any) -> Any:
+        return v.softmax(-1)
+
+    def rms(v: Any) -> Any:
+        return v * ((v * v).mean(-1, keepdim=True) + 1e-6).rsqrt()
+
+    tx = b.torch.from_numpy(a).to(b.tdev) if b.torch is not None else None
+    a64 = a[:64].astype(np.float64)
+    e = np.exp(a64 - a64.max(-1, keepdims=True))
+    wants = {"softmax": e / e.sum(-1, keepdims=True),
+             "rms_norm": a64 / np.sqrt((a64 * a64).mean(-1, keepdims=True) + 1e-6)}
+    for name, fn in (("softmax", softmax), ("rms_norm", rms)):
+        def fused(fn: Callable[[Any], Any] = fn, name: str = name) -> None:
+            held[name] = None
+            held[name] = fn(xf)
+            flush()
+
+        def eager(fn: Callable[[Any], Any] = fn) -> None:
+            held["eager"] = None
+            held["eager"] = fn(xe)
+
+        peer: dict[str, Fn] = {}
+        if tx is not None:  # the same methods on a torch tensor
+            peer["torch"] = lambda fn=fn: fn(tx)
+        t = b.time({"fused": fused, "eager": eager}, peer, reps)
+        before = b.rt.dispatches  # once warm (the first run also makes the constants)
+        fused()
+        kernels = b.rt.dispatches - before
+        b.check(f"{name}_fused", held[name][:64].numpy(), wants[name], 1e-5, 1e-7)
+        gbs = {k: 8 * n / v / 1e6 for k, v in t.items()}
+        b.results[f"rows_{name}"] = {"shape": list(shape), "kernels": kernels,
+                                     **{f"{k}_GBps": round(v, 1) for k, v in gbs.items()}}
+        b.row(f"{name} {shape[0]}x{shape[1]} f32 fusion<{b.name}> GB/s ({kernels} kernel)",
+              _g(gbs["fused"]), _g(gbs.get("torch")), _ratio(gbs["fused"], gbs.get("torch")),
+              f"eager {b.name}: {_g(gbs['eager'])} GB/s")
 
 
 # -- host cost ------------------------------------------------------------------------------
@@ -498,7 +551,8 @@ def bench_guide(b: Bench) -> None:
 
 SECTIONS = {"matmul32": lambda b: bench_matmul(b, "float32"),
             "matmul16": lambda b: bench_matmul(b, "float16"),
-            "bandwidth": bench_bandwidth, "host": bench_host, "guide": bench_guide}
+            "bandwidth": bench_bandwidth, "rows": bench_rows, "host": bench_host,
+            "guide": bench_guide}
 
 
 def run(args: argparse.Namespace) -> int:
