@@ -101,3 +101,30 @@ def test_loss_and_its_gradient_are_two_kernels(inner: str, rng: np.random.Genera
     assert s.last_groups[-1] == "rows[pow+mean+mul+pow+mul+mul]"
     np.testing.assert_allclose(loss.item(), np.mean(a.astype(np.float64) ** 2), rtol=1e-6)
     np.testing.assert_allclose(got, 2 * a.astype(np.float64) / a.size, rtol=1e-6, atol=1e-9)
+
+
+def test_decided_binary_ops_take_the_inner_fast_path(rng: np.random.Generator) -> None:
+    """On an inner device with a fast path of eager binary ops (the Triton backends), a binary
+    op on computed inputs that Fusion decided to run eagerly goes through it: right values, a
+    tensor of the fusion device, nothing recorded; a pending input is still recorded."""
+    device = "fusion<triton-interpret>"
+    dev = ember.device(device)
+    assert dev.dispatch_binary is not None
+    a, b = (rng.standard_normal((9, 7)).astype(np.float32) for _ in range(2))
+    x, y = ember.tensor(a, device=device), ember.tensor(b, device=device)
+    for _ in range(3):  # recorded alone once, then decided eager; the inner plan is made
+        (x * y).numpy()
+    calls = []
+    inner_fast = dev.backend._inner_binary
+    dev.backend._inner_binary = lambda op, p, q: calls.append(op.name) or inner_fast(op, p, q)
+    try:
+        ember_fusion.reset_stats(device)
+        z = x * y
+        assert calls == ["mul"] and z.device is dev
+        assert ember_fusion.stats(device).ops_recorded == 0
+        np.testing.assert_allclose(z.numpy(), a.astype(np.float64) * b, rtol=1e-6)
+        w = (x + 1) * y  # x + 1 is pending: the product is recorded with it
+        np.testing.assert_allclose(w.numpy(), (a.astype(np.float64) + 1) * b, rtol=1e-6)
+        assert calls == ["mul"]
+    finally:
+        dev.backend._inner_binary = inner_fast

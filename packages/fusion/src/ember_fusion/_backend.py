@@ -99,6 +99,13 @@ class FusionBackend(Decorator):
         self.stats = FusionStats()
         self._fusible: dict[tuple[Op, DType], bool] = {}
         self._local = threading.local()
+        #: core's fast path of eager binary ops, where the inner backend has one: two
+        #: computed inputs whose op, shapes and params Fusion decided to run eagerly go
+        #: straight to the inner backend's (the result retagged as this device's)
+        inner_binary = inner.backend.dispatch_binary
+        if inner_binary is not None:
+            self._inner_binary = inner_binary
+            self.dispatch_binary = self._dispatch_binary
 
     # -- streams ---------------------------------------------------------------------------
 
@@ -200,6 +207,20 @@ class FusionBackend(Decorator):
                 return self._lazy(op, rule, args, params)
         self.stats.eager_ops += 1
         return self._kernel(op, args, params)
+
+    def _dispatch_binary(self, op: Op, a: Tensor, b: Tensor) -> Tensor | None:
+        """`Backend.dispatch_binary`: an op already decided to run eagerly on these computed
+        inputs' shapes runs as the inner backend's fast path; anything else (a pending input,
+        an op not decided yet, or one the inner fast path declines) returns ``None``, and core
+        calls `dispatch`."""
+        x, y = a._data, b._data
+        if type(x) is Handle or type(y) is Handle or not self.decided.get((op, x.shape, y.shape)):
+            return None
+        out = self._inner_binary(op, a, b)  # reads the payloads and dtypes only
+        if out is not None:
+            out._device = self.device
+            self.stats.eager_ops += 1
+        return out
 
     def _decide(self, op: Op, rule: Any, args: Sequence[Tensor], params: dict[str, Any]) -> bool:
         """Whether an op on computed inputs above the eager threshold runs eagerly anyway:

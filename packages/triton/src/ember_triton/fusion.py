@@ -49,6 +49,10 @@ __all__ = ["TritonFusionCompiler"]
 
 RD = ops.reduction
 
+#: groups of at most this many ops run as the backend's own kernels: fusing two ops saves one
+#: launch, which recording them and running the flush costs again on the host
+PLAIN_NODES = 2
+
 
 class TritonFusionCompiler:
     """Compiles fused groups to Triton kernels for a `TritonBackend`.
@@ -60,6 +64,8 @@ class TritonFusionCompiler:
         on GPUs).
     limit : most elements of one value's block in a program of a block kernel.
     warps : ``num_warps`` of flat kernels on GPUs.
+    plain : groups of at most this many ops run as the backend's own kernels, unfused
+        (default `PLAIN_NODES`, 2).
 
     Examples
     --------
@@ -71,7 +77,10 @@ class TritonFusionCompiler:
     """
 
     def __init__(self, backend: TritonBackend | None = None, block: int | None = None,
-                 limit: int | None = None, warps: int | None = None) -> None:
+                 limit: int | None = None, warps: int | None = None,
+                 plain: int | None = None) -> None:
+        if plain is not None and plain < 1:
+            raise ValueError(f"fusion: plain must be >= 1, got {plain}")
         self.backend = backend
         self.block = block
         self.limit = limit
@@ -81,13 +90,14 @@ class TritonFusionCompiler:
         self.unfused_groups = 0
         #: a group of one op runs as the backend's own kernel: a generated one saves no
         #: launch, and the backend's is tuned (cuBLAS matmuls, split reductions) and launched
-        #: along its recorded path.  Fusion reads this: an op on computed inputs that a flush
-        #: ran so runs eagerly from then on (recording it only cost host time).
-        self.plain_nodes = 1
+        #: along its recorded path; a group of two saves one launch, about what recording
+        #: the two ops and the flush cost.  Fusion reads this: an op on computed inputs that a
+        #: flush ran so runs eagerly from then on (recording it only cost host time).
+        self.plain_nodes = plain or PLAIN_NODES
 
     def configure(self, kernels: dict[Op, Callable[..., Any]] | None = None,
                   block: int | None = None, limit: int | None = None,
-                  warps: int | None = None) -> TritonFusionCompiler:
+                  warps: int | None = None, plain: int | None = None) -> TritonFusionCompiler:
         """A compiler for the backend whose op table is ``kernels``; options come from the
         device string (``fusion<cuda:0,block=4096>``)."""
         from .backend import TritonBackend
@@ -102,7 +112,7 @@ class TritonFusionCompiler:
         if backend is None:
             raise ValueError("the Triton fusion compiler needs a TritonBackend's kernel table")
         return TritonFusionCompiler(backend, block or self.block, limit or self.limit,
-                                    warps or self.warps)
+                                    warps or self.warps, plain)
 
     @property
     def be(self) -> TritonBackend:
