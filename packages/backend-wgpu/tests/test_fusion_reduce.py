@@ -241,3 +241,21 @@ def test_matmul_head_with_a_softmax_epilogue_is_two_dispatches(fdev: Any, rt: An
     # logits of ~20 carry float32 rounding of the products: ~1e-5 relative after exp
     np.testing.assert_allclose(got, _softmax64(a.astype(np.float64) @ w, -1), rtol=1e-4,
                                atol=1e-7)
+
+
+@pytest.mark.parametrize("reduce", [False, True])
+def test_groups_binding_more_buffers_than_a_kernel_may_run_op_by_op(fdev: Any, rt: Any,
+                                                                    reduce: bool) -> None:
+    limit = int(rt.device.limits["max-storage-buffers-per-shader-stage"])
+    hs = [RNG.standard_normal((4, 70)).astype(np.float32) for _ in range(limit + 2)]
+    xs = [ember.tensor(h, device=fdev) for h in hs]
+    acc = xs[0]
+    for x in xs[1:]:
+        acc = acc * 0.5 + x
+    out = acc.softmax(-1) if reduce else acc
+    want = hs[0].astype(np.float64)
+    for h in hs[1:]:
+        want = want * 0.5 + h
+    if reduce:
+        want = _softmax64(want, -1)
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-6)

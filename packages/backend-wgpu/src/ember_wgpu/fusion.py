@@ -25,7 +25,7 @@ from ember import ops
 from ember.backend import HeadFirst, ir, op_by_op
 
 from .elementwise import cast_body
-from .fusion_reduce import compile_rows
+from .fusion_reduce import compile_rows, max_buffers
 from .render import render
 from .runtime import Runtime, WGArray
 from .strided import map_into
@@ -153,6 +153,8 @@ def _compile_flat(group: FusedGroup, rt: Runtime) -> _FlatKernel | None:
     if not group.flat:
         return None
     inputs = sorted(group.used_inputs)
+    if len(inputs) + len(group.outputs) + 1 > max_buffers(rt):
+        return None  # more storage buffers than one kernel may bind: op by op
     lines: list[str] = []
     for j, node in enumerate(group.nodes):
         body = _node_body(group, j)

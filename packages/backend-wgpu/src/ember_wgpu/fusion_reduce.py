@@ -39,7 +39,7 @@ from .reduction import COMBINE, FLAT_OUTPUTS, FLAT_ROW, SPLIT_MIN, SPLIT_OUTPUTS
 from .runtime import GROUP, Runtime, WGArray
 from .strided import is_float
 
-__all__ = ["RowKernel", "compile_rows"]
+__all__ = ["RowKernel", "compile_rows", "max_buffers"]
 
 #: positions with fewer elements of work than this get one invocation, not a work-group
 TREE_MIN = 64
@@ -100,6 +100,8 @@ class _Launch:
         self.syms = src.syms
         self.npos = math.prod(outer) * parts
         self.lanes = lanes
+        #: storage buffers bound: inputs, outputs and the parameter words
+        self.buffers = len(self.inputs) + len(self.outs) + 1
 
     def run(self, rt: Runtime, xs: Sequence[WGArray], vals: dict[int, WGArray]) -> None:
         outs = [rt.empty(s, d) for s, d in self.outs]
@@ -132,6 +134,7 @@ class _SplitLaunch:
         self.first, self.second = first, second
         self.shape, self.parts, self.names = shape, parts, names
         self.source = first.source + "\n" + second.source
+        self.buffers = max(first.buffers, second.buffers)
 
     def run(self, rt: Runtime, xs: Sequence[WGArray], vals: dict[int, WGArray]) -> None:
         got: dict[int, WGArray] = {}
@@ -269,4 +272,13 @@ def compile_rows(g: FusedGroup, rt: Runtime, node_body: NodeBody) -> RowKernel |
             launches.append(_Launch(g, targets, outer, lanes, node_body))
         except Refused:
             return None
+    # a whole group of many small values (an optimizer's bookkeeping) may bind more buffers
+    # than a shader stage can: it runs op by op
+    if any(launch.buffers > max_buffers(rt) for launch in launches):
+        return None
     return RowKernel(g, rt, launches)
+
+
+def max_buffers(rt: Runtime) -> int:
+    """The storage buffers one kernel of ``rt``'s device may bind."""
+    return int(rt.device.limits["max-storage-buffers-per-shader-stage"])
