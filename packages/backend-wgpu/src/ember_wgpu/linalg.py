@@ -7,8 +7,9 @@ Three kernels, chosen by `path`:
   registers (rows ``4ty..4ty+3`` and ``64+4ty..``, columns likewise, so the workgroup-memory
   reads of a step are four ``vec4`` loads for 64 multiply-adds); K goes by steps of 8 through
   two workgroup-memory tiles of ``vec4`` (A as ``[k][m]``, B as ``[k][n]``), each invocation
-  filling one ``vec4`` of each.  The source is generated fully unrolled, so no driver has to
-  prove an accumulator index constant to keep it in registers.
+  filling one ``vec4`` of each, loaded from memory while the previous step's products run.
+  The source is generated fully unrolled, so no driver has to prove an accumulator index
+  constant to keep it in registers.
 - ``tile64``: a 64x64 tile per 16x16 work-group, each invocation a 4x4 block, K by steps of
   16 (integers, and float outputs narrower than 128).
 - ``simple``: one invocation per output walking K, no workgroup memory and no barriers (for
@@ -160,25 +161,34 @@ def _big_source(a_dt: np.dtype[Any], b_dt: np.dtype[Any], out_dt: np.dtype[Any])
              f"    let lak = t % {BIG_STEP}; let lam = (t / {BIG_STEP}) * 4;",
              f"    let lbk = t / {q}; let lbn = (t % {q}) * 4;"]
     lines += [f"    var c{r}_{h} = vec4<f32>(0.0);" for r in range(8) for h in range(2)]
-    lines.append(f"    for (var k0 = 0; k0 < K; k0 = k0 + {BIG_STEP}) {{")
-    lines += ["        var av = vec4<f32>(0.0); var bv = vec4<f32>(0.0);",
-              "        let ak = k0 + lak; let bk = k0 + lbk;"]
-    for i in range(4):
-        c = "xyzw"[i]
-        lines += [f"        if (m0 + lam + {i} < M && ak < K) {{ av.{c} = "
-                  f"{load(a_dt, f'b0[ao + (m0 + lam + {i}) * ars + ak * acs]')}; }}",
-                  f"        if (bk < K && n0 + lbn + {i} < N) {{ bv.{c} = "
-                  f"{load(b_dt, f'b1[bo + bk * brs + (n0 + lbn + {i}) * bcs]')}; }}"]
+
+    def fetch(k0: str, pad: str) -> list[str]:
+        """Load the invocation's ``vec4`` of A and of B for the K step at ``k0`` (zeros
+        beyond the edges)."""
+        out = [f"{pad}av = vec4<f32>(0.0); bv = vec4<f32>(0.0);",
+               f"{pad}{{ let ak = {k0} + lak; let bk = {k0} + lbk;"]
+        for i in range(4):
+            c = "xyzw"[i]
+            out += [f"{pad}if (m0 + lam + {i} < M && ak < K) {{ av.{c} = "
+                    f"{load(a_dt, f'b0[ao + (m0 + lam + {i}) * ars + ak * acs]')}; }}",
+                    f"{pad}if (bk < K && n0 + lbn + {i} < N) {{ bv.{c} = "
+                    f"{load(b_dt, f'b1[bo + bk * brs + (n0 + lbn + {i}) * bcs]')}; }}"]
+        return [*out, f"{pad}}}"]
+
+    # the next step's operands are loaded while this step's products run
+    lines += ["    var av: vec4<f32>; var bv: vec4<f32>;", *fetch("0", "    "),
+              f"    for (var k0 = 0; k0 < K; k0 = k0 + {BIG_STEP}) {{"]
     lines += [f"        As[lak * {q} + lam / 4] = av;",
               f"        Bs[lbk * {q} + lbn / 4] = bv;",
               "        workgroupBarrier();",
+              *fetch(f"k0 + {BIG_STEP}", "        "),
               f"        for (var k = 0; k < {BIG_STEP}; k = k + 1) {{",
-              f"            let a0 = As[k * {q} + ty]; let a1 = As[k * {q} + {q // 2} + ty];",
-              f"            let b0 = Bs[k * {q} + tx]; let b1 = Bs[k * {q} + {q // 2} + tx];"]
+              f"            let ra0 = As[k * {q} + ty]; let ra1 = As[k * {q} + {q // 2} + ty];",
+              f"            let rb0 = Bs[k * {q} + tx]; let rb1 = Bs[k * {q} + {q // 2} + tx];"]
     for r in range(8):
-        a = f"a{r // 4}.{'xyzw'[r % 4]}"
+        a = f"ra{r // 4}.{'xyzw'[r % 4]}"
         lines.append("            " + " ".join(
-            f"c{r}_{h} = fma(vec4<f32>({a}), b{h}, c{r}_{h});" for h in range(2)))
+            f"c{r}_{h} = fma(vec4<f32>({a}), rb{h}, c{r}_{h});" for h in range(2)))
     lines += ["        }", "        workgroupBarrier();", "    }"]
     for r in range(8):
         row = f"m0 + {(r // 4) * (BIG // 2)} + ty * 4 + {r % 4}"
