@@ -364,14 +364,22 @@ def bench_bandwidth(b: Bench) -> None:
 def bench_rows(b: Bench) -> None:
     """A row softmax and an RMS norm on ``fusion<dev>`` (one kernel each: each row a
     work-group) against the same ops on ``dev`` eagerly and torch; effective GB/s at 8 bytes
-    per element (read x, write y)."""
+    per element (read x, write y).  Where the adapter offers subgroups, the kernels whose
+    trees start with subgroup shuffles (the default) and those with workgroup-memory trees
+    only (compiled on a second fusion device, ``fusion<dev,min_nodes=2>``, with
+    ``fusion_reduce.SUBGROUPS`` off) are both timed."""
+    from ember_wgpu import fusion_reduce
+
     ember = b.ember
     shape = (256, 1024) if b.quick else (8192, 4096)
     n = shape[0] * shape[1]
     a = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
-    fdev = ember.device(f"fusion<{b.name}>")
-    xf, xe = ember.tensor(a, device=fdev), ember.tensor(a, device=b.dev)
-    flush = fdev.backend.stream().flush
+    devs = {"fused": ember.device(f"fusion<{b.name}>")}
+    if b.rt.subgroups:
+        devs["fused_tree"] = ember.device(f"fusion<{b.name},min_nodes=2>")
+    xs = {k: ember.tensor(a, device=d) for k, d in devs.items()}
+    flushes = {k: d.backend.stream().flush for k, d in devs.items()}
+    xe = ember.tensor(a, device=b.dev)
     reps = 5 if b.quick else 20
     held: dict[str, Any] = {}
 
@@ -387,29 +395,46 @@ def bench_rows(b: Bench) -> None:
     wants = {"softmax": e / e.sum(-1, keepdims=True),
              "rms_norm": a64 / np.sqrt((a64 * a64).mean(-1, keepdims=True) + 1e-6)}
     for name, fn in (("softmax", softmax), ("rms_norm", rms)):
-        def fused(fn: Callable[[Any], Any] = fn, name: str = name) -> None:
-            held[name] = None
-            held[name] = fn(xf)
-            flush()
+        def fused_on(key: str, fn: Callable[[Any], Any] = fn) -> Fn:
+            def go() -> None:
+                held[key] = None
+                held[key] = fn(xs[key])
+                flushes[key]()
+
+            return go
+
+        ours = {k: fused_on(k) for k in devs}
 
         def eager(fn: Callable[[Any], Any] = fn) -> None:
             held["eager"] = None
             held["eager"] = fn(xe)
 
+        kernels = 0
+        for k in ours:  # compile each variant (its plan keeps its kernel)
+            fusion_reduce.SUBGROUPS = k == "fused"
+            try:
+                ours[k]()
+                before = b.rt.dispatches  # once warm (the first run made the constants)
+                ours[k]()
+                kernels = b.rt.dispatches - before
+            finally:
+                fusion_reduce.SUBGROUPS = True
+            b.check(f"{name}_{k}", held[k][:64].numpy(), wants[name], 1e-5, 1e-7)
         peer: dict[str, Fn] = {}
         if tx is not None:  # the same methods on a torch tensor
             peer["torch"] = lambda fn=fn: fn(tx)
-        t = b.time({"fused": fused, "eager": eager}, peer, reps)
-        before = b.rt.dispatches  # once warm (the first run also makes the constants)
-        fused()
-        kernels = b.rt.dispatches - before
-        b.check(f"{name}_fused", held[name][:64].numpy(), wants[name], 1e-5, 1e-7)
+        t = b.time({**ours, "eager": eager}, peer, reps)
         gbs = {k: 8 * n / v / 1e6 for k, v in t.items()}
         b.results[f"rows_{name}"] = {"shape": list(shape), "kernels": kernels,
+                                     "subgroups": b.rt.subgroups,
                                      **{f"{k}_GBps": round(v, 1) for k, v in gbs.items()}}
-        b.row(f"{name} {shape[0]}x{shape[1]} f32 fusion<{b.name}> GB/s ({kernels} kernel)",
+        sub = ", subgroup trees" if b.rt.subgroups else ""
+        b.row(f"{name} {shape[0]}x{shape[1]} f32 fusion<{b.name}> GB/s ({kernels} kernel{sub})",
               _g(gbs["fused"]), _g(gbs.get("torch")), _ratio(gbs["fused"], gbs.get("torch")),
               f"eager {b.name}: {_g(gbs['eager'])} GB/s")
+        if "fused_tree" in gbs:
+            b.row(f"{name} fused, workgroup-memory trees only GB/s", _g(gbs["fused_tree"]),
+                  "", _ratio(gbs["fused_tree"], gbs.get("torch")))
 
 
 # -- host cost ------------------------------------------------------------------------------

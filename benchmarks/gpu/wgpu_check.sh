@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The WebGPU backend on a GPU machine, in one command (about 3-6 minutes on an H100/H200):
-# ember's conformance suite on the four wgpu:0 stacks, with the counts of each, then the
-# side-by-side benchmark against PyTorch (benchmarks/gpu/wgpu_bench.py).
+# the WebGPU backend's own tests, ember's conformance suite on the four wgpu:0 stacks, with
+# the counts of each, then the side-by-side benchmark against PyTorch
+# (benchmarks/gpu/wgpu_bench.py).
 #
 #     bash benchmarks/gpu/wgpu_check.sh [--quick] [--jobs 8] [--out DIR]
 #
@@ -46,6 +47,18 @@ if "$PY" -c "import xdist" 2>/dev/null; then XDIST=(-n "$JOBS"); fi
 STACKS=("wgpu:0" "autodiff<wgpu:0>" "fusion<wgpu:0>" "autodiff<fusion<wgpu:0>>")
 STATUS=0
 SUMMARY=()
+
+# the backend's own tests first: they hold what the suite's small inputs never reach (the
+# work-group and subgroup trees of fused reductions, the two-pass split, each matmul kernel)
+log="$OUT/backend-wgpu-tests.log"
+start=$SECONDS
+"${ENV[@]}" "$PY" -m pytest packages/backend-wgpu/tests -q -p no:cacheprovider \
+    -p no:benchmark --tb=short >"$log" 2>&1
+rc=$?
+counts="$(grep -E '[0-9]+ (passed|failed)' "$log" | tail -1 | sed 's/=//g; s/^ *//; s/ *$//')"
+SUMMARY+=("| packages/backend-wgpu/tests | ${counts:-no summary: see $log} | $((SECONDS - start)) s | rc $rc |")
+echo "backend-wgpu tests: ${counts:-?} ($((SECONDS - start)) s)"
+if [ $rc -ne 0 ]; then STATUS=1; grep -E '^(FAILED|ERROR)' "$log" | head -20; fi
 for stack in "${STACKS[@]}"; do
     log="$OUT/conformance-$(echo "$stack" | tr -c 'a-z0-9\n' '_').log"
     start=$SECONDS
@@ -74,7 +87,7 @@ start=$SECONDS
 echo "benchmark: $((SECONDS - start)) s"
 
 echo
-echo "| stack | pytest | time | status |"
+echo "| run | pytest | time | status |"
 echo "|---|---|---|---|"
 printf '%s\n' "${SUMMARY[@]}"
 echo "logs and wgpu_bench.json: $OUT"

@@ -259,3 +259,29 @@ def test_groups_binding_more_buffers_than_a_kernel_may_run_op_by_op(fdev: Any, r
     if reduce:
         want = _softmax64(want, -1)
     np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("subgroups", [False, True])
+def test_trees_with_and_without_subgroup_shuffles_agree_with_numpy(wg_device: object, rt: Any,
+                                                                   monkeypatch: Any,
+                                                                   subgroups: bool) -> None:
+    from ember_wgpu import fusion_reduce
+
+    if subgroups and not rt.subgroups:
+        pytest.skip("the adapter offers no subgroup operations")
+    monkeypatch.setattr(fusion_reduce, "SUBGROUPS", subgroups)
+    # a fusion device of its own: no kernel compiled under the other setting is reused
+    dev = ember.device(f"fusion<wgpu:0,min_nodes={1 + subgroups}>")
+    a = (RNG.standard_normal((19, 333)) * 3).astype(np.float32)
+    x = ember.tensor(a, device=dev)
+    got = [t.numpy() for t in (x.softmax(-1), (x * x).sum(-1), (x - 1.0).amin(-1),
+                               (x.abs() > 4.0).any(-1), (x * 2.0).argmax(-1))]
+    a64 = a.astype(np.float64)
+    np.testing.assert_allclose(got[0], _softmax64(a, -1), rtol=2e-6, atol=1e-7)
+    np.testing.assert_allclose(got[1], (a64 * a64).sum(-1), rtol=2e-6)
+    np.testing.assert_allclose(got[2], (a64 - 1).min(-1), rtol=1e-7)
+    np.testing.assert_array_equal(got[3], (np.abs(a64) > 4).any(-1))
+    np.testing.assert_array_equal(got[4], a64.argmax(-1))
+    source = "\n".join(k.source for k in dev.backend.kernel_cache.values()
+                       if hasattr(k, "source"))
+    assert ("subgroupShuffleXor" in source) == subgroups

@@ -43,6 +43,8 @@ __all__ = ["RowKernel", "compile_rows", "max_buffers"]
 
 #: positions with fewer elements of work than this get one invocation, not a work-group
 TREE_MIN = 64
+#: whether work-group trees start with subgroup shuffles where the device offers them
+SUBGROUPS = True
 
 
 # -- planning and running ----------------------------------------------------------------------
@@ -86,8 +88,9 @@ class _Launch:
     """One generated kernel: the nodes it stores, the inputs it binds, its fixed words."""
 
     def __init__(self, g: FusedGroup, targets: Sequence[int], outer: tuple[int, ...],
-                 lanes: bool, node_body: NodeBody, chunk: int = 0, parts: int = 1) -> None:
-        src = RowSource(g, targets, outer, lanes, node_body, chunk, parts)
+                 lanes: bool, node_body: NodeBody, chunk: int = 0, parts: int = 1,
+                 subgroups: bool = False) -> None:
+        src = RowSource(g, targets, outer, lanes, node_body, chunk, parts, subgroups)
         self.source = src.build()
         self.targets = list(targets)
         self.outs = [(g.shape(t), g.numpy_dtype(t)) for t in targets]
@@ -153,7 +156,8 @@ def _node(n: GroupNode, args: tuple[int, ...], **change: Any) -> GroupNode:
                      change.get("shape", n.shape), args)
 
 
-def _split(g: FusedGroup, targets: Sequence[int], node_body: NodeBody) -> _SplitLaunch | None:
+def _split(g: FusedGroup, targets: Sequence[int], node_body: NodeBody,
+           subgroups: bool) -> _SplitLaunch | None:
     """The two passes of a launch whose one reduction has few long rows, or None where the
     launch is no elementwise prologue, one reduction and an epilogue over its result."""
     need = _ancestors(g, targets)
@@ -191,8 +195,10 @@ def _split(g: FusedGroup, targets: Sequence[int], node_body: NodeBody) -> _Split
     g2 = FusedGroup(tuple(n2), (*g.inputs, ((*node.shape, parts), dtype_of_numpy(pdt))),
                     tuple(order[t] for t in targets), "whole", 0, frozenset())
     try:
-        first = _Launch(g1, [len(n1) - 1], node.shape, True, node_body, chunk, parts)
-        second = _Launch(g2, list(g2.outputs), node.shape, parts >= TREE_MIN, node_body)
+        first = _Launch(g1, [len(n1) - 1], node.shape, True, node_body, chunk, parts,
+                        subgroups)
+        second = _Launch(g2, list(g2.outputs), node.shape, parts >= TREE_MIN, node_body,
+                         subgroups=subgroups)
     except Refused:
         return None
     return _SplitLaunch(first, second, node.shape, parts, {i: j for j, i in order.items()})
@@ -243,6 +249,7 @@ def compile_rows(g: FusedGroup, rt: Runtime, node_body: NodeBody) -> RowKernel |
         return None
     launches: list[_Launch | _SplitLaunch] = []
     software = rt.adapter.info["adapter_type"] == "CPU"
+    sub = SUBGROUPS and rt.subgroups
     main = [j for j in g.outputs if j not in g.cross]
     plans: list[tuple[list[int], tuple[int, ...], int]] = []
     if main:
@@ -258,7 +265,7 @@ def compile_rows(g: FusedGroup, rt: Runtime, node_body: NodeBody) -> RowKernel |
             return None  # no position to compute them from (an empty axis broadcast away)
         if npos < SPLIT_OUTPUTS and work >= SPLIT_MIN:
             # few long rows: each row split over work-groups, as the eager kernels do
-            split = _split(g, targets, node_body)
+            split = _split(g, targets, node_body, sub)
             if split is None:
                 return None
             launches.append(split)
@@ -269,7 +276,7 @@ def compile_rows(g: FusedGroup, rt: Runtime, node_body: NodeBody) -> RowKernel |
         flat = software and npos >= FLAT_OUTPUTS and work <= FLAT_ROW
         lanes = work >= TREE_MIN and not flat
         try:
-            launches.append(_Launch(g, targets, outer, lanes, node_body))
+            launches.append(_Launch(g, targets, outer, lanes, node_body, subgroups=sub))
         except Refused:
             return None
     # a whole group of many small values (an optimizer's bookkeeping) may bind more buffers

@@ -49,8 +49,12 @@ class RowSource:
     (``sym``)."""
 
     def __init__(self, g: FusedGroup, targets: Sequence[int], outer: tuple[int, ...],
-                 lanes: bool, node_body: NodeBody, chunk: int = 0, parts: int = 1) -> None:
+                 lanes: bool, node_body: NodeBody, chunk: int = 0, parts: int = 1,
+                 subgroups: bool = False) -> None:
         self.g = g
+        #: whether the trees may start with subgroup shuffles (the device offers them)
+        self.subgroups = subgroups
+        self.uses_subgroups = False
         self.targets = list(targets)
         self.outer = outer
         self.lanes = lanes
@@ -223,20 +227,39 @@ class RowSource:
         if tree:
             sh = f"sh{c}"
             self.decls.append(f"var<workgroup> {sh}: array<{ct}, {GROUP}>;")
-            lines.append(f"{sh}[lid] = {acc};")
             if arg:
                 self.decls.append(f"var<workgroup> shi{c}: array<i64, {GROUP}>;")
-                lines.append(f"shi{c}[lid] = i{c};")
                 merge = (f"if (!first_{kind}({sh}[lid], shi{c}[lid], {sh}[lid + s], "
                          f"shi{c}[lid + s])) {{ {sh}[lid] = {sh}[lid + s]; "
                          f"shi{c}[lid] = shi{c}[lid + s]; }}")
             else:
                 merge = f"{sh}[lid] = {comb}({sh}[lid], {sh}[lid + s]);"
-            lines += ["workgroupBarrier();",
-                      f"for (var s = {GROUP // 2}u; s > 0u; s = s >> 1u) {{",
-                      f"    if (lid < s) {{ {merge} }}",
-                      "    workgroupBarrier();", "}",
-                      f"{acc} = {sh}[0];" + (f" i{c} = shi{c}[0];" if arg else "")]
+            tree_lines = ["workgroupBarrier();",
+                          f"for (var s = {GROUP // 2}u; s > 0u; s = s >> 1u) {{",
+                          f"    if (lid < s) {{ {merge} }}",
+                          "    workgroupBarrier();", "}",
+                          f"{acc} = {sh}[0];" + (f" i{c} = shi{c}[0];" if arg else "")]
+            if self.subgroups and not arg and ct in ("f32", "i32", "u32"):
+                # each subgroup combines its lanes by shuffles, one barrier, then every lane
+                # combines the subgroups' results: one barrier instead of seven (for
+                # subgroups no larger than the work-group; else the tree)
+                self.uses_subgroups = True
+                lines += [f"if (sgn <= {GROUP}u) {{",
+                          f"    for (var s = sgn / 2u; s > 0u; s = s >> 1u) {{ "
+                          f"{acc} = {comb}({acc}, subgroupShuffleXor({acc}, s)); }}",
+                          f"    if (sgl == 0u) {{ {sh}[lid / sgn] = {acc}; }}",
+                          "    workgroupBarrier();",
+                          f"    {acc} = {sh}[0];",
+                          f"    for (var s = 1u; s < {GROUP}u / sgn; s = s + 1u) {{ "
+                          f"{acc} = {comb}({acc}, {sh}[s]); }}",
+                          "} else {",
+                          f"    {sh}[lid] = {acc};",
+                          *("    " + line for line in tree_lines), "}"]
+            else:
+                lines.append(f"{sh}[lid] = {acc};")
+                if arg:
+                    lines.append(f"shi{c}[lid] = i{c};")
+                lines += tree_lines
         res = f"res{c}"
         if arg:
             lines.append(f"let {res} = i{c};")
@@ -298,8 +321,10 @@ class RowSource:
         enable = ["enable f16;"] if "f16" in storage or any(
             n.dtype.name == "float16" for n in g.nodes) else []
         if self.lanes:
+            sub = ("@builtin(subgroup_size) sgn: u32, @builtin(subgroup_invocation_id) sgl: u32, "
+                   if self.uses_subgroups else "")
             entry = ["fn main(@builtin(workgroup_id) wg: vec3<u32>, "
-                     "@builtin(local_invocation_index) lid: u32, "
+                     f"@builtin(local_invocation_index) lid: u32, {sub}"
                      "@builtin(num_workgroups) nwg: vec3<u32>) {"]
         else:
             entry = ["fn main(@builtin(global_invocation_id) gv: vec3<u32>, "

@@ -174,7 +174,9 @@ class Runtime:
         #: WGSL extensions this device has: f16 storage and math, 64-bit integers
         self.f16 = "shader-f16" in offered
         self.i64 = "shader-int64" in offered
-        features = [f for f in ("shader-f16", "shader-int64") if f in offered]
+        #: subgroup operations (the fused reductions' trees use them where offered)
+        self.subgroups = "subgroup" in offered
+        features = [f for f in ("shader-f16", "shader-int64", "subgroup") if f in offered]
         lim = adapter.limits
         limits = {k: lim[k] for k in ("max-storage-buffer-binding-size", "max-buffer-size",
                                       "max-storage-buffers-per-shader-stage",
