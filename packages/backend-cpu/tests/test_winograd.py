@@ -341,14 +341,17 @@ def test_workers_follow_the_blas_thread_count():
 
 
 @pytest.mark.parametrize("kind", ["winograd", "taps", "im2col", "stem", "pointwise", "wide",
-                                  "bands", "blocks"])
+                                  "bands", "blocks", "subsampled"])
 def test_convolutions_split_over_two_threads_give_the_one_thread_results(kind, monkeypatch):
     from ember_cpu import _conv_chunks
 
     if kind == "bands":  # 21 output rows, 4 a band: 6 bands an image, the last of one row
         monkeypatch.setattr(_conv_chunks, "_BAND_BYTES", 4 * 147 * 19 * 4)
+    monkeypatch.setattr(_conv_chunks, "SPLIT_FLOPS", 0)  # small pointwise layers split too
     shapes = {"bands": ((2, 3, 41, 37), (16, 3, 7, 7), (2, 2), (3, 3)),
-              "blocks": ((2, 16, 9, 10), (520, 16, 3, 3), (2, 2), (1, 1)),  # 300 KB of filters
+              # 300 KB of filters: channel blocks on two threads
+              "blocks": ((2, 16, 9, 10), (520, 16, 3, 3), (2, 2), (1, 1)),
+              "subsampled": ((2, 16, 9, 10), (70, 16, 1, 1), (2, 2), (0, 0)),
               "winograd": ((2, 32, 20, 19), (40, 32, 3, 3), (1, 1), (1, 1)),
               "taps": ((1, 40, 9, 30), (24, 40, 3, 3), (1, 1), (1, 1)),
               "im2col": ((2, 8, 15, 14), (36, 8, 3, 3), (2, 2), (1, 1)),
@@ -370,6 +373,9 @@ def test_convolutions_split_over_two_threads_give_the_one_thread_results(kind, m
         else:
             outs.append(_fused(x, w, [res], stride=stride, padding=padding, residual=True,
                                relu=True))
+    if kind == "blocks":  # partial sums added in order: the same bits on every run
+        again = _fused(x, w, [res], stride=stride, padding=padding, residual=True, relu=True)
+        np.testing.assert_array_equal(again, outs[1])
     # chunks change the BLAS's blocking, so the roundings differ a little
     np.testing.assert_allclose(outs[1], outs[0], rtol=0,
                                atol=2e-6 * (1 + np.abs(outs[0]).max()))
@@ -377,6 +383,24 @@ def test_convolutions_split_over_two_threads_give_the_one_thread_results(kind, m
     if kind != "taps":
         want = np.maximum(want + res, 0)
     np.testing.assert_allclose(outs[1], want, rtol=0, atol=1e-4 * (1 + np.abs(want).max()))
+
+
+def test_a_helper_waits_awake_for_a_counter_to_change_and_then_gives_up():
+    from ember_cpu import _spin
+
+    flag = np.zeros(1, np.int64)
+    assert not _spin.spin_on(flag, 0, 50)  # nothing changed: back after ~50 us
+    flag[0] = 3
+    assert _spin.spin_on(flag, 0, 10_000_000)  # changed: back at once, not after 10 s
+
+
+def test_helpers_waiting_awake_or_asleep_take_every_job(monkeypatch):
+    for spin_us in (0.0, 1000.0):
+        monkeypatch.setattr(_workers, "SPIN_US", spin_us)
+        for _ in range(50):
+            seen: list[int] = []
+            _workers.run(seen.append, 7, workers=2)
+            assert sorted(seen) == list(range(7))
 
 
 def test_max_pooling_split_over_two_threads_gives_the_one_thread_values(monkeypatch):

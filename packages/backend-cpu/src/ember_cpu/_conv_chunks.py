@@ -10,9 +10,12 @@ epilogue:
   its own cache-sized work buffer and multiplies by the filters; the im2col matrix is never
   whole (on the development VM, one thread: ResNet-18's stem 2.55 -> 2.38 ms; on two, one
   hand-off where there were three);
-- *filter blocks* otherwise (few output positions, many filters: ResNet's 7x7 blocks): the
-  im2col matrix is copied first, split by channels, then each thread multiplies one block of
-  filters by all of it and finishes those output channels.
+- *channel blocks* otherwise on several threads (few output positions, many filters:
+  ResNet's 14x14 and 7x7 blocks): the GEMM split along its inner dimension, each thread
+  copying and multiplying the receptive fields of its own input channels into a partial
+  result, the partials added with the epilogue (`_channel_blocks`);
+- pointwise (1x1) convolutions (`fused_pointwise`): one block of filters a thread, over
+  the (subsampled) input itself, each finishing its output channels.
 """
 
 from __future__ import annotations
@@ -25,13 +28,15 @@ from numpy.lib.stride_tricks import as_strided
 from . import _blas, _conv_jit, _workers
 from ._scratch import scratch
 
-__all__ = ["BAND_FILTER_BYTES", "fused_im2col", "padded"]
+__all__ = ["BAND_FILTER_BYTES", "SPLIT_FLOPS", "fused_im2col", "fused_pointwise", "padded"]
 
 Pair = tuple[int, int]
 
 #: filter banks of at most this many bytes are multiplied band by band (each band's GEMM
 #: packs them again)
 BAND_FILTER_BYTES = 128 << 10
+#: pointwise layers of fewer floating-point operations run on one thread
+SPLIT_FLOPS = 1 << 26
 #: about this many bytes of receptive fields a band copies (half of the L2 of a core)
 _BAND_BYTES = 512 << 10
 
@@ -94,16 +99,92 @@ def fused_im2col(x: np.ndarray, w: np.ndarray, stride: Pair, padding: Pair, dila
         with _blas.one_thread(0):
             _workers.run(band, n * bands, workers)
         return out
+    if workers > 1:
+        return _channel_blocks(x, wm, (kh, kw), stride, padding, dilation, out_hw, scale,
+                               shift, residual, relu, workers)
+    # one thread: the whole im2col matrix, one GEMM an image, the epilogue in place
     whole = cols(x).reshape(n, k, oh * ow)
-    # one block a thread: every block packs the whole im2col matrix again
+    with _blas.one_thread(0):
+        for b in range(n):
+            _blas.gemm(wm, whole[b], flat[b], False)
+            finish(b, slice(None), slice(None))
+    return out
+
+
+def _channel_blocks(x: np.ndarray, wm: np.ndarray, k: Pair, stride: Pair, padding: Pair,
+                    dilation: Pair, out_hw: Pair, scale: np.ndarray, shift: np.ndarray,
+                    residual: np.ndarray, relu: bool, workers: int) -> np.ndarray:
+    """The GEMM split along its inner dimension, one block of input channels a thread: a
+    block pads its channels, copies their receptive fields into its rows of the im2col
+    matrix and multiplies them by its columns of the filters into a partial result of its
+    own; the partials are then added in order with the epilogue in one pass (the same sums
+    whichever thread took a block).  Nothing is packed twice (a block of filters packs the
+    whole im2col matrix, a band of rows all the filters) and the copy needs no stage of its
+    own.  On two idle cores of the development VM (2026-12-06; filter blocks before):
+    ResNet-18's 7x7 layers 1.13 -> 1.06 ms, 14x14 1.02 -> 0.89, the stride-2 layers
+    0.77 -> 0.62 and 0.63 -> 0.53; more blocks (dynamic sharing) were slower for the
+    larger sum, as was a second stage of threads for it."""
+    n, c, h, wd = x.shape
+    o = wm.shape[0]
+    (kh, kw), (sh, sw), (dh, dw), (oh, ow) = k, stride, dilation, out_hw
+    ph, pw = padding
+    kk = kh * kw
+    dt = x.dtype
+    step = _workers.split(c, workers, 1)
+    parts = -(-c // step)
+    # the padded input's border stays zero: only this caller writes this key, only inside
+    xp, _ = scratch(("conv2d.pad", ph, pw), (n, c, h + 2 * ph, wd + 2 * pw), dt, True)
+    fields, _ = scratch(("conv2d.cols",), (n, c, kh, kw, oh, ow), dt)
+    partial, _ = scratch(("conv2d.partials",), (parts, n, o, oh * ow), dt)
+    s0, s1, s2, s3 = xp.strides
+    view = as_strided(xp, fields.shape, (s0, s1, dh * s2, dw * s3, sh * s2, sw * s3),
+                      writeable=False)
+    rows = fields.reshape(n, c * kk, oh * ow)
+
+    def block(i: int) -> None:
+        c0, c1 = i * step, min(c, (i + 1) * step)
+        if ph or pw:
+            xp[:, c0:c1, ph:ph + h, pw:pw + wd] = x[:, c0:c1]
+        np.copyto(fields[:, c0:c1], view[:, c0:c1])
+        for b in range(n):
+            _blas.gemm(wm[:, c0 * kk:c1 * kk], rows[b, c0 * kk:c1 * kk], partial[i, b], False)
+
+    with _blas.one_thread(0):
+        _workers.run(block, parts, workers)
+    out = np.empty((n, o, oh, ow), dt)
+    res = residual.reshape(n, o, oh * ow) if residual.size else np.empty((0, 0, 0), dt)
+    _conv_jit.epilogue_sum(partial, out.reshape(n, o, oh * ow), scale, shift, res, relu)
+    return out
+
+
+def fused_pointwise(x: np.ndarray, w: np.ndarray, stride: Pair, scale: np.ndarray,
+                    shift: np.ndarray, residual: np.ndarray, relu: bool) -> np.ndarray:
+    """`fused_im2col` for a 1x1 kernel with no padding (one group): ``W[O, C] @ x[C, OH*OW]``
+    per image, on the input subsampled by ``stride`` (one copy); one block of filters a
+    thread, each GEMM followed by the epilogue of its output channels, so a layer is one
+    hand-off.  A layer under `SPLIT_FLOPS` runs on the calling thread: ResNet's downsample
+    convolutions (13-26 MFLOP, ~0.15 ms) took longer on two idle cores than on one (the
+    helper's start and the GIL's hand-offs cost more than half the work saves)."""
+    n, c = x.shape[:2]
+    o = w.shape[0]
+    xs = x[:, :, ::stride[0], ::stride[1]] if tuple(stride) != (1, 1) else x
+    oh, ow = xs.shape[2:]
+    cols = np.ascontiguousarray(xs).reshape(n, c, oh * ow)
+    wm = np.ascontiguousarray(w).reshape(o, c)
+    out = np.empty((n, o, oh, ow), x.dtype)
+    flat = out.reshape(n, o, oh * ow)
+    scaled, added = scale.size > 0, residual.size > 0
+    workers = _workers.threads() if 2 * n * o * c * oh * ow >= SPLIT_FLOPS else 1
     step = _workers.split(o, workers, 1)
     blocks = -(-o // step)
 
     def block(i: int) -> None:
         b, j = divmod(i, blocks)
         fs = slice(j * step, min(o, (j + 1) * step))
-        _blas.gemm(wm[fs], whole[b], flat[b, fs], False)
-        finish(b, fs, slice(None))
+        _blas.gemm(wm[fs], cols[b], flat[b, fs], False)
+        y = out[b:b + 1, fs]
+        _conv_jit.epilogue(y, y, scale[fs] if scaled else scale, shift[fs],
+                           residual[b:b + 1, fs] if added else residual, relu)
 
     with _blas.one_thread(0):
         _workers.run(block, n * blocks, workers)

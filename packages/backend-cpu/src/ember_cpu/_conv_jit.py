@@ -19,7 +19,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["col2im", "epilogue", "im2col", "max_pool2d", "max_pool2d_backward",
+__all__ = ["col2im", "epilogue", "epilogue_sum", "im2col", "max_pool2d", "max_pool2d_backward",
            "max_pool2d_values"]
 
 Geometry = tuple[int, int, int, int, int, int, int, int]  # kh, kw, sh, sw, ph, pw, dh, dw
@@ -218,9 +218,41 @@ def _loops() -> dict[str, Callable[..., Any]]:
                             v = src[q] * k + c
                             dst[q] = zero if relu and v < zero else v
 
+    @jit
+    def epilogue_sum(parts: Any, out: Any, scale: Any, shift: Any, residual: Any,
+                     relu: bool) -> None:
+        # out[n, o] = max((parts[0] + parts[1] + ...)[n, o] * scale[o] + shift[o] +
+        # residual[n, o], 0) over [N, O, L] arrays, the parts summed in their order
+        p_, n_, o_, l_ = parts.shape
+        scaled, added = scale.size > 0, residual.size > 0
+        zero = out.dtype.type(0)
+        acc = np.empty(l_, out.dtype)
+        for n in range(n_):
+            for o in range(o_):
+                k = scale[o] if scaled else out.dtype.type(1)
+                c = shift[o]
+                first = parts[0, n, o]
+                for q in range(l_):
+                    acc[q] = first[q]
+                for p in range(1, p_):
+                    src = parts[p, n, o]
+                    for q in range(l_):
+                        acc[q] += src[q]
+                dst = out[n, o]
+                if added:
+                    res = residual[n, o]
+                    for q in range(l_):
+                        v = acc[q] * k + c + res[q]
+                        dst[q] = zero if relu and v < zero else v
+                else:
+                    for q in range(l_):
+                        v = acc[q] * k + c
+                        dst[q] = zero if relu and v < zero else v
+
     return {"im2col": im2col, "col2im": col2im, "max_pool": max_pool,
             "max_pool_values": max_pool_values,
-            "max_pool_backward": max_pool_backward, "epilogue": epilogue}
+            "max_pool_backward": max_pool_backward, "epilogue": epilogue,
+            "epilogue_sum": epilogue_sum}
 
 
 def im2col(x: Any, cols: Any, geometry: Geometry, batch_major: bool = True) -> None:
@@ -261,3 +293,10 @@ def epilogue(y: Any, out: Any, scale: Any, shift: Any, residual: Any, relu: bool
     ``[N, O, H, W]`` arrays (``y`` any view, possibly ``out`` itself; ``out`` and ``residual``
     of one shape); an empty ``scale`` or ``residual`` is left out."""
     _loops()["epilogue"](y, out, scale, shift, residual, relu)
+
+
+def epilogue_sum(parts: Any, out: Any, scale: Any, shift: Any, residual: Any,
+                 relu: bool) -> None:
+    """`epilogue` of the sum of ``parts[P, N, O, L]`` (added in their order) into
+    ``out[N, O, L]`` (``residual`` of that shape, or empty)."""
+    _loops()["epilogue_sum"](parts, out, scale, shift, residual, relu)

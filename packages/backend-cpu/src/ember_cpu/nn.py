@@ -241,6 +241,14 @@ def fused_conv2d(x: np.ndarray, w: np.ndarray, *rest: np.ndarray, stride: Pair =
             raise ShapeError(f"fused_conv2d: residual {res.shape} is not the output's shape")
         with np.errstate(all="ignore"):
             return winograd.conv3x3(x, w, padding, m_tile, scale, b, res, relu)
+    if _pointwise_fused(x, w, stride, padding, dilation, groups):
+        oh, ow = -(-x.shape[2] // stride[0]), -(-x.shape[3] // stride[1])
+        if res is not None and res.shape != (x.shape[0], o, oh, ow):
+            raise ShapeError(f"fused_conv2d: residual {res.shape} is not the output's "
+                             f"{(x.shape[0], o, oh, ow)}")
+        r = np.empty((0, 0, 0, 0), dt) if res is None else np.ascontiguousarray(res, dtype=dt)
+        with np.errstate(all="ignore"):
+            return _conv_chunks.fused_pointwise(x, w, stride, scale, b, r, relu)
     out_hw = _im2col_fused_hw(x, w, stride, padding, dilation, groups)
     if out_hw is not None:
         if res is not None and res.shape != (x.shape[0], o, *out_hw):
@@ -279,6 +287,20 @@ def fused_conv2d(x: np.ndarray, w: np.ndarray, *rest: np.ndarray, stride: Pair =
 
 #: the fewest values of a convolution's output whose epilogue is split over threads
 _SPLIT_EPILOGUE = 1 << 17
+
+
+def _pointwise_fused(x: np.ndarray, w: np.ndarray, stride: Pair, padding: Pair,
+                     dilation: Pair, groups: int) -> bool:
+    """Whether `fused_conv2d` runs this convolution as `_conv_chunks.fused_pointwise`: a 1x1
+    kernel, no padding, one group, cblas's dtypes, GEMMs under `_blas.SMALL_GEMM_FLOPS` an
+    image and a non-empty output."""
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    if kh != 1 or kw != 1 or any(padding) or groups != 1 or cg != c or \
+            not _compiled(x, w) or not _blas.has_gemm(x.dtype) or min(n, c, h, wd, o) <= 0:
+        return False
+    p = -(-h // stride[0]) * -(-wd // stride[1])
+    return 2 * o * c * p < _blas.SMALL_GEMM_FLOPS
 
 
 def _im2col_fused_hw(x: np.ndarray, w: np.ndarray, stride: Pair, padding: Pair,
