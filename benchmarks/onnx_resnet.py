@@ -12,9 +12,11 @@ At default threads onnxruntime's session runs with spin-waiting off
 run and took the cores from whatever ran next: on the busy 2-core VM (2026-12-06) ember
 right after it took 85-95 ms instead of 55-60, and onnxruntime itself 47-50 ms instead of 30.
 Without spinning both sides are faster, so the ratio is against onnxruntime's better setting
-here.  At default threads ember's `cpu` device runs a layer on as many threads as the BLAS
-allows and other processes left cores idle (``ember_cpu._workers``); the line says on how many
-of the timed runs that was two or more.
+here.  ember's helpers wait awake for at most 1 ms after a job; the loop sleeps 3 ms between
+the two sides' runs so that neither runs beside the other's leftover threads.  At default
+threads ember's `cpu` device runs a layer on as many threads as the BLAS allows and other
+processes left cores idle (``ember_cpu._workers``); the line says on how many of the timed
+runs that was two or more.
 """
 
 from __future__ import annotations
@@ -38,6 +40,12 @@ from ember_cpu import _workers  # how many threads ember's layers ran on
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "onnx"))
 import torch_models  # the tests' small architectures
+
+#: seconds between one side's run and the other's: ember's helper threads wait awake for up
+#: to 1 ms after a layer (``ember_cpu._workers.SPIN_US``) and took a core from onnxruntime's
+#: run right after (9.2 -> 9.8 ms on the 2-core VM); each side starts with the other's
+#: threads asleep
+_SETTLE = 0.003
 
 
 def main() -> None:
@@ -79,9 +87,11 @@ def main() -> None:
                 m(ex).numpy()
                 t_em.append(time.perf_counter() - t0)
                 wide += _workers.threads() > 1
+                time.sleep(_SETTLE)
                 t0 = time.perf_counter()
                 sess.run(None, {"x": x})
                 t_rt.append(time.perf_counter() - t0)
+                time.sleep(_SETTLE)
         em, rt = statistics.median(t_em), statistics.median(t_rt)
         label = "1 thread each" if threads else "default threads"
         print(f"{label:>16}: ember {em * 1e3:8.1f} ms   onnxruntime {rt * 1e3:8.1f} ms   "
