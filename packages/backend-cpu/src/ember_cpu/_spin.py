@@ -42,7 +42,8 @@ def _loop() -> tuple[Callable[[Any, int, int], bool], float]:
     def load_acquire(typingctx: Any, arr: Any, idx: Any) -> Any:
         def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
             ary = context.make_array(sig.args[0])(context, builder, args[0])
-            ptr = cgutils.get_item_pointer(context, builder, sig.args[0], ary, [args[1]])
+            ptr = cgutils.get_item_pointer(  # type: ignore[no-untyped-call]
+                context, builder, sig.args[0], ary, [args[1]])
             return builder.load_atomic(ptr, "acquire", 8)
         return arr.dtype(arr, idx), codegen
 
@@ -51,8 +52,9 @@ def _loop() -> tuple[Callable[[Any, int, int], bool], float]:
         def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
             if x86:  # the spin-wait hint: frees the core's resources, saves power
                 fnty = ir.FunctionType(ir.VoidType(), [])
-                builder.call(cgutils.get_or_insert_function(builder.module, fnty,
-                                                            "llvm.x86.sse2.pause"), [])
+                fn = cgutils.get_or_insert_function(  # type: ignore[no-untyped-call]
+                    builder.module, fnty, "llvm.x86.sse2.pause")
+                builder.call(fn, [])
             return context.get_dummy_value()
         return types.void(), codegen
 

@@ -300,7 +300,7 @@ def _pointwise_fused(x: np.ndarray, w: np.ndarray, stride: Pair, padding: Pair,
             not _compiled(x, w) or not _blas.has_gemm(x.dtype) or min(n, c, h, wd, o) <= 0:
         return False
     p = -(-h // stride[0]) * -(-wd // stride[1])
-    return 2 * o * c * p < _blas.SMALL_GEMM_FLOPS
+    return bool(2 * o * c * p < _blas.SMALL_GEMM_FLOPS)
 
 
 def _im2col_fused_hw(x: np.ndarray, w: np.ndarray, stride: Pair, padding: Pair,
