@@ -285,3 +285,27 @@ def test_trees_with_and_without_subgroup_shuffles_agree_with_numpy(wg_device: ob
     source = "\n".join(k.source for k in dev.backend.kernel_cache.values()
                        if hasattr(k, "source"))
     assert ("subgroupShuffleXor" in source) == subgroups
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_bool_reductions_keep_no_bools_in_workgroup_memory(rt: Any, fused: bool) -> None:
+    # A ``bool`` in a work-group array may be one byte: NVIDIA's driver races neighbouring
+    # lanes' writes (any/all came out wrong there, right on lavapipe).  The trees keep them
+    # as u32; each kernel these reductions build is checked, and its results against numpy.
+    dev = ember.device("fusion<wgpu:0>" if fused else "wgpu:0")
+    a = RNG.standard_normal((40, 700)).astype(np.float32)
+    mask = a > 2.5  # sparse: an any over a row of 700 that must find few trues
+    before = set(rt._pipelines)
+    x = ember.tensor(a, device=dev)
+    m = ember.tensor(mask, device=dev)
+    got = {"any": (x > 2.5).any(1).numpy(), "all": (x < 2.5).all(1).numpy(),
+           "argmax": m.argmax(1).numpy(), "any0": m.any(0).numpy()}
+    np.testing.assert_array_equal(got["any"], mask.any(1))
+    np.testing.assert_array_equal(got["all"], (a < 2.5).all(1))
+    np.testing.assert_array_equal(got["argmax"], mask.argmax(1))
+    np.testing.assert_array_equal(got["any0"], mask.any(0))
+    built = [s for s in rt._pipelines if s not in before and "var<workgroup>" in s]
+    assert built, "no work-group tree was built"
+    for src in built:
+        shared = [ln for ln in src.splitlines() if ln.startswith("var<workgroup>")]
+        assert not [ln for ln in shared if "array<bool" in ln], shared

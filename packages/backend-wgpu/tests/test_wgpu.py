@@ -254,3 +254,23 @@ def test_bfloat16_rounds_to_nearest_even_on_every_store(wg_device: object) -> No
     np.testing.assert_array_equal(got.astype(np.float32), want.astype(np.float32))
     nan = _t(np.array([np.nan], np.float32), wg_device).to(ember.bfloat16).numpy()
     assert np.isnan(nan.astype(np.float32)).all()
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64"])
+def test_signed_remainders_avoid_spirv_srem(wg_device: object, dtype: str) -> None:
+    # WGSL's `%` on signed integers becomes OpSRem, undefined in Vulkan for a negative operand
+    # (NVIDIA's driver returns the unsigned remainder; lavapipe happens to be right): the
+    # renderer writes a - b * (a / b) instead.  Checked on the WGSL and on the values.
+    from ember_wgpu.render import render
+
+    from ember.backend import ir
+
+    for name in ("remainder", "floordiv"):
+        body = render(ir.expand(name, [dtype, dtype]), ["a", "b"])
+        assert "%" not in "\n".join([*body.lines, body.expr]), (name, dtype)
+    a = np.array([-7, 7, -7, 7, -8, 8, 0, -1, 5, -100], dtype)
+    b = np.array([2, -2, -2, 2, 3, -3, 5, 3, 4, -1], dtype)
+    x, y = ember.tensor(a, device=wg_device), ember.tensor(b, device=wg_device)
+    np.testing.assert_array_equal(ember.remainder(x, y).numpy(), np.remainder(a, b))
+    np.testing.assert_array_equal(ember.fmod(x, y).numpy(), np.fmod(a, b))
+    np.testing.assert_array_equal(ember.floor_divide(x, y).numpy(), np.floor_divide(a, b))

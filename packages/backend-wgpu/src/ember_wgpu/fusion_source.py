@@ -21,7 +21,16 @@ from ember.backend import FusedGroup, ir
 from .reduction import _combine_fn, _identity
 from .render import const, render
 from .runtime import GROUP
-from .strided import load, scalar_words, store, wgsl_compute, wgsl_storage
+from .strided import (
+    load,
+    scalar_words,
+    shared_get,
+    shared_put,
+    shared_type,
+    store,
+    wgsl_compute,
+    wgsl_storage,
+)
 
 __all__ = ["ARG", "NodeBody", "Refused", "RowSource", "dense"]
 
@@ -226,19 +235,20 @@ class RowSource:
             lines.extend(_for(k, total, tree, body.lines))
         if tree:
             sh = f"sh{c}"
-            self.decls.append(f"var<workgroup> {sh}: array<{ct}, {GROUP}>;")
+            self.decls.append(f"var<workgroup> {sh}: array<{shared_type(ct)}, {GROUP}>;")
+            get = [shared_get(ct, f"{sh}[{i}]") for i in ("lid", "lid + s", "0")]
             if arg:
                 self.decls.append(f"var<workgroup> shi{c}: array<i64, {GROUP}>;")
-                merge = (f"if (!first_{kind}({sh}[lid], shi{c}[lid], {sh}[lid + s], "
+                merge = (f"if (!first_{kind}({get[0]}, shi{c}[lid], {get[1]}, "
                          f"shi{c}[lid + s])) {{ {sh}[lid] = {sh}[lid + s]; "
                          f"shi{c}[lid] = shi{c}[lid + s]; }}")
             else:
-                merge = f"{sh}[lid] = {comb}({sh}[lid], {sh}[lid + s]);"
+                merge = f"{sh}[lid] = {shared_put(ct, f'{comb}({get[0]}, {get[1]})')};"
             tree_lines = ["workgroupBarrier();",
                           f"for (var s = {GROUP // 2}u; s > 0u; s = s >> 1u) {{",
                           f"    if (lid < s) {{ {merge} }}",
                           "    workgroupBarrier();", "}",
-                          f"{acc} = {sh}[0];" + (f" i{c} = shi{c}[0];" if arg else "")]
+                          f"{acc} = {get[2]};" + (f" i{c} = shi{c}[0];" if arg else "")]
             if self.subgroups and not arg and ct in ("f32", "i32", "u32"):
                 # each subgroup combines its lanes by shuffles, one barrier, then every lane
                 # combines the subgroups' results: one barrier instead of seven (for
@@ -256,7 +266,7 @@ class RowSource:
                           f"    {sh}[lid] = {acc};",
                           *("    " + line for line in tree_lines), "}"]
             else:
-                lines.append(f"{sh}[lid] = {acc};")
+                lines.append(f"{sh}[lid] = {shared_put(ct, acc)};")
                 if arg:
                     lines.append(f"shi{c}[lid] = i{c};")
                 lines += tree_lines

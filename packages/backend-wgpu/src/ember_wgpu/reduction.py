@@ -30,6 +30,9 @@ from .strided import (
     load,
     run_map,
     scalar_words,
+    shared_get,
+    shared_put,
+    shared_type,
     store,
     wgsl_compute,
     wgsl_storage,
@@ -101,7 +104,7 @@ def _source(kind: str, x_dt: np.dtype[Any], out_dt: np.dtype[Any], arg: bool,
     writes = [wgsl_storage(x_dt), "i64"] if arg else [wgsl_storage(out_dt)]
     lines = [header([*reads, *writes], len(reads))]
     if tree:
-        lines.append(f"var<workgroup> sh: array<{ct}, {GROUP}>;")
+        lines.append(f"var<workgroup> sh: array<{shared_type(ct)}, {GROUP}>;")
     if arg and tree:
         lines.append(f"var<workgroup> shi: array<i64, {GROUP}>;")
     if arg:
@@ -158,26 +161,30 @@ def _source(kind: str, x_dt: np.dtype[Any], out_dt: np.dtype[Any], arg: bool,
             body += ["    if (live) {",
                      f"        b{wo}[g] = {store(x_dt, 'acc')}; b{wo + 1}[g] = ai; }}", "}"]
             return _finish(lines, body)
-        body += ["    sh[lid] = acc; shi[lid] = ai;", "    workgroupBarrier();",
+        get = [shared_get(ct, f"sh[{i}]") for i in ("lid", "lid + s", "0")]
+        body += [f"    sh[lid] = {shared_put(ct, 'acc')}; shi[lid] = ai;",
+                 "    workgroupBarrier();",
                  f"    for (var s = {GROUP // 2}u; s > 0u; s = s >> 1u) {{",
-                 "        if (lid < s && !first(sh[lid], shi[lid], sh[lid + s], shi[lid + s])) {",
+                 f"        if (lid < s && !first({get[0]}, shi[lid], {get[1]}, shi[lid + s])) {{",
                  "            sh[lid] = sh[lid + s]; shi[lid] = shi[lid + s]; }",
                  "        workgroupBarrier();", "    }",
                  "    if (lid == 0u && live) {",
-                 f"        b{wo}[g] = {store(x_dt, 'sh[0]')}; b{wo + 1}[g] = shi[0]; }}"]
+                 f"        b{wo}[g] = {store(x_dt, get[2])}; b{wo + 1}[g] = shi[0]; }}"]
     else:
         body += [f"        acc = comb(acc, {v});", "    }"]
         if not tree:
             res = f"(acc * bitcast<f32>(P[{_SCALE}]))" if kind == "mean" else "acc"
             body += ["    if (live) {", f"        b{wo}[g] = {store(out_dt, res)};", "    }", "}"]
             return _finish(lines, body)
-        body += ["    sh[lid] = acc;", "    workgroupBarrier();",
+        get = [shared_get(ct, f"sh[{i}]") for i in ("lid", "lid + s", "0")]
+        merged = shared_put(ct, f"comb({get[0]}, {get[1]})")
+        body += [f"    sh[lid] = {shared_put(ct, 'acc')};", "    workgroupBarrier();",
                  f"    for (var s = {GROUP // 2}u; s > 0u; s = s >> 1u) {{",
-                 "        if (lid < s) { sh[lid] = comb(sh[lid], sh[lid + s]); }",
+                 f"        if (lid < s) {{ sh[lid] = {merged}; }}",
                  "        workgroupBarrier();", "    }"]
-        res = "sh[0]"
+        res = get[2]
         if kind == "mean":
-            res = f"(sh[0] * bitcast<f32>(P[{_SCALE}]))"
+            res = f"({res} * bitcast<f32>(P[{_SCALE}]))"
         body += ["    if (lid == 0u && live) {", f"        b{wo}[g] = {store(out_dt, res)};",
                  "    }"]
     body.append("}")

@@ -272,6 +272,12 @@ def _expr(v: ir.Value, args: list[str], names: Sequence[str]) -> str:
         code = f"({args[0]} {_INFIX[op]} {n})"
     elif op == "xor" and v.dtype == "bool":
         return f"({args[0]} != {args[1]})"
+    elif op == "imod" and WGSL_TYPES[v.dtype] in ("i32", "i64"):
+        # not WGSL's ``%``: naga emits SPIR-V's OpSRem, whose result Vulkan leaves undefined
+        # for a negative operand (NVIDIA's driver gives the unsigned remainder); OpSDiv is
+        # defined, and the IR never divides by 0 or MIN by -1
+        a, b = args
+        code = f"({a} - {b} * ({a} / {b}))"
     elif op == "ne" and ir.is_float(v.src[0].dtype):  # unordered: true for nan
         return f"(!({args[0]} == {args[1]}))"
     elif op in _INFIX:

@@ -19,9 +19,8 @@ from .render import WGSL_TYPES, prelude, wrap
 from .runtime import GROUP, MAXD, STORAGE, Runtime, WGArray
 
 __all__ = ["broadcast_view", "collapse", "contiguous", "copy_into", "header", "is_float", "load",
-           "run_map",
-           "run_indexed",
-           "scalar_words", "store", "wgsl_compute", "wgsl_storage"]
+           "run_indexed", "run_map", "scalar_words", "shared_get", "shared_put", "shared_type",
+           "store", "wgsl_compute", "wgsl_storage"]
 
 
 def wgsl_storage(dtype: np.dtype[Any]) -> str:
@@ -64,6 +63,23 @@ def store(dtype: np.dtype[Any], value: str) -> str:
     if name == "bfloat16":
         return f"bf16_({value})"
     return wrap(value, name)
+
+
+def shared_type(compute: str) -> str:
+    """The element type of a work-group array holding values that compute in ``compute``:
+    bools as ``u32`` (a ``bool`` there may be one byte, and NVIDIA's driver races neighbouring
+    lanes' byte writes: wrong ``any``/``all``)."""
+    return "u32" if compute == "bool" else compute
+
+
+def shared_put(compute: str, value: str) -> str:
+    """``value`` as stored in a `shared_type` work-group array."""
+    return f"select(0u, 1u, {value})" if compute == "bool" else value
+
+
+def shared_get(compute: str, ref: str) -> str:
+    """The element ``ref`` of a `shared_type` work-group array, as a value of ``compute``."""
+    return f"({ref} != 0u)" if compute == "bool" else ref
 
 
 def scalar_words(dtype: str, value: Any) -> list[int]:
