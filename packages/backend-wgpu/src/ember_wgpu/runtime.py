@@ -46,9 +46,14 @@ STORAGE = {"float32": ("f32", np.float32), "float16": ("f16", np.float16),
            "uint8": ("u32", np.uint32), "bfloat16": ("f32", np.float32)}
 
 
+_STORED = {np.dtype(name): np.dtype(kind) for name, (_, kind) in STORAGE.items()
+           if name != "bfloat16"}
+
+
 def storage_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:
     """The numpy dtype of ``dtype``'s device storage (bool -> uint32)."""
-    return np.dtype(STORAGE[np.dtype(dtype).name][1])
+    got = _STORED.get(dtype)
+    return got if got is not None else np.dtype(STORAGE[np.dtype(dtype).name][1])
 
 
 def _private_runtime_dir() -> None:

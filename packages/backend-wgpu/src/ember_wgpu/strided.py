@@ -208,6 +208,36 @@ def run_map(rt: Runtime, expr: str, inputs: Sequence[WGArray], *,
     return out
 
 
+#: per layout (the output's shape, each operand's shape and strides): the merged axes and
+#: each operand's strides over them, as parameter words with the offsets left 0
+_LAYOUTS: dict[tuple[Any, ...], tuple[list[int], list[int]]] = {}
+
+
+def _layout(shape: tuple[int, ...], inputs: Sequence[WGArray], outs: Sequence[WGArray]
+            ) -> tuple[list[int], list[int]]:
+    """The parameter words of a walk over ``shape`` (inputs broadcast to it): the words with
+    every operand's offset 0, and where each offset goes.  Cached per layout: a chain of
+    small ops repeats a handful of them."""
+    key = (shape, *((x.shape, x.strides) for x in inputs), *(o.strides for o in outs))
+    got = _LAYOUTS.get(key)
+    if got is not None:
+        return got
+    views = [broadcast_view(x, shape) for x in inputs]
+    dims, sts = collapse(shape, [*(v.strides for v in views), *(o.strides for o in outs)])
+    if len(dims) > MAXD:
+        raise NotImplementedError(f"wgpu: elementwise kernels walk at most {MAXD} axes, "
+                                  f"got {len(dims)} after merging")
+    words = [math.prod(shape), len(dims), *dims, *([0] * (MAXD - len(dims)))]
+    at = []
+    for s in sts:
+        at.append(len(words))
+        words += [0, *s, *([0] * (MAXD - len(s)))]
+    if len(_LAYOUTS) > 4096:
+        _LAYOUTS.clear()
+    got = _LAYOUTS[key] = (words, at)
+    return got
+
+
 def map_into(rt: Runtime, lines: list[str], outs: Sequence[tuple[str, WGArray]],
              inputs: Sequence[WGArray], names: Sequence[str],
              scalars: Sequence[tuple[str, Any]] = ()) -> None:
@@ -216,11 +246,8 @@ def map_into(rt: Runtime, lines: list[str], outs: Sequence[tuple[str, WGArray]],
     total = math.prod(shape)
     if total == 0:
         return
-    views = [broadcast_view(x, shape) for x in inputs]
-    dims, sts = collapse(shape, [*(v.strides for v in views), *(o.strides for _, o in outs)])
-    if len(dims) > MAXD:
-        raise NotImplementedError(f"wgpu: elementwise kernels walk at most {MAXD} axes, "
-                                  f"got {len(dims)} after merging")
+    out_views = [o for _, o in outs]
+    template, at = _layout(shape, inputs, out_views)
     raw = (len(outs) == 1 and outs[0][0] == names[0] and len(inputs) == 1
            and inputs[0].dtype == outs[0][1].dtype and not lines)
     key = (tuple(lines), tuple((e, o.dtype) for e, o in outs), tuple(x.dtype for x in inputs),
@@ -230,12 +257,12 @@ def map_into(rt: Runtime, lines: list[str], outs: Sequence[tuple[str, WGArray]],
         src = _SOURCES[key] = _source(lines, [(e, o.dtype) for e, o in outs],
                                       [x.dtype for x in inputs], names,
                                       [t for t, _ in scalars], raw)
-    words = [total, len(dims), *dims, *([0] * (MAXD - len(dims)))]
-    for v, s in zip([*views, *(o for _, o in outs)], sts, strict=True):
-        words += [v.offset, *s, *([0] * (MAXD - len(s)))]
+    words = template.copy()
+    for k, v in zip(at, [*inputs, *out_views], strict=True):
+        words[k] = v.offset
     for t, val in scalars:
         words += scalar_words(t, val)
-    rt.dispatch(src, list(inputs), [o for _, o in outs], words, total)
+    rt.dispatch(src, list(inputs), out_views, words, total)
 
 
 def run_indexed(rt: Runtime, body: str, inputs: Sequence[WGArray], outs: Sequence[WGArray],
