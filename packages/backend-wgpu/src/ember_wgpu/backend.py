@@ -81,3 +81,10 @@ class WgpuBackend(Backend):
 
     def synchronize(self) -> None:
         self.runtime.synchronize()
+
+    def capture_program(self, program: Any) -> Any:
+        """``ember.compile``'s hook: the program replayed from recorded dispatches
+        (`ember_wgpu.replay`), or ``None`` (replayed as Python)."""
+        from .replay import capture_program
+
+        return capture_program(self.runtime)(program)

@@ -201,7 +201,12 @@ class Runtime:
         self._pass: Any = None
         self._pending = 0
         align = int(lim["min-storage-buffer-offset-alignment"])
+        #: the alignment of a storage binding's offset
+        self.offset_alignment = align
         self._slot = max(SLOT, align)
+        #: while a compiled program is recorded (`ember_wgpu.replay`): its dispatches, kept
+        #: instead of encoded, as (pipeline, arrays bound, arrays read, words, groups)
+        self.capture: list[Any] | None = None
         self._params = self.device.create_buffer(size=BATCH * self._slot,
                                                  usage=U.STORAGE | U.COPY_DST)
         self._words = np.zeros(BATCH * self._slot // 4, np.int32)
@@ -254,6 +259,11 @@ class Runtime:
     def read(self, arr: WGArray) -> np.ndarray:
         """The values of a contiguous ``arr`` on the host, through the reusable staging buffer
         (a copy, a submission, a map): the one place that waits for the device."""
+        if self.capture is not None:
+            from ember.backend import CaptureError
+
+            raise CaptureError("a kernel of the compiled program reads values back to the "
+                               "host (a data-dependent size or a sync): it cannot be recorded")
         st = storage_dtype(arr.dtype)
         n = arr.size
         if n == 0:
@@ -338,6 +348,9 @@ class Runtime:
                words: Sequence[int], groups: tuple[int, int, int]) -> None:
         """Record one dispatch of ``groups`` work-groups."""
         pipe = self.pipeline(source, len(reads), len(writes))
+        if self.capture is not None:
+            self.capture.append((pipe, [*reads, *writes], len(reads), [*words, 0], groups))
+            return
         params = np.asarray([*words, 0], dtype=np.int64).astype(np.int32)
         k = self._pending
         buffers = [x.buffer for x in (*reads, *writes)]
@@ -365,6 +378,18 @@ class Runtime:
         self.dispatches += 1
         if self._pending >= BATCH:
             self.flush()
+
+    def encode(self, steps: Sequence[tuple[Any, Any, tuple[int, int, int]]]) -> None:
+        """Encode recorded dispatches, ``(pipeline, bind group, groups)`` each, after what is
+        recorded so far (their parameter words are their bind groups' own)."""
+        cp = self._pass
+        if cp is None:
+            cp = self._pass = self._encoder_now().begin_compute_pass()
+        for pipe, bg, groups in steps:
+            cp.set_pipeline(pipe)
+            cp.set_bind_group(0, bg)
+            cp.dispatch_workgroups(*groups)
+        self.dispatches += len(steps)
 
     def _bind(self, buffers: Sequence[Any], n_read: int, params: dict[str, Any]) -> Any:
         entries = [{"binding": b, "resource": {"buffer": x}} for b, x in enumerate(buffers)]
