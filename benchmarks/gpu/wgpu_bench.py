@@ -463,6 +463,17 @@ def bench_host(b: Bench) -> None:
 
         return run
 
+    def adds(z: Any, y: Any) -> Any:
+        for _ in range(ops):
+            z = z + y
+        return z
+
+    compiled = ember.compile(adds)  # replays recorded dispatches (ember_wgpu.replay)
+    held_c: list[Any] = [None]
+
+    def compiled_run() -> None:
+        held_c[0] = compiled(*xs["eager"])
+
     peer: dict[str, Fn] = {}
     if b.torch is not None:
         tx = b.torch.from_numpy(h).to(b.tdev)
@@ -473,9 +484,11 @@ def bench_host(b: Bench) -> None:
                 z = z + tx
 
         peer["torch"] = torch_run
-    t = b.time({"eager": chain_of("eager"), "fused": chain_of("fused")}, peer, 1)
+    t = b.time({"eager": chain_of("eager"), "fused": chain_of("fused"),
+                "compiled": compiled_run}, peer, 1)
     got = held[0].numpy()
     b.check("host_chain", got, np.full((8, 8), 1.0 + ops), 0, 0.5)
+    b.check("host_chain_compiled", held_c[0].numpy(), np.full((8, 8), 1.0 + ops), 0, 0.5)
     for k, ms in t.items():
         out[f"{k}_us_per_op"] = round(ms * 1e3 / ops, 2)
     b.results["host_8x8_add"] = out
@@ -484,6 +497,8 @@ def bench_host(b: Bench) -> None:
           f"{_g(peer_us)} ({b.tdev})" if peer_us else "", _ratio(peer_us, out["eager_us_per_op"]))
     b.row(f"8x8 add chain, fusion<{b.name}> us/op (recorded, one kernel)",
           _g(out["fused_us_per_op"]), "", "")
+    b.row(f"8x8 add chain, ember.compile on {b.name} us/op (replayed dispatches)",
+          _g(out["compiled_us_per_op"]), "", _ratio(peer_us, out["compiled_us_per_op"]))
 
 
 # -- the guide epoch ------------------------------------------------------------------------
