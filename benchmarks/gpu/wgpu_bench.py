@@ -159,10 +159,18 @@ def _g(x: float | None) -> str:
 def matmul_paths(b: Bench, n: int, dtype: str) -> tuple[str, list[str]]:
     """The kernel ``wgpu:N`` chooses for an n x n x n matmul of ``dtype``, and every kernel
     it could run instead (``ember_wgpu.linalg.path``, ``linalg.prefer``)."""
-    from ember_wgpu import linalg
+    from ember_wgpu import coopmat, linalg
 
     chosen = linalg.path(b.rt, n, n, n, np.dtype(dtype))
-    others = [p for p in linalg.PATHS if p != chosen and p != "simple"]
+    coop = False
+    if dtype == "float16":  # cooperative matrices where they fit and the self-check passed
+        probe = b.rt.empty((n, n), np.dtype(dtype))
+        coop = coopmat.eligible(probe, probe, ()) and coopmat.usable(b.rt)
+        b.results["cooperative_matrix"] = b.rt.coop_status
+        if coop:
+            chosen = "coop"
+    others = [p for p in linalg.PATHS
+              if p != chosen and p != "simple" and (p != "coop" or coop)]
     return chosen, others
 
 

@@ -72,3 +72,73 @@ def test_tile128_16_bit_floats_accumulate_in_f32(wg_device: Any, dtype: str) -> 
     want = a16.astype(np.float64) @ b16.astype(np.float64)
     rel = 2.0 ** (-11 if dtype == "float16" else -8)
     np.testing.assert_allclose(got, want, rtol=rel, atol=1e-3)
+
+
+def _f16_operands(shape_a: tuple[int, ...], shape_b: tuple[int, ...]
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    # eighths in [-1, 1]: every product and partial sum exact in float32, so the result is
+    # the exact product rounded once to float16
+    a = (RNG.integers(-8, 9, shape_a) / 8).astype(np.float16)
+    b = (RNG.integers(-8, 9, shape_b) / 8).astype(np.float16)
+    return a, b
+
+
+def test_cooperative_matrix_fits_only_aligned_dense_float16(wg_device: Any) -> None:
+    from ember_wgpu import coopmat
+
+    rt = wg_device._backend.runtime
+
+    def fits(sa: tuple[int, ...], sb: tuple[int, ...], dt: Any = np.float16,
+             transpose_b: bool = False, offset: int = 0) -> bool:
+        a = rt.empty(sa, np.dtype(dt))
+        b = rt.empty(sb, np.dtype(dt))
+        if transpose_b:
+            b = rt.empty((*sb[:-2], sb[-1], sb[-2]), np.dtype(dt))
+            b = b.view(sb, (*b.strides[:-2], b.strides[-1], b.strides[-2]), 0)
+        if offset:
+            a = a.view(a.shape, a.strides, offset)
+        batch = tuple(np.broadcast_shapes(sa[:-2], sb[:-2]))
+        return coopmat.eligible(a, b, batch)
+
+    assert fits((64, 32), (32, 96))
+    assert fits((3, 64, 32), (32, 96))  # one batch axis, b broadcast
+    assert not fits((64, 32), (32, 96), np.float32)
+    assert not fits((48, 32), (32, 96))  # M not a multiple of 32
+    assert not fits((64, 24), (24, 96))  # K not a multiple of 16
+    assert not fits((64, 32), (32, 96), transpose_b=True)
+    assert not fits((64, 32), (32, 96), offset=4)  # not on a 16-byte line
+    assert not fits((2, 3, 64, 32), (2, 3, 32, 96))  # two batch axes
+
+
+def test_a_refused_cooperative_matrix_shader_leaves_the_tiled_kernels(
+        wg_device: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # where the adapter has no cooperative matrices (lavapipe), pretend it has: the self-check
+    # meets the shader compiler's refusal, says so, and float16 matmuls stay right
+    rt = wg_device._backend.runtime
+    if rt.coop:
+        pytest.skip("this adapter has cooperative matrices (the next test checks them)")
+    monkeypatch.setattr(rt, "coop", True)
+    monkeypatch.setattr(rt, "coop_status", None)
+    a, b = _f16_operands((64, 32), (32, 96))
+    got = (ember.tensor(a, device=wg_device) @ ember.tensor(b, device=wg_device)).numpy()
+    assert rt.coop_status.startswith("off: "), rt.coop_status
+    np.testing.assert_array_equal(got, (a.astype(np.float64) @ b.astype(np.float64)
+                                        ).astype(np.float16))
+
+
+def test_cooperative_matrix_products_where_the_adapter_has_them(wg_device: Any) -> None:
+    from ember_wgpu import coopmat
+
+    rt = wg_device._backend.runtime
+    a, b = _f16_operands((3, 64, 48), (48, 96))
+    x, y = ember.tensor(a, device=wg_device), ember.tensor(b, device=wg_device)
+    got = (x @ y).numpy()
+    if not coopmat.usable(rt):
+        pytest.skip(f"cooperative matrices on {rt.name}: {rt.coop_status}")
+    np.testing.assert_array_equal(got, (a.astype(np.float64) @ b.astype(np.float64)
+                                        ).astype(np.float16))
+    # a batched left operand broadcast against one right operand, and the other way round
+    got = (ember.tensor(a[0], device=wg_device) @ ember.tensor(
+        np.stack([b, -b]), device=wg_device)).numpy()
+    want = a[0].astype(np.float64) @ np.stack([b, -b]).astype(np.float64)
+    np.testing.assert_array_equal(got, want.astype(np.float16))

@@ -31,6 +31,7 @@ import numpy as np
 
 from ember.ops import linalg as la
 
+from . import coopmat
 from .render import const
 from .runtime import MAXD, Runtime, WGArray
 from .strided import header, load, store, wgsl_compute, wgsl_storage
@@ -210,10 +211,11 @@ NARROW = 32
 #: the ``tile128`` kernel's tile and K step
 BIG = 128
 BIG_STEP = 8
-#: the kernels, by name
-PATHS = ("tile128", "tile64", "simple")
-#: a path every matmul takes where it can (``"tile128"``, ``"tile64"``, ``"simple"``), for
-#: benchmarks comparing them; None: `path` chooses
+#: the kernels, by name (``coop``: `ember_wgpu.coopmat`, float16 where it fits and the
+#: device's self-check passed)
+PATHS = ("coop", "tile128", "tile64", "simple")
+#: a path every matmul takes where it can (one of `PATHS`), for benchmarks comparing them;
+#: None: `path` chooses (``coop`` first)
 prefer: str | None = None
 
 
@@ -222,7 +224,7 @@ def path(rt: Runtime, m: int, n: int, k: int, dtype: np.dtype[Any]) -> str:
     outputs at least `BIG` wide both ways, ``simple`` below `NARROW`, else ``tile64``."""
     del rt, k  # the same choice on every adapter for now
     floating = np.dtype(dtype).kind == "f" or np.dtype(dtype).name == "bfloat16"
-    if prefer is not None and (prefer != "tile128" or floating):
+    if prefer is not None and prefer != "coop" and (prefer != "tile128" or floating):
         return prefer
     if min(m, n) < NARROW:
         return "simple"
@@ -261,6 +263,8 @@ def matmul(rt: Runtime, a: WGArray, b: WGArray) -> WGArray:
     def pad(v: list[int]) -> list[int]:
         return [*v, *([0] * (MAXD - len(v)))]
 
+    if prefer in (None, "coop") and coopmat.eligible(a, b, batch) and coopmat.usable(rt):
+        return coopmat.matmul(rt, a, b, out, batch)
     words = [M, N, K, len(dims), *pad(dims), *pad(sa), *pad(sb),
              a.offset, a.strides[-2], a.strides[-1], b.offset, b.strides[-2], b.strides[-1],
              out.size]

@@ -182,13 +182,28 @@ class Runtime:
         #: subgroup operations (the fused reductions' trees use them where offered)
         self.subgroups = "subgroup" in offered
         features = [f for f in ("shader-f16", "shader-int64", "subgroup") if f in offered]
+        #: cooperative matrices (wgpu's experimental extension): float16 matmuls on tensor
+        #: cores where `ember_wgpu.coopmat`'s self-check passes; ``coop_status`` says
+        self.coop = False
+        self.coop_status: str | None = None
+        coop = [f for f in offered if "cooperative-matrix" in f]
         lim = adapter.limits
         limits = {k: lim[k] for k in ("max-storage-buffer-binding-size", "max-buffer-size",
                                       "max-storage-buffers-per-shader-stage",
                                       "max-compute-workgroup-storage-size",
                                       "max-compute-invocations-per-workgroup")}
-        self.device = adapter.request_device_sync(required_features=features,
-                                                  required_limits=limits)
+        device: Any = None
+        if coop and self.f16:
+            try:  # an experimental feature: a device without it if it is refused
+                device = adapter.request_device_sync(
+                    required_features=[*features, *coop], required_limits=limits)
+                self.coop = True
+            except Exception as exc:
+                self.coop_status = f"off: the device refused the feature ({exc})"
+        if device is None:
+            device = adapter.request_device_sync(required_features=features,
+                                                 required_limits=limits)
+        self.device: Any = device
         self.queue = self.device.queue
         self.max_binding = int(limits["max-storage-buffer-binding-size"])
         self.max_groups = int(lim["max-compute-workgroups-per-dimension"])
