@@ -115,3 +115,52 @@ def test_programs_with_random_ops_run_as_python(wg_device: Any) -> None:
     draws = [f(x).numpy() for _ in range(4)]
     assert not _replays(f)
     assert len({d.tobytes() for d in draws}) == 4  # each call draws new numbers
+
+
+def test_a_recording_reuses_the_buffers_its_program_is_done_with(wg_device: Any) -> None:
+    import gc
+
+    def chain(x: Any) -> Any:
+        for i in range(40):
+            x = (x * 1.5 + i).tanh()
+        return x
+
+    f = ember.compile(chain)
+    a = RNG.standard_normal(1000).astype(np.float32)
+    want = a.astype(np.float64)
+    for i in range(40):
+        want = np.tanh(want * 1.5 + i)
+    for _ in range(4):
+        np.testing.assert_allclose(f(ember.tensor(a, device=wg_device)).numpy(), want,
+                                   rtol=1e-5, atol=1e-6)
+    (replay,) = _replays(f)
+    assert replay.recorded is not None and len(replay.recorded.steps) >= 80
+    # 80+ kernels; the input's buffer, a few intermediates in turn, the result's
+    assert replay.recorded.buffers <= 10, replay.recorded.buffers
+    rt = wg_device._backend.runtime
+    reserved = sum(len(v) for v in replay.recorded.pool.values())
+    free_before = sum(len(v) for v in rt._pool.values())
+    del f, replay
+    gc.collect()
+    assert sum(len(v) for v in rt._pool.values()) >= free_before + reserved
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_data_a_kernel_uploads_while_recorded_survives_the_replays(wg_device: Any,
+                                                                   dtype: str) -> None:
+    # bilinear interpolation uploads its indices and weights inside the kernel: written once,
+    # while recorded, into buffers the recording's earlier kernels never write (with float16
+    # the weights once landed in a freed intermediate's buffer and were overwritten)
+    F = ember.nn.functional
+
+    def up(x: Any) -> Any:
+        return F.interpolate(x, size=(4, 6), mode="bilinear", align_corners=True)
+
+    f = ember.compile(up)
+    for _ in range(4):
+        a = RNG.standard_normal((1, 2, 3, 4)).astype(dtype)
+        x = ember.tensor(a, device=wg_device)
+        np.testing.assert_array_equal(f(x).numpy(), up(x).numpy())
+    (replay,) = _replays(f)
+    assert replay.replays >= 2 and replay.recorded is not None
+    assert len(replay.recorded.uploaded) == 6

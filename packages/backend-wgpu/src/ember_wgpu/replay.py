@@ -7,7 +7,9 @@ needs but its encoding: the pipelines, the bind groups and the parameter words. 
 its kernels run as Python once more, but each dispatch is kept
 (its pipeline, the buffers it binds and its parameter words) instead of being encoded, the
 parameter words go into one buffer of the recording's own, each dispatch gets its bind group
-once, and every buffer the recorded kernels allocate stays the recording's.  Each replay
+once, and the buffers the recorded kernels allocate are the recording's (one the program
+is done with is reused by its later kernels, which run in the same order at every replay;
+they go back to the device's pool when the recording is dropped).  Each replay
 copies the program's inputs into the buffers the recording reads (only those whose array is
 not the one copied there last time), encodes the recorded dispatches (three calls each, no Python
 kernel code), and copies the results out into new arrays, so no tensor ember handed out is
@@ -22,13 +24,14 @@ the host run as Python, as does everything on ``EMBER_COMPILE_REPLAY=0``.
 from __future__ import annotations
 
 import os
+import weakref
 from typing import Any
 
 import numpy as np
 
 from ember.backend import CaptureError
 
-from .runtime import Runtime, WGArray
+from .runtime import Block, Runtime, WGArray
 from .strided import copy_into
 
 __all__ = ["ProgramReplay", "capture_program"]
@@ -41,10 +44,15 @@ def _same(a: WGArray, b: WGArray) -> bool:
 
 
 class _Recorded:
-    """The dispatches of one recording, ready to encode: (pipeline, bind group, groups)."""
+    """The dispatches of one recording, ready to encode: (pipeline, bind group, groups).
 
-    def __init__(self, rt: Runtime, log: list[tuple[Any, list[WGArray], int, list[int],
-                                                    tuple[int, int, int]]]) -> None:
+    It owns every buffer its kernels allocated: those freed during the recording (``pool``,
+    reused there by later kernels) and those of blocks still alive (``blocks``: the results);
+    when it is dropped they go back to the runtime's pool."""
+
+    def __init__(self, rt: Runtime, log: list[tuple[Any, list[Any], int, list[int],
+                                                    tuple[int, int, int]]],
+                 pool: dict[int, list[Any]], blocks: weakref.WeakSet[Block]) -> None:
         align = rt.offset_alignment
         offsets, size = [], 0
         for _, _, _, words, _ in log:
@@ -56,13 +64,26 @@ class _Recorded:
         self.params = rt.device.create_buffer_with_data(
             data=data, usage=rt.wgpu.BufferUsage.STORAGE)
         self.steps = []
-        for (pipe, arrays, n_read, words, groups), at in zip(log, offsets, strict=True):
+        for (pipe, buffers, n_read, words, _groups), at in zip(log, offsets, strict=True):
             nbytes = -(-max(len(words) * 4, 16) // 4) * 4
-            bg = rt._bind([a.buffer for a in arrays], n_read,
-                          {"buffer": self.params, "offset": at, "size": nbytes})
-            self.steps.append((pipe, bg, groups))
-        #: every array the recorded kernels read or write: their buffers stay the recording's
-        self.arrays = [a for _, arrays, _, _, _ in log for a in arrays]
+            bg = rt._bind(buffers, n_read, {"buffer": self.params, "offset": at,
+                                            "size": nbytes})
+            self.steps.append((pipe, bg, _groups))
+        #: the distinct buffers the recorded kernels bind
+        self.buffers = len({id(b) for _, buffers, _, _, _ in log for b in buffers})
+        self.pool = pool
+        #: arrays the kernels uploaded while recorded: written once, so never reused
+        self.uploaded: list[WGArray] = []
+        weakref.finalize(self, _release, rt, pool, blocks)
+
+
+def _release(rt: Runtime, pool: dict[int, list[Any]], blocks: weakref.WeakSet[Block]) -> None:
+    """A dropped recording's buffers back to the runtime's pool, now and as its blocks die."""
+    for block in list(blocks):
+        block.pool = rt._pool
+    for nbytes, buffers in pool.items():
+        rt._pool.setdefault(nbytes, []).extend(buffers)
+    pool.clear()
 
 
 class ProgramReplay:
@@ -98,17 +119,23 @@ class ProgramReplay:
         # the recording reads its inputs from buffers of its own, which replays refill
         static = [copy_into(rt, rt.empty(a.shape, a.dtype), a) for a in ext]
         log: list[Any] = []
-        rt.capture = log
+        pool: dict[int, list[Any]] = {}
+        blocks: weakref.WeakSet[Block] = weakref.WeakSet()
+        uploaded: list[WGArray] = []
+        rt.capture, rt.capture_pool, rt.capture_blocks = log, pool, blocks
+        rt.capture_keep = uploaded
         try:
             res = self.program._program(static)
-        except CaptureError:
-            raise
         except Exception as exc:
+            _release(rt, pool, blocks)
+            if isinstance(exc, CaptureError):
+                raise
             raise CaptureError(f"the compiled program could not be recorded for replay "
                                f"({type(exc).__name__}: {exc})") from exc
         finally:
-            rt.capture = None
-        self.recorded = _Recorded(rt, log)
+            rt.capture = rt.capture_pool = rt.capture_blocks = rt.capture_keep = None
+        self.recorded = _Recorded(rt, log, pool, blocks)
+        self.recorded.uploaded = uploaded  # host data the kernels uploaded once
         self.static, self.results, self.dyn = static, list(res), dyn
         self.seen = list(ext)
         self.records += 1

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import os
 import tempfile
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -220,8 +221,13 @@ class Runtime:
         self.offset_alignment = align
         self._slot = max(SLOT, align)
         #: while a compiled program is recorded (`ember_wgpu.replay`): its dispatches, kept
-        #: instead of encoded, as (pipeline, arrays bound, arrays read, words, groups)
+        #: instead of encoded, as (pipeline, buffers bound, how many read, words, groups)
         self.capture: list[Any] | None = None
+        #: ... and where the recording's freed buffers go, and the blocks it made
+        self.capture_pool: dict[int, list[Any]] | None = None
+        self.capture_blocks: weakref.WeakSet[Block] | None = None
+        #: ... and the arrays uploaded while it is recorded (never reused by it)
+        self.capture_keep: list[WGArray] | None = None
         self._params = self.device.create_buffer(size=BATCH * self._slot,
                                                  usage=U.STORAGE | U.COPY_DST)
         self._words = np.zeros(BATCH * self._slot // 4, np.int32)
@@ -248,7 +254,10 @@ class Runtime:
                 f"the WebGPU adapter {self.name!r} binds at most {self.max_binding} bytes "
                 "per storage buffer"))
         nbytes = max(16, 1 << (max(need, 1) - 1).bit_length())
-        free = self._pool.get(nbytes)
+        # while a program is recorded, its buffers come back to a pool of the recording's
+        # (reused by its later kernels, as they run in the same order at every replay)
+        pool = self._pool if self.capture_pool is None else self.capture_pool
+        free = pool.get(nbytes) or self._pool.get(nbytes)
         if free:
             buffer = free.pop()
         else:
@@ -257,11 +266,24 @@ class Runtime:
                 self._owned.append(buffer)
             except Exception as exc:  # wgpu-native reports allocation failures as errors
                 raise allocation_error(shape, dtype, nbytes, reason=f"WebGPU: {exc}") from exc
-        return WGArray(Block(buffer, nbytes, self._pool), shape, dtype)
+        block = Block(buffer, nbytes, pool)
+        if self.capture_blocks is not None:
+            self.capture_blocks.add(block)
+        return WGArray(block, shape, dtype)
 
     def upload(self, host: np.ndarray) -> WGArray:
         """A new array holding ``host`` (of the ember dtype it stands for)."""
-        out = self.empty(host.shape, host.dtype)
+        if self.capture_keep is None:
+            out = self.empty(host.shape, host.dtype)
+        else:
+            # written once, now, not at each replay: a buffer the recording never used (its
+            # earlier kernels would overwrite the data at each replay), kept from reuse
+            pool, self.capture_pool = self.capture_pool, None
+            try:
+                out = self.empty(host.shape, host.dtype)
+            finally:
+                self.capture_pool = pool
+            self.capture_keep.append(out)
         data = np.ascontiguousarray(host, dtype=storage_dtype(host.dtype)).reshape(-1)
         if data.size:
             raw = data.view(np.uint8)
@@ -364,7 +386,8 @@ class Runtime:
         """Record one dispatch of ``groups`` work-groups."""
         pipe = self.pipeline(source, len(reads), len(writes))
         if self.capture is not None:
-            self.capture.append((pipe, [*reads, *writes], len(reads), [*words, 0], groups))
+            self.capture.append((pipe, [x.buffer for x in (*reads, *writes)], len(reads),
+                                 [*words, 0], groups))
             return
         params = np.asarray([*words, 0], dtype=np.int64).astype(np.int32)
         k = self._pending
