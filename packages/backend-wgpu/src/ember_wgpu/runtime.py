@@ -194,6 +194,8 @@ class Runtime:
                                       "max-compute-workgroup-storage-size",
                                       "max-compute-invocations-per-workgroup")}
         device: Any = None
+        if os.environ.get("EMBER_WGPU_COOP", "1") == "0":
+            coop, self.coop_status = [], "off: EMBER_WGPU_COOP=0"
         if coop and self.f16:
             try:  # an experimental feature: a device without it if it is refused
                 device = adapter.request_device_sync(
