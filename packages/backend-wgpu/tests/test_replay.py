@@ -77,6 +77,18 @@ def test_a_changed_learning_rate_records_again(wg_device: object,
         np.testing.assert_array_equal(a, b)
 
 
+def test_a_learning_rate_changed_at_every_step_stops_the_recording(
+        wg_device: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    lr_at = {i: 1e-2 / (1 + i) for i in range(1, 12)}
+    losses, params, fn = _train("autodiff<wgpu:0>", True, 12, lr_at)
+    assert not _replays(fn)  # runs as Python after three recordings that paid nothing back
+    monkeypatch.setenv("EMBER_COMPILE_REPLAY", "0")
+    plain_losses, plain_params, _ = _train("autodiff<wgpu:0>", True, 12, lr_at)
+    assert losses == plain_losses
+    for a, b in zip(params, plain_params, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_results_outlive_the_next_replay_and_new_inputs_are_read(wg_device: Any) -> None:
     w = ember.tensor(RNG.standard_normal((5, 3)).astype(np.float32), device=wg_device)
     f = ember.compile(lambda x: ((x @ w).relu() * 2.0 + 1.0, x.sum(0)))

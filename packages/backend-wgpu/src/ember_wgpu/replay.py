@@ -16,7 +16,8 @@ kernel code), and copies the results out into new arrays, so no tensor ember han
 ever written again (tensors are values; the optimizer's updated parameters arrive as new
 arrays, as they do without the recording).
 
-A program whose host numbers change (a learning rate) is recorded again; programs with
+A program whose host numbers change (a learning rate) is recorded again, or, once three
+recordings were replayed fewer than twice each on average, runs as Python; programs with
 random ops (their counter advances at every call) and programs that read values back to
 the host run as Python, as does everything on ``EMBER_COMPILE_REPLAY=0``.
 """
@@ -107,6 +108,11 @@ class ProgramReplay:
     def __call__(self, ext: list[Any]) -> Any:
         dyn = tuple(g() for g in self.program.dynamic)
         if self.recorded is None or dyn != self.dyn:
+            if self.records >= 3 and self.replays < 2 * self.records:
+                # its host numbers change at nearly every call (a learning rate scheduled
+                # step by step): recording each time costs more than it saves
+                self.program.runner = self.program._program
+                return self.program._program(ext)
             try:
                 self._record(ext, dyn)
             except CaptureError:
