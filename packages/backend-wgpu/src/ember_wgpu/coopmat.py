@@ -34,6 +34,9 @@ TILE = 16
 
 SOURCE = """enable f16;
 enable wgpu_cooperative_matrix;
+alias TA = coop_mat16x16<f16, A>;
+alias TB = coop_mat16x16<f16, B>;
+alias TC = coop_mat16x16<f32, C>;
 @group(0) @binding(0) var<storage, read> b0: array<f16>;
 @group(0) @binding(1) var<storage, read> b1: array<f16>;
 @group(0) @binding(2) var<storage, read_write> b2: array<f32>;
@@ -47,15 +50,15 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>) {
     let bo = u32(P[4]) + z * u32(P[6]);
     let co = z * M * N;
     // the accumulators start from the zeroed work array (C^T tiles: n rows, m columns)
-    var c00 = coopLoad<f32, C>(&b2[co + m0 * N + n0], N);
-    var c01 = coopLoad<f32, C>(&b2[co + (m0 + 16u) * N + n0], N);
-    var c10 = coopLoad<f32, C>(&b2[co + m0 * N + n0 + 16u], N);
-    var c11 = coopLoad<f32, C>(&b2[co + (m0 + 16u) * N + n0 + 16u], N);
+    var c00: TC = coopLoad<f32, C>(&b2[co + m0 * N + n0], N);
+    var c01: TC = coopLoad<f32, C>(&b2[co + (m0 + 16u) * N + n0], N);
+    var c10: TC = coopLoad<f32, C>(&b2[co + m0 * N + n0 + 16u], N);
+    var c11: TC = coopLoad<f32, C>(&b2[co + (m0 + 16u) * N + n0 + 16u], N);
     for (var k0 = 0u; k0 < K; k0 = k0 + 16u) {
-        let t0 = coopLoad<f16, A>(&b1[bo + k0 * N + n0], N);
-        let t1 = coopLoad<f16, A>(&b1[bo + k0 * N + n0 + 16u], N);
-        let u0 = coopLoad<f16, B>(&b0[ao + m0 * K + k0], K);
-        let u1 = coopLoad<f16, B>(&b0[ao + (m0 + 16u) * K + k0], K);
+        let t0: TA = coopLoad<f16, A>(&b1[bo + k0 * N + n0], N);
+        let t1: TA = coopLoad<f16, A>(&b1[bo + k0 * N + n0 + 16u], N);
+        let u0: TB = coopLoad<f16, B>(&b0[ao + m0 * K + k0], K);
+        let u1: TB = coopLoad<f16, B>(&b0[ao + (m0 + 16u) * K + k0], K);
         c00 = coopMultiplyAdd(t0, u0, c00);
         c01 = coopMultiplyAdd(t0, u1, c01);
         c10 = coopMultiplyAdd(t1, u0, c10);
