@@ -44,7 +44,10 @@ print('wgpu:0 =', row.description)
 XDIST=()
 if "$PY" -c "import xdist" 2>/dev/null; then XDIST=(-n "$JOBS"); fi
 
-STACKS=("wgpu:0" "autodiff<wgpu:0>" "fusion<wgpu:0>" "autodiff<fusion<wgpu:0>>")
+# the last: the suite through ember.compile (each case traced, then replayed from recorded
+# dispatches on fresh inputs, ember_wgpu.replay)
+STACKS=("wgpu:0" "autodiff<wgpu:0>" "fusion<wgpu:0>" "autodiff<fusion<wgpu:0>>"
+        "compiled:autodiff<wgpu:0>")
 STATUS=0
 SUMMARY=()
 
@@ -62,10 +65,13 @@ if [ $rc -ne 0 ]; then STATUS=1; grep -E '^(FAILED|ERROR)' "$log" | head -20; fi
 for stack in "${STACKS[@]}"; do
     log="$OUT/conformance-$(echo "$stack" | tr -c 'a-z0-9\n' '_').log"
     start=$SECONDS
+    device="${stack#compiled:}"
+    MODE=()
+    [ "$device" != "$stack" ] && MODE=(--ember-compile)
     # as check.py runs the suite (the cases ship in ember.testing)
-    "${ENV[@]}" "$PY" -m pytest --pyargs ember.testing.suite "--ember-device=$stack" -q \
+    "${ENV[@]}" "$PY" -m pytest --pyargs ember.testing.suite "--ember-device=$device" -q \
         -p no:cacheprovider -p no:benchmark --assert=plain --tb=line "${XDIST[@]}" \
-        >"$log" 2>&1
+        "${MODE[@]}" >"$log" 2>&1
     rc=$?
     # pytest's own last line ("N passed, M skipped ..."), and ember's count of skip reasons
     counts="$(grep -E '^(=+ )?[0-9]+ (passed|failed)|^[0-9]+ (passed|failed|error)' "$log" \
