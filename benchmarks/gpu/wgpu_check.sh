@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The WebGPU backend on a GPU machine, in one command (about 3-6 minutes on an H100/H200):
-# the WebGPU backend's own tests, ember's conformance suite on the four wgpu:0 stacks, with
-# the counts of each, then the side-by-side benchmark against PyTorch
+# the WebGPU backend's own tests, ember's conformance suite on the four wgpu:0 stacks and
+# through ember.compile on autodiff<wgpu:0>, with the counts of each, then the side-by-side benchmark against PyTorch
 # (benchmarks/gpu/wgpu_bench.py).
 #
 #     bash benchmarks/gpu/wgpu_check.sh [--quick] [--jobs 8] [--out DIR]
