@@ -193,30 +193,34 @@ def _loops() -> dict[str, Callable[..., Any]]:
                 out[p, at] += g[p, k]
         return True
 
+    @numba.njit(cache=True, fastmath=fast, error_model="numpy", nogil=True, inline="always")
+    def affine_row(src: Any, dst: Any, res: Any, k: Any, c: Any, relu: bool) -> None:
+        # dst[q] = src[q] * k + c (+ res[q] unless res is None), then ReLU when relu (which
+        # keeps nan, as np.maximum does); numba compiles the None case without the addition;
+        # inlined into its callers' loops (a call per row would cost 3x the epilogue's time)
+        zero = dst.dtype.type(0)
+        for q in range(dst.size):
+            v = src[q] * k + c
+            if res is not None:
+                v += res[q]
+            dst[q] = zero if relu and v < zero else v
+
     @jit
     def epilogue(y: Any, out: Any, scale: Any, shift: Any, residual: Any, relu: bool) -> None:
         # out[n, o] = max(y * scale[o] + shift[o] + residual[n, o], 0) over [H, W] planes in
         # one pass; y may be a strided view and may be out itself; an empty scale / residual
-        # is left out; ReLU keeps nan (as np.maximum does)
-        n_, o_, h_, w_ = y.shape
+        # is left out
+        n_, o_, h_, _ = y.shape
         scaled, added = scale.size > 0, residual.size > 0
-        zero = y.dtype.type(0)
         for n in range(n_):
             for o in range(o_):
                 k = scale[o] if scaled else y.dtype.type(1)
-                c = shift[o]
                 for r in range(h_):
-                    src = y[n, o, r]
-                    dst = out[n, o, r]
                     if added:
-                        res = residual[n, o, r]
-                        for q in range(w_):
-                            v = src[q] * k + c + res[q]
-                            dst[q] = zero if relu and v < zero else v
+                        affine_row(y[n, o, r], out[n, o, r], residual[n, o, r], k, shift[o],
+                                   relu)
                     else:
-                        for q in range(w_):
-                            v = src[q] * k + c
-                            dst[q] = zero if relu and v < zero else v
+                        affine_row(y[n, o, r], out[n, o, r], None, k, shift[o], relu)
 
     @jit
     def epilogue_sum(parts: Any, out: Any, scale: Any, shift: Any, residual: Any,
@@ -225,12 +229,10 @@ def _loops() -> dict[str, Callable[..., Any]]:
         # residual[n, o], 0) over [N, O, L] arrays, the parts summed in their order
         p_, n_, o_, l_ = parts.shape
         scaled, added = scale.size > 0, residual.size > 0
-        zero = out.dtype.type(0)
         acc = np.empty(l_, out.dtype)
         for n in range(n_):
             for o in range(o_):
                 k = scale[o] if scaled else out.dtype.type(1)
-                c = shift[o]
                 first = parts[0, n, o]
                 for q in range(l_):
                     acc[q] = first[q]
@@ -238,16 +240,10 @@ def _loops() -> dict[str, Callable[..., Any]]:
                     src = parts[p, n, o]
                     for q in range(l_):
                         acc[q] += src[q]
-                dst = out[n, o]
                 if added:
-                    res = residual[n, o]
-                    for q in range(l_):
-                        v = acc[q] * k + c + res[q]
-                        dst[q] = zero if relu and v < zero else v
+                    affine_row(acc, out[n, o], residual[n, o], k, shift[o], relu)
                 else:
-                    for q in range(l_):
-                        v = acc[q] * k + c
-                        dst[q] = zero if relu and v < zero else v
+                    affine_row(acc, out[n, o], None, k, shift[o], relu)
 
     return {"im2col": im2col, "col2im": col2im, "max_pool": max_pool,
             "max_pool_values": max_pool_values,
