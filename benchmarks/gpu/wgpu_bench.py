@@ -1,7 +1,8 @@
 """The WebGPU backend (``wgpu:0``) side by side with PyTorch, in one process: matmul float32
-(TF32 off on both sides) and float16, elementwise bandwidth against a device copy, a fused
-chain, a row softmax and an RMS norm under ``fusion<wgpu:0>``, the host cost of a small op,
-and the guide's training epoch on ``autodiff<wgpu:0>``.
+(TF32 off on both sides) and float16, a 3x3 convolution (implicit GEMM and im2col, against
+cuDNN with TF32 off) in float32 and float16, elementwise bandwidth against a device copy, a
+fused chain, a row softmax and an RMS norm under ``fusion<wgpu:0>``, the host cost of a small
+op, and the guide's training epoch on ``autodiff<wgpu:0>``.
 
     python benchmarks/gpu/wgpu_bench.py [--quick] [--device wgpu:0] [--no-torch] [--rounds 5]
                                         [--json PATH]
@@ -236,6 +237,81 @@ def bench_matmul(b: Bench, dtype: str) -> None:
                 else "")
         what = f"matmul {n}^3 {dtype}, {p}" + (" (chosen)" if p == chosen else "")
         b.row(what, f"{_g(tf)} TFLOP/s", f"{_g(peer_tf)} TFLOP/s" if peer_tf else "",
+              _ratio(tf, peer_tf), note if p == chosen else "")
+    b.results[key] = res
+
+
+# -- conv -----------------------------------------------------------------------------------
+
+def _conv3x3_ref(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """A 3x3 conv of one ``[C, H, W]`` image, padding 1, in float64: nine matrix products."""
+    x, w = x.astype(np.float64), w.astype(np.float64)
+    _, h, wd = x.shape
+    xp = np.pad(x, ((0, 0), (1, 1), (1, 1)))
+    return sum(np.einsum("oc,chw->ohw", w[:, :, ky, kx], xp[:, ky:ky + h, kx:kx + wd])
+               for ky in range(3) for kx in range(3))
+
+
+def bench_conv(b: Bench, dtype: str) -> None:
+    """A ResNet-like 3x3 conv (stride 1, padding 1): the implicit-GEMM kernel the shape takes
+    and the im2col fallback (``ember_wgpu.conv.prefer``), against torch's conv2d (cuDNN, TF32
+    off); checked on the first image's first 16 output channels."""
+    from ember_wgpu import conv
+
+    ember = b.ember
+    n, c, hw = (4, 64, 16) if b.quick else (32, 128, 56)
+    key = f"conv3x3_{dtype}_{n}x{c}x{hw}x{hw}"
+    edt = getattr(ember, dtype)
+    if not b.dev.supports(edt):
+        b.results[key] = f"skipped: {b.name} does not support {dtype}"
+        b.row(f"conv 3x3 {n}x{c}x{hw}^2 {dtype}", "unsupported", "", "")
+        return
+    rng = np.random.default_rng(3)
+    x_h = rng.standard_normal((n, c, hw, hw)).astype(dtype)
+    w_h = (rng.standard_normal((c, c, 3, 3)) / np.sqrt(9 * c)).astype(dtype)
+    x, w = ember.tensor(x_h, device=b.dev), ember.tensor(w_h, device=b.dev)
+    chosen = conv.path(b.rt, c, n * hw * hw, c * 9, np.dtype(dtype))
+    held: dict[str, Any] = {}
+
+    def on(path: str) -> Fn:
+        def run() -> None:
+            held[path] = None  # the previous output's buffer goes back to the pool first
+            conv.prefer = path
+            try:
+                held[path] = ember.nn.functional.conv2d(x, w, padding=1)
+            finally:
+                conv.prefer = None
+
+        return run
+
+    ours = {chosen: on(chosen), "im2col": on("im2col")}
+    peer: dict[str, Fn] = {}
+    if b.torch is not None and not (b.tdev == "cpu" and dtype == "float16"):
+        torch = b.torch
+        tx, tw = torch.from_numpy(x_h).to(b.tdev), torch.from_numpy(w_h).to(b.tdev)
+        peer["torch"] = lambda: torch.nn.functional.conv2d(tx, tw, padding=1)
+    res: dict[str, Any] = {"path": chosen}
+    try:
+        t = b.time(ours, peer, 2 if b.quick else 10)
+    except ember.OutOfMemoryError as exc:  # the im2col matrix may pass the binding limit
+        res["im2col"] = f"skipped: {str(exc)[:200]}"
+        ours.pop("im2col")
+        t = b.time(ours, peer, 2 if b.quick else 10)
+    flops = 2.0 * n * c * hw * hw * c * 9
+    want = _conv3x3_ref(x_h[0], w_h[:16])
+    tol = (1e-4, 1e-4) if dtype == "float32" else (2e-3, 2e-2)
+    peer_tf = flops / t["torch"] / 1e9 if "torch" in t else None
+    if peer_tf:
+        res.update(torch_TFLOPs=round(peer_tf, 3), torch_ms=round(t["torch"], 3))
+    for p in ours:
+        b.check(f"{key}_{p}", held[p][0, :16].numpy(), want, *tol)
+        tf = flops / t[p] / 1e9
+        res[p] = {"TFLOPs": round(tf, 4), "ms": round(t[p], 3)}
+        if peer_tf:
+            res[p]["ratio"] = round(tf / peer_tf, 3)
+        note = "torch cuDNN, TF32 off" if peer_tf and b.tdev == "cuda" else ""
+        what = f"conv 3x3 {n}x{c}x{hw}^2 {dtype}, {p}" + (" (chosen)" if p == chosen else "")
+        b.row(what, f"{_g(tf)} TFLOP/s", f"{_g(peer_tf)} TFLOP/s ({b.tdev})" if peer_tf else "",
               _ratio(tf, peer_tf), note if p == chosen else "")
     b.results[key] = res
 
@@ -623,6 +699,8 @@ def bench_guide(b: Bench) -> None:
 
 SECTIONS = {"matmul32": lambda b: bench_matmul(b, "float32"),
             "matmul16": lambda b: bench_matmul(b, "float16"),
+            "conv32": lambda b: bench_conv(b, "float32"),
+            "conv16": lambda b: bench_conv(b, "float16"),
             "bandwidth": bench_bandwidth, "rows": bench_rows, "host": bench_host,
             "guide": bench_guide}
 

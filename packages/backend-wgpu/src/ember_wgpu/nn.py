@@ -1,7 +1,9 @@
 """Neural-network kernels in PyTorch layouts (NCL / NCHW, OIHW weights).
 
-conv2d gathers receptive fields into an im2col matrix ``[N, G, C/G*kh*kw, OH*OW]`` and hands it
-to the tiled matmul with the weight broadcast over the batch (stride 0, no copy); transposed
+conv2d is an implicit GEMM (`ember_wgpu.conv`: the receptive fields gathered inside the matmul's
+tile loads).  Where `conv.path` says ``im2col`` it gathers them into an im2col matrix
+``[N, G, C/G*kh*kw, OH*OW]`` and hands it to the tiled matmul with the weight broadcast over
+the batch (stride 0, no copy).  conv1d is conv2d of a height-1 image; transposed
 convolutions are convolutions of the zero-dilated input with the flipped kernel (the OpenCL
 backend's scheme).  Pools are direct kernels, one invocation per output.
 """
@@ -15,7 +17,7 @@ import numpy as np
 from ember.backend import ir
 from ember.ops import nn
 
-from . import movement
+from . import conv, movement
 from .linalg import matmul
 from .render import const
 from .runtime import Runtime, WGArray, contiguous_strides
@@ -48,6 +50,18 @@ def _raw_zero(dt: np.dtype[Any]) -> str:
 
 def conv2d(rt: Runtime, x: WGArray, w: WGArray, stride: Pair = (1, 1), padding: Pair = (0, 0),
            dilation: Pair = (1, 1), groups: int = 1) -> WGArray:
+    n, _, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    oh = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+    ow = (wd + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+    kind = conv.path(rt, o // groups, n * oh * ow, cg * kh * kw, x.dtype, groups)
+    if kind == "im2col":
+        return _im2col_conv2d(rt, x, w, stride, padding, dilation, groups)
+    return conv.conv2d(rt, x, w, stride, padding, dilation, groups, kind)
+
+
+def _im2col_conv2d(rt: Runtime, x: WGArray, w: WGArray, stride: Pair, padding: Pair,
+                   dilation: Pair, groups: int) -> WGArray:
     n, c, h, wd = x.shape
     o, cg, kh, kw = w.shape
     oh = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
