@@ -14,14 +14,12 @@ import numpy as np
 from ember.backend import ir
 from ember.ops import movement as mv, nn
 
-from .render import prelude
-from .runtime import GROUP, Runtime, WGArray, contiguous_strides
+from . import sort
+from .runtime import Runtime, WGArray, contiguous_strides
 from .strided import (
     broadcast_view,
     contiguous,
     copy_into,
-    header,
-    is_float,
     load,
     run_indexed,
     run_map,
@@ -199,84 +197,6 @@ def scatter(rt: Runtime, x: WGArray, index: WGArray, src: WGArray, dim: int,
     return out
 
 
-# -- sorting ----------------------------------------------------------------------------------
-
-_SORT = """
-@compute @workgroup_size(GROUP)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let g = i32(gid.x + gid.y * nwg.x * GROUPu);
-    let n = P[1];
-    if (g >= P[0] * n) { return; }
-    let line = g / n; let j = g % n;
-    var base = P[2];
-    { var q = line; for (var d = P[3] - 1; d >= 0; d = d - 1) {
-        let m = P[5 + d]; base = base + (q % m) * P[13 + d]; q = q / m; } }
-    let s = P[4];
-    let v = KEY(b0[base + j * s]);
-    var rank = 0;
-    for (var k = 0; k < n; k = k + 1) {
-        let w = KEY(b0[base + k * s]);
-        if (BEFORE) { rank = rank + 1; }
-    }
-    let at = line * n + rank;
-    b1[at] = b0[base + j * s];
-    b2[at] = i64(j);
-}
-"""
-
-
-def sort(rt: Runtime, x: WGArray, dim: int, descending: bool) -> tuple[WGArray, WGArray]:
-    """A stable sort along ``dim`` by ranks: element j goes to the count of elements before it
-    (smaller, or equal at a lower index; nan is the largest value, as in numpy and PyTorch).
-    O(n^2) comparisons per line, all in parallel."""
-    from .runtime import MAXD
-
-    n = x.shape[dim] if x.ndim else 1
-    others = [d for d in range(x.ndim) if d != dim]
-    lines = x.size // max(n, 1)
-    perm = (*others, dim) if x.ndim else ()
-    oshape = tuple(x.shape[d] for d in perm)
-    vals, idx = rt.empty(oshape, x.dtype), rt.empty(oshape, np.dtype(np.int64))
-    if x.size:
-        fl = is_float(x.dtype)
-        key = "f32" if fl else ""
-        if fl:
-            lt = "(w < v || (isnan_(v) && !isnan_(w)))"
-            gt = "(w > v || (isnan_(w) && !isnan_(v)))"
-            eq = "(w == v || (isnan_(w) && isnan_(v)))"
-        else:
-            lt, gt, eq = "(w < v)", "(w > v)", "(w == v)"
-        before = f"({gt if descending else lt} || ({eq} && k < j))"
-        src = (header([wgsl_storage(x.dtype), wgsl_storage(x.dtype), "i64"], 1) +
-               _SORT.replace("GROUP", str(GROUP)).replace("KEY", key).replace("BEFORE", before))
-        src = src.replace("@compute", prelude(src) + "@compute", 1)
-        od = [x.shape[d] for d in others]
-        os_ = [x.strides[d] for d in others]
-        words = [lines, n, x.offset, len(od), x.strides[dim] if x.ndim else 0,
-                 *od, *([0] * (MAXD - len(od))), *os_, *([0] * (MAXD - len(os_)))]
-        rt.dispatch(src, [x], [vals, idx], words, lines * n)
-    if not x.ndim:
-        return vals, idx
-    inv = [0] * x.ndim
-    for k, d in enumerate(perm):
-        inv[d] = k
-
-    def back(a: WGArray) -> WGArray:
-        return a.view(x.shape, [a.strides[inv[d]] for d in range(x.ndim)], a.offset)
-
-    return back(vals), back(idx)
-
-
-def topk(rt: Runtime, x: WGArray, k: int, dim: int, largest: bool) -> tuple[WGArray, WGArray]:
-    if x.ndim == 0:
-        return sort(rt, x, 0, largest)
-    vals, idx = sort(rt, x, dim, largest)
-    stops = list(x.shape)
-    stops[dim] = k
-    zero, one = [0] * x.ndim, [1] * x.ndim
-    return slice_view(vals, zero, stops, one), slice_view(idx, zero, stops, one)
-
-
 def nonzero(rt: Runtime, x: WGArray) -> WGArray:
     """Coordinates of the non-zero elements: their running count (a scan), read back for the
     result's size (a host sync, as on every backend), then one invocation per element."""
@@ -305,8 +225,10 @@ def kernels(rt: Runtime) -> dict[Any, Any]:
         mv.index_select: lambda x, index, dim=0: index_select(rt, x, index, dim),
         mv.scatter: lambda x, index, src, dim=0: scatter(rt, x, index, src, dim, False),
         mv.scatter_add: lambda x, index, src, dim=0: scatter(rt, x, index, src, dim, True),
-        mv.sort: lambda x, dim=-1, descending=False, stable=False: sort(rt, x, dim, descending),
-        mv.topk: lambda x, k=1, dim=-1, largest=True: topk(rt, x, k, dim, largest),
+        # every sort is stable (`ember_wgpu.sort`)
+        mv.sort: lambda x, dim=-1, descending=False, stable=False: sort.sort(rt, x, dim,
+                                                                             descending),
+        mv.topk: lambda x, k=1, dim=-1, largest=True: sort.topk(rt, x, k, dim, largest),
         mv.nonzero: lambda x: nonzero(rt, x),
         nn.embedding: lambda weight, indices: embedding(rt, weight, indices),
         mv.reshape: lambda x, shape=(): reshape(rt, x, shape),
