@@ -136,6 +136,7 @@ class Bench:
 
     def row(self, what: str, ours: str, peer: str, ratio: str, note: str = "") -> None:
         self.rows.append((what, ours, peer, ratio, note))
+        print(f"    | {what} | {ours} | {peer} | {ratio} | {note} |", flush=True)  # as it comes
 
     def check(self, name: str, got: np.ndarray, want: np.ndarray, rtol: float,
               atol: float) -> None:
