@@ -287,5 +287,10 @@ def compile_rows(g: FusedGroup, rt: Runtime, node_body: NodeBody) -> RowKernel |
 
 
 def max_buffers(rt: Runtime) -> int:
-    """The storage buffers one kernel of ``rt``'s device may bind."""
-    return int(rt.device.limits["max-storage-buffers-per-shader-stage"])
+    """The storage buffers one kernel of ``rt``'s device may bind: each is one binding of the
+    kernel's one bind group, so the fewer of the storage buffers a shader stage may use and
+    the bindings a group may hold (NVIDIA's Vulkan driver allows ~10^6 storage buffers a
+    stage, but a bind group holds 1000 bindings in wgpu's default limits)."""
+    lim = rt.device.limits
+    return min(int(lim["max-storage-buffers-per-shader-stage"]),
+               int(lim["max-bindings-per-bind-group"]))
