@@ -669,14 +669,17 @@ def bench_guide(b: Bench) -> None:
                1, syncs=nothing)
     # same initial weights and batches: the first step's loss agrees closely; after epochs
     # of AdamW the devices' different orders of float32 sums (tiles against BLAS) drift
-    # apart by a percent or so, the compiled step not at all from the eager one
+    # apart by a percent or so.  The compiled step drifts from the eager one as well: traced,
+    # AdamW counts its steps on the device and forms the bias corrections there in float32
+    # (its capturable update), eagerly on the host in float64, so the updates differ in the
+    # last bits from the fifth step on (the same on lavapipe) and training amplifies that
     first = cpu_loss[0]
     for what, got in ((b.name, ours_loss), (f"{b.name} compiled", comp_loss)):
         if not abs(got[0] - first) <= 1e-4 * max(1.0, abs(first)):
             b.errors.append(f"guide: first loss {got[0]} on {what} vs {first} on cpu")
         if not abs(got[-1] - cpu_loss[-1]) <= 0.03 * max(1.0, abs(cpu_loss[-1])):
             b.errors.append(f"guide: last loss {got[-1]} on {what} vs {cpu_loss[-1]} on cpu")
-    if not abs(comp_loss[-1] - ours_loss[-1]) <= 1e-5 * max(1.0, abs(ours_loss[-1])):
+    if not abs(comp_loss[-1] - ours_loss[-1]) <= 0.03 * max(1.0, abs(ours_loss[-1])):
         b.errors.append(f"guide: last loss {comp_loss[-1]} compiled vs {ours_loss[-1]} eager")
     res = {"batches": len(batches), "data": source, "ember_ms": round(t["ember"], 1),
            "ember_compiled_ms": round(t["ember_compiled"], 1),
