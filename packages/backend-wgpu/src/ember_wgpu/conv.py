@@ -49,6 +49,7 @@ from typing import Any
 
 import numpy as np
 
+from .linalg import k_loop
 from .render import const
 from .runtime import Runtime, WGArray
 from .strided import contiguous, header, is_float, load, store, wgsl_storage
@@ -157,20 +158,7 @@ def _tiled_source(x_dt: np.dtype[Any], w_dt: np.dtype[Any], out_dt: np.dtype[Any
                        f"{{ bv.{'xyzw'[j]} = {load(x_dt, f'b0[xb{j} + ko]')}; }}")
         return [*out, f"{pad}}} }}"]
 
-    lines += ["    var av: vec4<f32>; var bv: vec4<f32>;", *fetch("0", "    "),
-              f"    for (var k0 = 0; k0 < K; k0 = k0 + {step}) {{",
-              f"        As[lak * {q} + lam / 4] = av;",
-              f"        Bs[lbk * {q} + lbn / 4] = bv;",
-              "        workgroupBarrier();",
-              *fetch(f"k0 + {step}", "        "),
-              f"        for (var k = 0; k < {step}; k = k + 1) {{"]
-    lines += [f"            let ra{h} = As[k * {q} + {16 * h} + ty]; "
-              f"let rb{h} = Bs[k * {q} + {16 * h} + tx];" for h in range(blocks)]
-    for r in range(4 * blocks):
-        a = f"ra{r // 4}.{'xyzw'[r % 4]}"
-        lines.append("            " + " ".join(
-            f"c{r}_{h} = fma(vec4<f32>({a}), rb{h}, c{r}_{h});" for h in range(blocks)))
-    lines += ["        }", "        workgroupBarrier();", "    }"]
+    lines += k_loop(fetch, step, q, blocks)
     # out[nb, g*M + gm, oy, ox]: each column's part of the address once, then each row's
     for h in range(blocks):
         for j in range(4):

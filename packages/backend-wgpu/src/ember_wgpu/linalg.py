@@ -25,6 +25,7 @@ elementwise kernel's, one ``z`` work-group row per output matrix.  Edges are mas
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -36,7 +37,7 @@ from .render import const
 from .runtime import MAXD, Runtime, WGArray
 from .strided import header, load, store, wgsl_compute, wgsl_storage
 
-__all__ = ["kernels", "matmul", "path"]
+__all__ = ["k_loop", "kernels", "matmul", "path"]
 
 TILE = 64
 STEP = 16
@@ -137,6 +138,29 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 """
 
 
+def k_loop(fetch: Callable[[str, str], list[str]], step: int, q: int,
+           blocks: int) -> list[str]:
+    """The K loop of a register-blocked tile kernel (``tile128``, and `ember_wgpu.conv`'s
+    tiles): each invocation stores the ``vec4`` of each operand it loaded (``av``, ``bv``)
+    into the workgroup tiles ``As``/``Bs`` (``q`` ``vec4`` a row), loads the next step's with
+    ``fetch(k0, pad)`` while this step's products run, and multiplies ``4 * blocks`` rows by
+    ``blocks`` ``vec4`` columns held in the registers ``c{row}_{h}``."""
+    lines = ["    var av: vec4<f32>; var bv: vec4<f32>;", *fetch("0", "    "),
+             f"    for (var k0 = 0; k0 < K; k0 = k0 + {step}) {{",
+             f"        As[lak * {q} + lam / 4] = av;",
+             f"        Bs[lbk * {q} + lbn / 4] = bv;",
+             "        workgroupBarrier();",
+             *fetch(f"k0 + {step}", "        "),
+             f"        for (var k = 0; k < {step}; k = k + 1) {{"]
+    lines += [f"            let ra{h} = As[k * {q} + {16 * h} + ty]; "
+              f"let rb{h} = Bs[k * {q} + {16 * h} + tx];" for h in range(blocks)]
+    for r in range(4 * blocks):
+        a = f"ra{r // 4}.{'xyzw'[r % 4]}"
+        lines.append("            " + " ".join(
+            f"c{r}_{h} = fma(vec4<f32>({a}), rb{h}, c{r}_{h});" for h in range(blocks)))
+    return [*lines, "        }", "        workgroupBarrier();", "    }"]
+
+
 def _big_source(a_dt: np.dtype[Any], b_dt: np.dtype[Any], out_dt: np.dtype[Any]) -> str:
     """The ``tile128`` kernel (see the module docstring), generated unrolled."""
     ao, bo = _AO, _AO + 3
@@ -176,21 +200,7 @@ def _big_source(a_dt: np.dtype[Any], b_dt: np.dtype[Any], out_dt: np.dtype[Any])
                     f"{load(b_dt, f'b1[bo + bk * brs + (n0 + lbn + {i}) * bcs]')}; }}"]
         return [*out, f"{pad}}}"]
 
-    # the next step's operands are loaded while this step's products run
-    lines += ["    var av: vec4<f32>; var bv: vec4<f32>;", *fetch("0", "    "),
-              f"    for (var k0 = 0; k0 < K; k0 = k0 + {BIG_STEP}) {{"]
-    lines += [f"        As[lak * {q} + lam / 4] = av;",
-              f"        Bs[lbk * {q} + lbn / 4] = bv;",
-              "        workgroupBarrier();",
-              *fetch(f"k0 + {BIG_STEP}", "        "),
-              f"        for (var k = 0; k < {BIG_STEP}; k = k + 1) {{",
-              f"            let ra0 = As[k * {q} + ty]; let ra1 = As[k * {q} + {q // 2} + ty];",
-              f"            let rb0 = Bs[k * {q} + tx]; let rb1 = Bs[k * {q} + {q // 2} + tx];"]
-    for r in range(8):
-        a = f"ra{r // 4}.{'xyzw'[r % 4]}"
-        lines.append("            " + " ".join(
-            f"c{r}_{h} = fma(vec4<f32>({a}), rb{h}, c{r}_{h});" for h in range(2)))
-    lines += ["        }", "        workgroupBarrier();", "    }"]
+    lines += k_loop(fetch, BIG_STEP, q, 2)
     for r in range(8):
         row = f"m0 + {(r // 4) * (BIG // 2)} + ty * 4 + {r % 4}"
         lines.append(f"    {{ let gm = {row};")
