@@ -182,7 +182,9 @@ class Runtime:
         self.i64 = "shader-int64" in offered
         #: subgroup operations (the fused reductions' trees use them where offered)
         self.subgroups = "subgroup" in offered
-        features = [f for f in ("shader-f16", "shader-int64", "subgroup") if f in offered]
+        # timestamp-query: passes can be timed by the GPU's clock (benchmarks/gpu's probes)
+        features = [f for f in ("shader-f16", "shader-int64", "subgroup", "timestamp-query")
+                    if f in offered]
         #: cooperative matrices (wgpu's experimental extension): float16 matmuls on tensor
         #: cores where `ember_wgpu.coopmat`'s self-check passes; ``coop_status`` says
         self.coop = False
