@@ -155,21 +155,50 @@ def collapse(shape: Sequence[int], strides: Sequence[Sequence[int]]
 _SOURCES: dict[tuple[Any, ...], str] = {}
 
 
+def _walk(n_ops: int, flat: tuple[int, ...] | None) -> list[str]:
+    """WGSL setting each operand's offset ``o{k}`` for the linear index ``i``.
+
+    Operand k's words: its offset at ``base + k * (MAXD + 1)``, its strides after it (inputs
+    first).  ``flat``: the walk has one axis and each operand's stride over it (0 or 1), so an
+    offset is its first element's, plus ``i`` where the stride is 1 (lanes then read
+    neighbouring elements in a way the compiler sees).  Otherwise the inner axes are peeled
+    off with a division each, and what is left of the index is the outermost axis's
+    coordinate (no division for it).
+    """
+    base = 2 + MAXD
+    if flat is not None:
+        return [f"    let o{k} = P[{base + k * (MAXD + 1)}]{' + i' if step else ''};"
+                for k, step in enumerate(flat)]
+    body = ["    var r = i;"]
+    body += [f"    var o{k} = P[{base + k * (MAXD + 1)}];" for k in range(n_ops)]
+    walk = "".join(f" o{k} = o{k} + q * P[{base + k * (MAXD + 1) + 1} + d];"
+                   for k in range(n_ops))
+    body += ["    for (var d = P[1] - 1; d >= 1; d = d - 1) {",
+             "        let n = P[2 + d];",
+             f"        let t = r / n; let q = r - t * n; r = t;{walk}", "    }"]
+    # a 0-d walk (P[1] == 0) has the one index 0, so the outer term adds nothing there
+    body += ["".join(f" o{k} = o{k} + r * P[{base + k * (MAXD + 1) + 1}];"
+                     for k in range(n_ops)).replace(" ", "    ", 1)]
+    return body
+
+
+def flat_steps(template: Sequence[int], at: Sequence[int]) -> tuple[int, ...] | None:
+    """Each operand's stride (0 or 1) where a walk's words (`_layout`'s) have at most one
+    axis and no other strides; else None (the general walk)."""
+    if template[1] > 1:
+        return None
+    steps = tuple(template[k + 1] for k in at)
+    return steps if all(s in (0, 1) for s in steps) else None
+
+
 def _source(lines: Sequence[str], outs: Sequence[tuple[str, np.dtype[Any]]],
             in_dtypes: Sequence[np.dtype[Any]], names: Sequence[str],
-            scalar_types: Sequence[str], raw: bool, body_text: str | None = None) -> str:
+            scalar_types: Sequence[str], raw: bool, body_text: str | None = None,
+            flat: tuple[int, ...] | None = None) -> str:
     n_ops = len(outs) + len(in_dtypes)
     storage = [wgsl_storage(d) for d in in_dtypes] + [wgsl_storage(d) for _, d in outs]
     base = 2 + MAXD
-    body = ["    if (i >= P[0]) { return; }", "    var r = i;"]
-    # operand k's words: offset at base + k * (MAXD + 1), strides after it (inputs first)
-    for k in range(n_ops):
-        body.append(f"    var o{k} = P[{base + k * (MAXD + 1)}];")
-    walk = "".join(f" o{k} = o{k} + q * P[{base + k * (MAXD + 1) + 1} + d];"
-                   for k in range(n_ops))
-    body += ["    for (var d = P[1] - 1; d >= 0; d = d - 1) {",
-             "        let n = P[2 + d];",
-             f"        let q = r % n; r = r / n;{walk}", "    }"]
+    body = ["    if (i >= P[0]) { return; }", *_walk(n_ops, flat)]
     at = base + n_ops * (MAXD + 1)
     for j, t in enumerate(scalar_types):
         decl, used = _scalar_decl(j, t, at)
@@ -250,13 +279,14 @@ def map_into(rt: Runtime, lines: list[str], outs: Sequence[tuple[str, WGArray]],
     template, at = _layout(shape, inputs, out_views)
     raw = (len(outs) == 1 and outs[0][0] == names[0] and len(inputs) == 1
            and inputs[0].dtype == outs[0][1].dtype and not lines)
+    flat = flat_steps(template, at)
     key = (tuple(lines), tuple((e, o.dtype) for e, o in outs), tuple(x.dtype for x in inputs),
-           tuple(names[:len(inputs)]), tuple(t for t, _ in scalars), raw)
+           tuple(names[:len(inputs)]), tuple(t for t, _ in scalars), raw, flat)
     src = _SOURCES.get(key)
     if src is None:
         src = _SOURCES[key] = _source(lines, [(e, o.dtype) for e, o in outs],
                                       [x.dtype for x in inputs], names,
-                                      [t for t, _ in scalars], raw)
+                                      [t for t, _ in scalars], raw, flat=flat)
     words = template.copy()
     for k, v in zip(at, [*inputs, *out_views], strict=True):
         words[k] = v.offset
@@ -280,14 +310,17 @@ def run_indexed(rt: Runtime, body: str, inputs: Sequence[WGArray], outs: Sequenc
     dims, sts = collapse(shape, [*(v.strides for v in views), *(o.strides for o in outs)])
     if len(dims) > MAXD:
         raise NotImplementedError(f"wgpu: indexed kernels walk at most {MAXD} axes")
-    key = ("indexed", body, tuple(x.dtype for x in inputs), tuple(o.dtype for o in outs))
+    words = [total, len(dims), *dims, *([0] * (MAXD - len(dims)))]
+    at = []
+    for v, s in zip([*views, *outs], sts, strict=True):
+        at.append(len(words))
+        words += [v.offset, *s, *([0] * (MAXD - len(s)))]
+    flat = flat_steps(words, at)
+    key = ("indexed", body, tuple(x.dtype for x in inputs), tuple(o.dtype for o in outs), flat)
     src = _SOURCES.get(key)
     if src is None:
         src = _SOURCES[key] = _source([], [("", o.dtype) for o in outs],
-                                      [x.dtype for x in inputs], (), (), True, body)
-    words = [total, len(dims), *dims, *([0] * (MAXD - len(dims)))]
-    for v, s in zip([*views, *outs], sts, strict=True):
-        words += [v.offset, *s, *([0] * (MAXD - len(s)))]
+                                      [x.dtype for x in inputs], (), (), True, body, flat)
     rt.dispatch(src, list(inputs), list(outs), [*words, *extra], total)
 
 
