@@ -19,7 +19,7 @@ import ember
 from ember.backend import Backend, DType, Kernel, ir, numpy_dtype
 from ember.ops import Op
 
-from . import creation, elementwise, linalg, movement, nn, reduction
+from . import creation, elementwise, linalg, movement, nn, optim, reduction
 from .runtime import Runtime, WGArray, describe
 from .strided import contiguous
 
@@ -56,7 +56,7 @@ class WgpuBackend(Backend):
             dtypes.add(ember.float16)
         self.dtypes = frozenset(dtypes)
         self.kernels: dict[Any, Kernel] = {}
-        for module in (creation, elementwise, reduction, movement, linalg, nn):
+        for module in (creation, elementwise, reduction, movement, linalg, nn, optim):
             self.kernels.update(module.kernels(rt))
         from ember.backend import extra_kernels
 
