@@ -87,6 +87,7 @@ KERNELS: dict[str, Kernel] = {
                           256, 1, 12, lambda x, y: x * y + np.tanh(x)),
     "copy wg256": (PLAIN.format(t="f32", wg=256, expr="a[i]"), 256, 1, 8, lambda x, y: x),
     "copy wg64": (PLAIN.format(t="f32", wg=64, expr="a[i]"), 64, 1, 8, lambda x, y: x),
+    "copy wg128": (PLAIN.format(t="f32", wg=128, expr="a[i]"), 128, 1, 8, lambda x, y: x),
     "copy vec4 wg256": (PLAIN.format(t="vec4<f32>", wg=256, expr="a[i]"), 256, 4, 8,
                         lambda x, y: x),
     "copy ember walk wg64": (WALK, 64, 1, 8, lambda x, y: x),
@@ -292,8 +293,25 @@ def own_device(log2ns: list[int], reps: int, rows: list[dict[str, Any]],
             x.destroy()
 
 
+#: the elementwise maps' (work-group size, elements per invocation) tried on wgpu:0
+MAP_SHAPES = [(64, 1), (256, 1), (128, 4), (256, 4)]
+
+
 def ember_runtime(log2n: int, reps: int, rows: list[dict[str, Any]],
                   errors: list[str]) -> None:
+    from ember_wgpu import strided
+
+    default = (strided.WIDE, strided.PER)
+    try:
+        for shape in MAP_SHAPES:
+            strided.WIDE, strided.PER = shape
+            ember_rows(log2n, reps, rows, errors, f" {shape[0]}x{shape[1]}")
+    finally:
+        strided.WIDE, strided.PER = default
+
+
+def ember_rows(log2n: int, reps: int, rows: list[dict[str, Any]], errors: list[str],
+               tag: str) -> None:
     from ember_wgpu.strided import run_map
 
     import ember
@@ -355,7 +373,8 @@ def ember_runtime(log2n: int, reps: int, rows: list[dict[str, Any]],
         got = rt.read(got)[:4096] if not hasattr(got, "numpy") else got[:4096].numpy()
         if not np.allclose(got, want, rtol=1e-5, atol=1e-5):
             errors.append(f"wgpu:0, {name}: wrong values")
-        rows.append({"where": "wgpu:0 runtime", "what": name, "log2n": log2n, "gpu_ms": gpu,
+        rows.append({"where": "wgpu:0 runtime", "what": name + tag, "log2n": log2n,
+                     "gpu_ms": gpu,
                      "wall_ms": wall, "bytes": nbytes * n})
 
 

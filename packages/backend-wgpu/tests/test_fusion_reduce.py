@@ -263,6 +263,20 @@ def test_groups_binding_more_buffers_than_a_kernel_may_run_op_by_op(fdev: Any, r
     np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-6)
 
 
+def test_a_group_with_a_reduction_after_thousands_of_elementwise_ops(fdev: Any) -> None:
+    # the renderer emits a chain's values from an explicit stack: 3,000 ops before a
+    # softmax once exhausted Python's recursion limit (on NVIDIA, whose bind groups let
+    # ~1000-input groups fuse)
+    h = RNG.standard_normal((4, 70)).astype(np.float32)
+    acc = ember.tensor(h, device=fdev)
+    want = h.astype(np.float64)
+    for _ in range(1500):
+        acc = acc * 0.999 + 0.001
+        want = want * np.float32(0.999) + np.float32(0.001)
+    np.testing.assert_allclose(acc.softmax(-1).numpy(), _softmax64(want, -1), rtol=1e-4,
+                               atol=1e-7)
+
+
 def test_a_kernel_binds_no_more_buffers_than_a_bind_group_holds() -> None:
     # NVIDIA's Vulkan driver: ~10^6 storage buffers a shader stage, 1000 bindings a group
     from types import SimpleNamespace

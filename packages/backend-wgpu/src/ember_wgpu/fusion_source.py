@@ -102,12 +102,44 @@ class RowSource:
 
     # -- values --------------------------------------------------------------------------------
 
-    def value(self, r: int, idx: Sequence[str]) -> str:
-        """A WGSL name holding ref ``r`` at index ``idx`` (emitted once per scope and index)."""
+    def _where(self, r: int, idx: Sequence[str]) -> tuple[tuple[str, ...], int, _Scope]:
+        """Ref ``r``'s index with its broadcast axes at 0, and the loop depth and scope a
+        value at it belongs to."""
         shape = self.g.shape(r)
         key_idx = tuple("0" if n == 1 else v for n, v in zip(shape, idx, strict=True))
         depth = max((self.depth[v] for v in key_idx if v != "0"), default=0)
-        scope = self.chain[depth]
+        return key_idx, depth, self.chain[depth]
+
+    def value(self, r: int, idx: Sequence[str]) -> str:
+        """A WGSL name holding ref ``r`` at index ``idx`` (emitted once per scope and index)."""
+        key_idx, depth, scope = self._where(r, idx)
+        name = scope.memo.get((r, key_idx))
+        if name is not None:
+            return name
+        if r >= 0 and self.g.nodes[r].kind != "reduction":
+            self._ancestors_first(r, key_idx)
+        return self._emit(r, key_idx, depth, scope)
+
+    def _ancestors_first(self, r: int, idx: tuple[str, ...]) -> None:
+        """Emit the elementwise nodes ``r`` depends on before it, deepest first, from an
+        explicit stack: each then finds its arguments emitted, so a chain of thousands of
+        ops does not recurse thousands of calls deep (loads and reductions are left to
+        `value`, whose recursion through them is shallow)."""
+        g = self.g
+        stack = [(r, idx, False)]
+        while stack:
+            j, jidx, ready = stack.pop()
+            key_idx, depth, scope = self._where(j, jidx)
+            if (j, key_idx) in scope.memo:
+                continue
+            if ready:
+                self._emit(j, key_idx, depth, scope)
+            elif j >= 0 and g.nodes[j].kind != "reduction":
+                stack.append((j, key_idx, True))
+                stack += [(a, key_idx[len(key_idx) - len(g.shape(a)):], False)
+                          for a in reversed(g.nodes[j].args)]
+
+    def _emit(self, r: int, key_idx: tuple[str, ...], depth: int, scope: _Scope) -> str:
         name = scope.memo.get((r, key_idx))
         if name is not None:
             return name

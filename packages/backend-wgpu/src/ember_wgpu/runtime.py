@@ -372,13 +372,14 @@ class Runtime:
         return self._encoder
 
     def dispatch(self, source: str, reads: Sequence[WGArray], writes: Sequence[WGArray],
-                 words: Sequence[int], threads: int) -> None:
+                 words: Sequence[int], threads: int, group: int = GROUP) -> None:
         """Record one dispatch of ``source`` over ``threads`` invocations in work-groups of
-        `GROUP` (spread over a 2-d grid beyond the per-dimension limit; kernels compute their
-        index as ``gid.x + gid.y * nwg.x * GROUP``), with ``words`` as its parameters."""
+        ``group`` (spread over a 2-d grid beyond the per-dimension limit; kernels compute
+        their index as ``gid.x + gid.y * nwg.x * group``), with ``words`` as its
+        parameters."""
         if threads <= 0:
             return
-        groups = -(-threads // GROUP)
+        groups = -(-threads // group)
         gx, gy = groups, 1
         if groups > self.max_groups:
             gy = -(-groups // self.max_groups)

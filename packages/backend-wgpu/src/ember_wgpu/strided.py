@@ -124,6 +124,31 @@ ENTRY = (f"@compute @workgroup_size({GROUP})\n"
          f"    let i = i32(gid.x + gid.y * nwg.x * {GROUP}u);\n")
 
 
+#: work-group size of the elementwise maps (`map_into`), and the elements each invocation
+#: takes (``PER`` of them, ``WIDE`` apart: every round of loads of a work-group is one dense
+#: run, and an invocation has ``PER`` loads in flight).  See docs/webgpu.md for the timings
+#: that chose them.
+WIDE = 256
+PER = 4
+
+
+def _map_main(body: Sequence[str], hoisted: Sequence[str]) -> str:
+    """The entry point of an elementwise map: ``hoisted`` statements once, then ``body``
+    (which starts by returning past the last element) for each of the invocation's
+    `PER` indices ``i``."""
+    head = (f"@compute @workgroup_size({WIDE})\n"
+            "fn main(@builtin(workgroup_id) wid: vec3<u32>, "
+            "@builtin(local_invocation_id) lid: vec3<u32>, "
+            "@builtin(num_workgroups) nwg: vec3<u32>) {\n")
+    first = f"i32((wid.x + wid.y * nwg.x) * {WIDE * PER}u + lid.x)"
+    if PER == 1:
+        return head + "\n".join([*hoisted, f"    let i = {first};", *body]) + "\n}\n"
+    return head + "\n".join([
+        *hoisted, f"    let first = {first};",
+        f"    for (var u = 0; u < {PER}; u = u + 1) {{", f"    let i = first + u * {WIDE};",
+        *body, "    }"]) + "\n}\n"
+
+
 def broadcast_view(x: WGArray, shape: Sequence[int]) -> WGArray:
     """``x`` seen with ``shape`` (numpy broadcasting: leading axes added, size-1 axes stride 0)."""
     lead = len(shape) - x.ndim
@@ -200,11 +225,13 @@ def _source(lines: Sequence[str], outs: Sequence[tuple[str, np.dtype[Any]]],
     base = 2 + MAXD
     body = ["    if (i >= P[0]) { return; }", *_walk(n_ops, flat)]
     at = base + n_ops * (MAXD + 1)
+    decls = []
     for j, t in enumerate(scalar_types):
         decl, used = _scalar_decl(j, t, at)
-        body.append(f"    {decl}")
+        decls.append(f"    {decl}")
         at += used
     if body_text is not None:  # a kernel of its own over the walked offsets (`run_indexed`)
+        body += decls
         body.append(f"    let X = {at};")
         body += [f"    {line}" for line in body_text.splitlines()]
         main = ENTRY + "\n".join(body) + "\n}\n"
@@ -216,7 +243,7 @@ def _source(lines: Sequence[str], outs: Sequence[tuple[str, np.dtype[Any]]],
     for m, (expr, dt) in enumerate(outs):
         k = len(in_dtypes) + m
         body.append(f"    b{k}[o{k}] = {expr if raw else store(dt, expr)};")
-    main = ENTRY + "\n".join(body) + "\n}\n"
+    main = _map_main(body, decls)
     return header(storage, len(in_dtypes)) + "\n" + prelude(main) + main
 
 
@@ -281,7 +308,7 @@ def map_into(rt: Runtime, lines: list[str], outs: Sequence[tuple[str, WGArray]],
            and inputs[0].dtype == outs[0][1].dtype and not lines)
     flat = flat_steps(template, at)
     key = (tuple(lines), tuple((e, o.dtype) for e, o in outs), tuple(x.dtype for x in inputs),
-           tuple(names[:len(inputs)]), tuple(t for t, _ in scalars), raw, flat)
+           tuple(names[:len(inputs)]), tuple(t for t, _ in scalars), raw, flat, WIDE, PER)
     src = _SOURCES.get(key)
     if src is None:
         src = _SOURCES[key] = _source(lines, [(e, o.dtype) for e, o in outs],
@@ -292,7 +319,7 @@ def map_into(rt: Runtime, lines: list[str], outs: Sequence[tuple[str, WGArray]],
         words[k] = v.offset
     for t, val in scalars:
         words += scalar_words(t, val)
-    rt.dispatch(src, list(inputs), out_views, words, total)
+    rt.dispatch(src, list(inputs), out_views, words, -(-total // PER), group=WIDE)
 
 
 def run_indexed(rt: Runtime, body: str, inputs: Sequence[WGArray], outs: Sequence[WGArray],
