@@ -293,21 +293,23 @@ def own_device(log2ns: list[int], reps: int, rows: list[dict[str, Any]],
             x.destroy()
 
 
-#: the elementwise maps' (work-group size, elements per invocation) tried on wgpu:0
-MAP_SHAPES = [(64, 1), (256, 1), (128, 4), (256, 4)]
+#: the elementwise maps' (work-group size, rounds per invocation, vec4 loads) tried on wgpu:0
+MAP_SHAPES = [(64, 1, False), (256, 1, False), (256, 4, False), (256, 1, True),
+              (128, 2, True), (256, 4, True)]
 
 
 def ember_runtime(log2n: int, reps: int, rows: list[dict[str, Any]],
                   errors: list[str]) -> None:
     from ember_wgpu import strided
 
-    default = (strided.WIDE, strided.PER)
+    default = (strided.WIDE, strided.PER, strided.VEC)
     try:
         for shape in MAP_SHAPES:
-            strided.WIDE, strided.PER = shape
-            ember_rows(log2n, reps, rows, errors, f" {shape[0]}x{shape[1]}")
+            strided.WIDE, strided.PER, strided.VEC = shape
+            ember_rows(log2n, reps, rows, errors,
+                       f" {shape[0]}x{shape[1]}{' vec4' if shape[2] else ''}")
     finally:
-        strided.WIDE, strided.PER = default
+        strided.WIDE, strided.PER, strided.VEC = default
 
 
 def ember_rows(log2n: int, reps: int, rows: list[dict[str, Any]], errors: list[str],

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from .render import WGSL_TYPES, prelude, wrap
-from .runtime import GROUP, MAXD, STORAGE, Runtime, WGArray
+from .runtime import GROUP, MAXD, STORAGE, Runtime, WGArray, storage_dtype
 
 __all__ = ["broadcast_view", "collapse", "contiguous", "copy_into", "header", "is_float", "load",
            "run_indexed", "run_map", "scalar_words", "shared_get", "shared_put", "shared_type",
@@ -129,23 +129,25 @@ ENTRY = (f"@compute @workgroup_size({GROUP})\n"
 #: run, and an invocation has ``PER`` loads in flight).  See docs/webgpu.md for the timings
 #: that chose them.
 WIDE = 256
-PER = 4
+PER = 1
+#: dense 32-bit operands of a flat map read and written as ``vec4`` (`_vec_source`)
+VEC = True
 
 
-def _map_main(body: Sequence[str], hoisted: Sequence[str]) -> str:
+def _map_main(body: Sequence[str], hoisted: Sequence[str], i: str = "i") -> str:
     """The entry point of an elementwise map: ``hoisted`` statements once, then ``body``
     (which starts by returning past the last element) for each of the invocation's
-    `PER` indices ``i``."""
+    `PER` indices ``i`` (named ``i``)."""
     head = (f"@compute @workgroup_size({WIDE})\n"
             "fn main(@builtin(workgroup_id) wid: vec3<u32>, "
             "@builtin(local_invocation_id) lid: vec3<u32>, "
             "@builtin(num_workgroups) nwg: vec3<u32>) {\n")
     first = f"i32((wid.x + wid.y * nwg.x) * {WIDE * PER}u + lid.x)"
     if PER == 1:
-        return head + "\n".join([*hoisted, f"    let i = {first};", *body]) + "\n}\n"
+        return head + "\n".join([*hoisted, f"    let {i} = {first};", *body]) + "\n}\n"
     return head + "\n".join([
         *hoisted, f"    let first = {first};",
-        f"    for (var u = 0; u < {PER}; u = u + 1) {{", f"    let i = first + u * {WIDE};",
+        f"    for (var u = 0; u < {PER}; u = u + 1) {{", f"    let {i} = first + u * {WIDE};",
         *body, "    }"]) + "\n}\n"
 
 
@@ -247,6 +249,58 @@ def _source(lines: Sequence[str], outs: Sequence[tuple[str, np.dtype[Any]]],
     return header(storage, len(in_dtypes)) + "\n" + prelude(main) + main
 
 
+def _vec_source(lines: Sequence[str], outs: Sequence[tuple[str, np.dtype[Any]]],
+                in_dtypes: Sequence[np.dtype[Any]], names: Sequence[str],
+                scalar_types: Sequence[str], raw: bool, steps: tuple[int, ...]) -> str:
+    """A flat map whose dense operands (step 1, 32-bit storage, first elements at multiples
+    of 4, a length a multiple of 4) are bound as ``vec4`` arrays: an invocation loads four
+    elements of each at once and evaluates the expressions for each component in a block of
+    its own (names do not clash), so it has a 16-byte load of each input in flight; the
+    broadcast operands (step 0) stay scalar."""
+    n_in = len(in_dtypes)
+    dts = [*in_dtypes, *(d for _, d in outs)]
+    base = 2 + MAXD
+    decls = [f"@group(0) @binding({k}) var<storage, {'read' if k < n_in else 'read_write'}> "
+             f"b{k}: array<{f'vec4<{wgsl_storage(d)}>' if steps[k] else wgsl_storage(d)}>;"
+             for k, d in enumerate(dts)]
+    decls.append(f"@group(0) @binding({len(dts)}) var<storage, read> P: array<i32>;")
+    at = base + len(dts) * (MAXD + 1)
+    hoisted = []
+    for j, t in enumerate(scalar_types):
+        decl, used = _scalar_decl(j, t, at)
+        hoisted.append(f"    {decl}")
+        at += used
+    off = [f"P[{base + k * (MAXD + 1)}]" for k in range(len(dts))]
+    body = ["    if (q * 4 >= P[0]) { return; }"]
+    for k in range(n_in):
+        body.append(f"    let V{k} = b{k}[{off[k]} / 4 + q];" if steps[k]
+                    else f"    let V{k} = b{k}[{off[k]}];")
+    for m, (_, dt) in enumerate(outs):
+        body.append(f"    var R{m}: vec4<{wgsl_storage(dt)}>;")
+    for c in "xyzw":
+        body.append("    {")
+        body.append(f"    let i = q * 4 + {'xyzw'.index(c)};")
+        for k, (dt, name) in enumerate(zip(in_dtypes, names, strict=False)):
+            ref = f"V{k}.{c}" if steps[k] else f"V{k}"
+            body.append(f"    let {name} = {ref if raw else load(dt, ref)};")
+        body += [f"    {line}" for line in lines]
+        for m, (expr, dt) in enumerate(outs):
+            body.append(f"    R{m}.{c} = {expr if raw else store(dt, expr)};")
+        body.append("    }")
+    for m in range(len(outs)):
+        k = n_in + m
+        body.append(f"    b{k}[{off[k]} / 4 + q] = R{m};")
+    main = _map_main(body, hoisted, "q")
+    return "\n".join(decls) + "\n" + prelude(main) + main
+
+
+def _vec_ok(steps: tuple[int, ...] | None, operands: Sequence[WGArray], total: int) -> bool:
+    """Whether a flat map can take `_vec_source`."""
+    return (VEC and steps is not None and total % 4 == 0 and any(steps)
+            and all(storage_dtype(x.dtype).itemsize == 4 and (not st or x.offset % 4 == 0)
+                    for st, x in zip(steps, operands, strict=True)))
+
+
 NAMES = ("a", "b", "c", "d")
 
 
@@ -307,19 +361,23 @@ def map_into(rt: Runtime, lines: list[str], outs: Sequence[tuple[str, WGArray]],
     raw = (len(outs) == 1 and outs[0][0] == names[0] and len(inputs) == 1
            and inputs[0].dtype == outs[0][1].dtype and not lines)
     flat = flat_steps(template, at)
+    vec = flat is not None and _vec_ok(flat, [*inputs, *out_views], total)
     key = (tuple(lines), tuple((e, o.dtype) for e, o in outs), tuple(x.dtype for x in inputs),
-           tuple(names[:len(inputs)]), tuple(t for t, _ in scalars), raw, flat, WIDE, PER)
+           tuple(names[:len(inputs)]), tuple(t for t, _ in scalars), raw, flat, vec, WIDE,
+           PER)
     src = _SOURCES.get(key)
     if src is None:
-        src = _SOURCES[key] = _source(lines, [(e, o.dtype) for e, o in outs],
-                                      [x.dtype for x in inputs], names,
-                                      [t for t, _ in scalars], raw, flat=flat)
+        parts = (lines, [(e, o.dtype) for e, o in outs], [x.dtype for x in inputs], names,
+                 [t for t, _ in scalars], raw)
+        src = _SOURCES[key] = (_vec_source(*parts, flat) if vec and flat is not None
+                               else _source(*parts, flat=flat))
     words = template.copy()
     for k, v in zip(at, [*inputs, *out_views], strict=True):
         words[k] = v.offset
     for t, val in scalars:
         words += scalar_words(t, val)
-    rt.dispatch(src, list(inputs), out_views, words, -(-total // PER), group=WIDE)
+    per = PER * 4 if vec else PER
+    rt.dispatch(src, list(inputs), out_views, words, -(-total // per), group=WIDE)
 
 
 def run_indexed(rt: Runtime, body: str, inputs: Sequence[WGArray], outs: Sequence[WGArray],
