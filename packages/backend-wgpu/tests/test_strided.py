@@ -134,3 +134,21 @@ def test_the_linear_index_of_each_component(wg_device: Any, sources: list[str], 
     check(ember.arange(0.5, n / 4 + 0.5, 0.25, dtype=ember.float32, device=wg_device),
           np.arange(n) * 0.25 + 0.5)
     assert {_kind(s) for s in sources} == ({"vec4"} if n % 4 == 0 else {"flat"})
+
+
+def test_submitting_after_every_kernel_keeps_each_its_parameters(wg_device: Any,
+                                                                monkeypatch: Any) -> None:
+    # EARLY = 1: the encoder is submitted after each dispatch and the parameter buffer is
+    # rewritten while earlier submissions may still read it
+    from ember_wgpu import runtime
+
+    rt = wg_device._backend.runtime
+    rt.flush()
+    monkeypatch.setattr(runtime, "EARLY", 1)
+    h = RNG.standard_normal(4100).astype(np.float32)
+    x = _t(h, wg_device)
+    want = h.astype(np.float64)
+    for k in range(40):  # each op its own shape, offset and scalar
+        x = x[1:] * (1.0 + k / 64) + float(k)
+        want = want[1:] * np.float32(1.0 + k / 64) + k
+    check(x, want, rtol=1e-5, atol=1e-4)
