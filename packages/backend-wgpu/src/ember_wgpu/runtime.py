@@ -5,12 +5,12 @@ Kernels are recorded into one compute pass of one open command encoder and submi
 at the next host transfer (or every `BATCH` dispatches, or once `EARLY` work-groups wait), so a
 chain of small ops costs one submission.  Each dispatch of a batch reads its parameter words
 from its own `SLOT` of one parameter buffer, written once per batch just before the
-submission; bind groups are cached
-by the buffers they bind (pooled buffers recur, so a steady loop builds none).  Buffers
-come from a pool of power-of-two size classes and return to it when their last view dies; a
-buffer freed while recorded work still reads it is safe to hand out again, because every later
-use is recorded after that work on the same queue.  Host writes (``queue.write_buffer``) run
-before the commands of the next submission, so the open encoder is submitted first.
+submission; bind groups are cached by the buffers they bind (pooled buffers recur, so a steady
+loop builds none).  Buffers come from a pool of power-of-two size classes and return to it
+when their last view dies; a buffer freed while recorded work still reads it is safe to hand
+out again, because every later use is recorded after that work on the same queue.  Host
+writes (``queue.write_buffer``) run before the commands of the next submission, so the open
+encoder is submitted first.
 """
 
 from __future__ import annotations
