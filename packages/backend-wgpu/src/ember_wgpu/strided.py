@@ -260,10 +260,8 @@ def _vec_source(lines: Sequence[str], outs: Sequence[tuple[str, np.dtype[Any]]],
     n_in = len(in_dtypes)
     dts = [*in_dtypes, *(d for _, d in outs)]
     base = 2 + MAXD
-    decls = [f"@group(0) @binding({k}) var<storage, {'read' if k < n_in else 'read_write'}> "
-             f"b{k}: array<{f'vec4<{wgsl_storage(d)}>' if steps[k] else wgsl_storage(d)}>;"
-             for k, d in enumerate(dts)]
-    decls.append(f"@group(0) @binding({len(dts)}) var<storage, read> P: array<i32>;")
+    storage = [f"vec4<{wgsl_storage(d)}>" if st else wgsl_storage(d)
+               for st, d in zip(steps, dts, strict=True)]
     at = base + len(dts) * (MAXD + 1)
     hoisted = []
     for j, t in enumerate(scalar_types):
@@ -291,7 +289,7 @@ def _vec_source(lines: Sequence[str], outs: Sequence[tuple[str, np.dtype[Any]]],
         k = n_in + m
         body.append(f"    b{k}[{off[k]} / 4 + q] = R{m};")
     main = _map_main(body, hoisted, "q")
-    return "\n".join(decls) + "\n" + prelude(main) + main
+    return header(storage, n_in) + "\n" + prelude(main) + main
 
 
 def _vec_ok(steps: tuple[int, ...] | None, operands: Sequence[WGArray], total: int) -> bool:
