@@ -337,3 +337,31 @@ def test_bool_reductions_keep_no_bools_in_workgroup_memory(rt: Any, fused: bool)
     for src in built:
         shared = [ln for ln in src.splitlines() if ln.startswith("var<workgroup>")]
         assert not [ln for ln in shared if "array<bool" in ln], shared
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_long_rows_take_wide_work_groups_and_agree_with_numpy(rt: Any, fused: bool) -> None:
+    # rows of at least 4 * WIDE_ROWS elements get work-groups of WIDE_ROWS lanes (64 held an
+    # H100 to a third of its bandwidth); every kind of tree at that width, ties included
+    from ember_wgpu.reduction import WIDE_ROWS, lanes_for
+
+    assert lanes_for(4 * WIDE_ROWS) == WIDE_ROWS > lanes_for(4 * WIDE_ROWS - 1)
+    dev = ember.device("fusion<wgpu:0>" if fused else "wgpu:0")
+    a = (RNG.standard_normal((23, 4 * WIDE_ROWS + 37)) * 3).astype(np.float32)
+    a[5, 7::300] = 20.0  # ties: the first index wins
+    before = set(rt._pipelines)
+    x = ember.tensor(a, device=dev)
+    got = [t.numpy() for t in (x.softmax(-1), (x * x).mean(-1), (x - 1.0).amin(-1),
+                               (x > 9.0).any(-1), (x < 9.0).all(-1), x.argmax(-1),
+                               x.var(-1))]
+    a64 = a.astype(np.float64)
+    np.testing.assert_allclose(got[0], _softmax64(a, -1), rtol=2e-6, atol=1e-7)
+    np.testing.assert_allclose(got[1], (a64 * a64).mean(-1), rtol=2e-6)
+    np.testing.assert_allclose(got[2], (a64 - 1).min(-1), rtol=1e-7)
+    np.testing.assert_array_equal(got[3], (a64 > 9).any(-1))
+    np.testing.assert_array_equal(got[4], (a64 < 9).all(-1))
+    np.testing.assert_array_equal(got[5], a64.argmax(-1))
+    assert got[5][5] == 7
+    np.testing.assert_allclose(got[6], a64.var(-1, ddof=1), rtol=1e-5)
+    built = [s for s in rt._pipelines if s not in before and "var<workgroup>" in s]
+    assert built and all(f"@workgroup_size({WIDE_ROWS})" in s for s in built), built

@@ -2,7 +2,8 @@
 
 The generated kernel gives each *outer position* (the leading axes that every needed node
 shares and no needed reduction reduces: a row of a softmax) an invocation, or a work-group of
-`GROUP` lanes when the position has much work.  Everything else is a loop inside it:
+lanes when the position has much work (`reduction.lanes_for` its length).  Everything else is
+a loop inside it:
 
 - an elementwise node is its kernel-IR definition rendered to WGSL (`render`, as the eager
   kernels render it), over the values of its arguments in registers;
@@ -35,7 +36,7 @@ import numpy as np
 from ember.backend import FusedGroup, GroupNode, dtype_of_numpy
 
 from .fusion_source import ARG, NodeBody, Refused, RowSource, dense
-from .reduction import COMBINE, FLAT_OUTPUTS, FLAT_ROW, SPLIT_MIN, SPLIT_OUTPUTS
+from .reduction import COMBINE, FLAT_OUTPUTS, FLAT_ROW, SPLIT_MIN, SPLIT_OUTPUTS, lanes_for
 from .runtime import GROUP, Runtime, WGArray
 from .strided import is_float
 
@@ -89,8 +90,9 @@ class _Launch:
 
     def __init__(self, g: FusedGroup, targets: Sequence[int], outer: tuple[int, ...],
                  lanes: bool, node_body: NodeBody, chunk: int = 0, parts: int = 1,
-                 subgroups: bool = False) -> None:
-        src = RowSource(g, targets, outer, lanes, node_body, chunk, parts, subgroups)
+                 subgroups: bool = False, work: int = 0) -> None:
+        src = RowSource(g, targets, outer, lanes, node_body, chunk, parts, subgroups,
+                        lanes_for(work))
         self.source = src.build()
         self.targets = list(targets)
         self.outs = [(g.shape(t), g.numpy_dtype(t)) for t in targets]
@@ -196,9 +198,9 @@ def _split(g: FusedGroup, targets: Sequence[int], node_body: NodeBody,
                     tuple(order[t] for t in targets), "whole", 0, frozenset())
     try:
         first = _Launch(g1, [len(n1) - 1], node.shape, True, node_body, chunk, parts,
-                        subgroups)
+                        subgroups, chunk)
         second = _Launch(g2, list(g2.outputs), node.shape, parts >= TREE_MIN, node_body,
-                         subgroups=subgroups)
+                         subgroups=subgroups, work=parts)
     except Refused:
         return None
     return _SplitLaunch(first, second, node.shape, parts, {i: j for j, i in order.items()})
@@ -276,7 +278,8 @@ def compile_rows(g: FusedGroup, rt: Runtime, node_body: NodeBody) -> RowKernel |
         flat = software and npos >= FLAT_OUTPUTS and work <= FLAT_ROW
         lanes = work >= TREE_MIN and not flat
         try:
-            launches.append(_Launch(g, targets, outer, lanes, node_body, subgroups=sub))
+            launches.append(_Launch(g, targets, outer, lanes, node_body, subgroups=sub,
+                                    work=work))
         except Refused:
             return None
     # a whole group of many small values (an optimizer's bookkeeping) may bind more buffers

@@ -1,7 +1,7 @@
 """The WGSL renderer of fused groups with reductions (`fusion_reduce.py` plans and runs them):
 one kernel from a group's nodes.
 
-`RowSource` gives each outer position an invocation (or a work-group of `GROUP` lanes) and
+`RowSource` gives each outer position an invocation (or a work-group of lanes) and
 writes every node it needs as WGSL: an elementwise node is its kernel-IR definition rendered
 in registers, a reduction a loop recomputing its prologue (a workgroup-memory tree across the
 lanes at the outer level), and only the targets are stored.  Values are emitted once per loop
@@ -59,8 +59,10 @@ class RowSource:
 
     def __init__(self, g: FusedGroup, targets: Sequence[int], outer: tuple[int, ...],
                  lanes: bool, node_body: NodeBody, chunk: int = 0, parts: int = 1,
-                 subgroups: bool = False) -> None:
+                 subgroups: bool = False, width: int = GROUP) -> None:
         self.g = g
+        #: the lanes of a position's work-group (with ``lanes``; `reduction.lanes_for`)
+        self.width = width if lanes else GROUP
         #: whether the trees may start with subgroup shuffles (the device offers them)
         self.subgroups = subgroups
         self.uses_subgroups = False
@@ -262,22 +264,23 @@ class RowSource:
             lines.append(f"var {acc}: {ct} = {_identity(kind, adt)};")
         if self.chunk and depth == 0:
             size = self.sym(self.chunk)
-            lines.extend(_for(k, total, tree, body.lines, (f"part * {size}", size)))
+            lines.extend(_for(k, total, self.width if tree else 0, body.lines,
+                              (f"part * {size}", size)))
         else:
-            lines.extend(_for(k, total, tree, body.lines))
+            lines.extend(_for(k, total, self.width if tree else 0, body.lines))
         if tree:
             sh = f"sh{c}"
-            self.decls.append(f"var<workgroup> {sh}: array<{shared_type(ct)}, {GROUP}>;")
+            self.decls.append(f"var<workgroup> {sh}: array<{shared_type(ct)}, {self.width}>;")
             get = [shared_get(ct, f"{sh}[{i}]") for i in ("lid", "lid + s", "0")]
             if arg:
-                self.decls.append(f"var<workgroup> shi{c}: array<i64, {GROUP}>;")
+                self.decls.append(f"var<workgroup> shi{c}: array<i64, {self.width}>;")
                 merge = (f"if (!first_{kind}({get[0]}, shi{c}[lid], {get[1]}, "
                          f"shi{c}[lid + s])) {{ {sh}[lid] = {sh}[lid + s]; "
                          f"shi{c}[lid] = shi{c}[lid + s]; }}")
             else:
                 merge = f"{sh}[lid] = {shared_put(ct, f'{comb}({get[0]}, {get[1]})')};"
             tree_lines = ["workgroupBarrier();",
-                          f"for (var s = {GROUP // 2}u; s > 0u; s = s >> 1u) {{",
+                          f"for (var s = {self.width // 2}u; s > 0u; s = s >> 1u) {{",
                           f"    if (lid < s) {{ {merge} }}",
                           "    workgroupBarrier();", "}",
                           f"{acc} = {get[2]};" + (f" i{c} = shi{c}[0];" if arg else "")]
@@ -286,13 +289,13 @@ class RowSource:
                 # combines the subgroups' results: one barrier instead of seven (for
                 # subgroups no larger than the work-group; else the tree)
                 self.uses_subgroups = True
-                lines += [f"if (sgn <= {GROUP}u) {{",
+                lines += [f"if (sgn <= {self.width}u) {{",
                           f"    for (var s = sgn / 2u; s > 0u; s = s >> 1u) {{ "
                           f"{acc} = {comb}({acc}, subgroupShuffleXor({acc}, s)); }}",
                           f"    if (sgl == 0u) {{ {sh}[lid / sgn] = {acc}; }}",
                           "    workgroupBarrier();",
                           f"    {acc} = {sh}[0];",
-                          f"    for (var s = 1u; s < {GROUP}u / sgn; s = s + 1u) {{ "
+                          f"    for (var s = 1u; s < {self.width}u / sgn; s = s + 1u) {{ "
                           f"{acc} = {comb}({acc}, {sh}[s]); }}",
                           "} else {",
                           f"    {sh}[lid] = {acc};",
@@ -373,7 +376,7 @@ class RowSource:
                      "@builtin(num_workgroups) nwg: vec3<u32>) {"]
         body = "\n".join("    " + line for line in [*head, *self.top.lines])
         return "\n".join([*enable, *binds, *self.decls, *self.helpers,
-                          f"@compute @workgroup_size({GROUP})", *entry, body, "}"]) + "\n"
+                          f"@compute @workgroup_size({self.width})", *entry, body, "}"]) + "\n"
 
     def store(self, targets: list[int], inner: tuple[int, ...], guard: tuple[int, ...],
               outs: dict[int, int]) -> None:
@@ -405,7 +408,7 @@ class RowSource:
             self.store_one(t, tuple(inner_idx), outs, loop, [])
         self.chain = [self.top]
         total = self.sym(math.prod(inner))
-        lines = _for(k, total, self.lanes, loop.lines)
+        lines = _for(k, total, self.width if self.lanes else 0, loop.lines)
         if cond:
             lines = [f"if ({' && '.join(cond)}) {{", *("    " + line for line in lines), "}"]
         self.top.lines.extend(lines)
@@ -459,11 +462,11 @@ def _first_fn(kind: str, dt: np.dtype[Any], ct: str) -> str:
             "    return false;\n}\n")
 
 
-def _for(k: str, total: str, lanes: bool, body: list[str],
+def _for(k: str, total: str, lanes: int, body: list[str],
          part: tuple[str, str] | None = None) -> list[str]:
     """A loop of ``k`` over ``[0, total)`` (with ``part = (start, length)``, over that part
-    of it), split over the lanes of a work-group kernel."""
-    start, step = ("i32(lid)", GROUP) if lanes else ("0", 1)
+    of it), split over the ``lanes`` of a work-group kernel (0: an invocation's alone)."""
+    start, step = ("i32(lid)", lanes) if lanes else ("0", 1)
     end = total
     if part is not None:
         start = f"{part[0]} + {start}"

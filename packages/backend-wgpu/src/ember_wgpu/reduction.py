@@ -1,8 +1,9 @@
 """Reductions over any axes, arg-reductions and scans.
 
 The input is viewed as ``[kept..., reduced...]`` (strides only, no copy) with each group of
-axes merged where the strides allow.  Each output is one work-group of `GROUP` lanes: lane
-``l`` combines elements ``l, l + GROUP, ...`` of its row, then the lanes combine in a
+axes merged where the strides allow.  Each output is one work-group of `lanes_for` its row's
+length (`GROUP`, or `WIDE_ROWS` for rows of at least four elements a lane): lane ``l``
+combines elements ``l, l + lanes, ...`` of its row, then the lanes combine in a
 workgroup-memory tree.  Rows longer than `SPLIT_MIN` with few outputs are first cut into
 chunks, each chunk a work-group, and a second pass combines the chunks.  The combining step of
 each reduction is an elementwise op of the kernel IR (``add``, ``mul``, the nan-propagating
@@ -38,7 +39,7 @@ from .strided import (
     wgsl_storage,
 )
 
-__all__ = ["kernels", "reduce"]
+__all__ = ["WIDE_ROWS", "kernels", "lanes_for", "reduce"]
 
 I64 = np.dtype(np.int64)
 BOOL = np.dtype(np.bool_)
@@ -51,6 +52,15 @@ SPLIT_OUTPUTS = 64
 #: this many outputs with rows this short: one invocation per output, no tree
 FLAT_OUTPUTS = 256
 FLAT_ROW = 512
+#: the lanes of a work-group taking a long row: on an H100 through Vulkan, kernels in
+#: work-groups of 64 kept too few loads in flight to pass ~840 GB/s (docs/webgpu.md, "Where
+#: the bandwidth went"), as the elementwise maps did
+WIDE_ROWS = 256
+
+
+def lanes_for(work: int) -> int:
+    """The work-group size of a tree over rows of ``work`` elements (or chunks of them)."""
+    return WIDE_ROWS if work >= 4 * WIDE_ROWS else GROUP
 
 
 def _identity(kind: str, dt: np.dtype[Any]) -> str:
@@ -92,10 +102,10 @@ _XOFF, _CHUNK, _SCALE = 4 + 4 * MAXD, 5 + 4 * MAXD, 6 + 4 * MAXD
 
 
 def _source(kind: str, x_dt: np.dtype[Any], out_dt: np.dtype[Any], arg: bool,
-            partial_in: bool, tree: bool = True) -> str:
-    """One work-group per (output, chunk): lanes stride over the chunk, then a tree; or, with
-    ``tree`` off, one invocation per output walking its row alone (no barrier: many short
-    rows).
+            partial_in: bool, tree: bool = True, lanes: int = GROUP) -> str:
+    """One work-group of ``lanes`` per (output, chunk): lanes stride over the chunk, then a
+    tree; or, with ``tree`` off, one invocation per output walking its row alone (no barrier:
+    many short rows).
 
     ``partial_in``: the input holds (value, index) pairs of a first pass (arg-reductions)."""
     ct = "bool" if kind in ("any", "all") else wgsl_compute(x_dt)
@@ -104,9 +114,9 @@ def _source(kind: str, x_dt: np.dtype[Any], out_dt: np.dtype[Any], arg: bool,
     writes = [wgsl_storage(x_dt), "i64"] if arg else [wgsl_storage(out_dt)]
     lines = [header([*reads, *writes], len(reads))]
     if tree:
-        lines.append(f"var<workgroup> sh: array<{shared_type(ct)}, {GROUP}>;")
+        lines.append(f"var<workgroup> sh: array<{shared_type(ct)}, {lanes}>;")
     if arg and tree:
-        lines.append(f"var<workgroup> shi: array<i64, {GROUP}>;")
+        lines.append(f"var<workgroup> shi: array<i64, {lanes}>;")
     if arg:
         better = ">" if kind == "argmax" else "<"
         nan = ("    let an = isnan_(a); let bn = isnan_(b);\n"
@@ -123,7 +133,7 @@ def _source(kind: str, x_dt: np.dtype[Any], out_dt: np.dtype[Any], arg: bool,
         lines.append(_combine_fn(kind, x_dt))
     wo, ro = len(reads), 0
     if tree:
-        body = [f"@compute @workgroup_size({GROUP})",
+        body = [f"@compute @workgroup_size({lanes})",
                 "fn main(@builtin(workgroup_id) wg: vec3<u32>, "
                 "@builtin(local_invocation_index) lid: u32, "
                 "@builtin(num_workgroups) nwg: vec3<u32>) {",
@@ -147,7 +157,7 @@ def _source(kind: str, x_dt: np.dtype[Any], out_dt: np.dtype[Any], arg: bool,
         body += [f"    var acc: {ct} = {zero};", "    var ai: i64 = -1li;"]
     else:
         body += [f"    var acc: {ct} = {_identity(kind, x_dt)};"]
-    body += [f"    for (var j = j0 + i32(lid); j < j1; j = j + {GROUP if tree else 1}) {{",
+    body += [f"    for (var j = j0 + i32(lid); j < j1; j = j + {lanes if tree else 1}) {{",
              "        var addr = base;"]
     body += ["    " + s for s in _walk("j", "P[3]", _R, _RS, 1, "addr")]
     v = load(x_dt, f"b{ro}[addr]")
@@ -164,7 +174,7 @@ def _source(kind: str, x_dt: np.dtype[Any], out_dt: np.dtype[Any], arg: bool,
         get = [shared_get(ct, f"sh[{i}]") for i in ("lid", "lid + s", "0")]
         body += [f"    sh[lid] = {shared_put(ct, 'acc')}; shi[lid] = ai;",
                  "    workgroupBarrier();",
-                 f"    for (var s = {GROUP // 2}u; s > 0u; s = s >> 1u) {{",
+                 f"    for (var s = {lanes // 2}u; s > 0u; s = s >> 1u) {{",
                  f"        if (lid < s && !first({get[0]}, shi[lid], {get[1]}, shi[lid + s])) {{",
                  "            sh[lid] = sh[lid + s]; shi[lid] = shi[lid + s]; }",
                  "        workgroupBarrier();", "    }",
@@ -179,7 +189,7 @@ def _source(kind: str, x_dt: np.dtype[Any], out_dt: np.dtype[Any], arg: bool,
         get = [shared_get(ct, f"sh[{i}]") for i in ("lid", "lid + s", "0")]
         merged = shared_put(ct, f"comb({get[0]}, {get[1]})")
         body += [f"    sh[lid] = {shared_put(ct, 'acc')};", "    workgroupBarrier();",
-                 f"    for (var s = {GROUP // 2}u; s > 0u; s = s >> 1u) {{",
+                 f"    for (var s = {lanes // 2}u; s > 0u; s = s >> 1u) {{",
                  f"        if (lid < s) {{ sh[lid] = {merged}; }}",
                  "        workgroupBarrier();", "    }"]
         res = get[2]
@@ -223,7 +233,7 @@ def _launch(rt: Runtime, kind: str, x: WGArray, dims: Sequence[int], out_dt: np.
     words = [nout, R, len(kd), len(rdims), *_pad(kd), *_pad(ks), *_pad(rdims), *_pad(rs),
              x.offset, chunk, *scalar_words("float32", scale)]
     tree = not (parts == 1 and nout >= FLAT_OUTPUTS and R <= FLAT_ROW)
-    src = _source(kind, x.dtype, out_dt, arg, index is not None, tree)
+    src = _source(kind, x.dtype, out_dt, arg, index is not None, tree, lanes_for(min(R, chunk)))
     if arg:
         outs = [rt.empty((groups,), x.dtype), rt.empty((groups,), I64)]
     else:
