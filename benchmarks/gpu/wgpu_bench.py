@@ -533,6 +533,24 @@ def bench_rows(b: Bench) -> None:
             b.row(f"{name} fused, workgroup-memory trees only GB/s", _g(gbs["fused_tree"]),
                   "", _ratio(gbs["fused_tree"], gbs.get("torch")))
 
+    # eager reductions on dev: each row's sum, and the whole tensor's (two passes); GB/s at the
+    # 4 bytes read an element
+    sums: dict[str, Fn] = {"row_sum": lambda: xe.sum(-1), "sum": lambda: xe.sum()}
+    for k, fn in sums.items():
+        b.check(k, fn().numpy(), a.astype(np.float64).sum(-1) if k == "row_sum"
+                else a.astype(np.float64).sum(), 1e-4, 1e-2)
+    tpeer: dict[str, Fn] = {}
+    if tx is not None:
+        tpeer = {"torch_row_sum": lambda: tx.sum(-1), "torch_sum": lambda: tx.sum()}
+    t = b.time(sums, tpeer, reps)
+    for k in sums:
+        ours_gb, peer_gb = 4 * n / t[k] / 1e6, (4 * n / t[f"torch_{k}"] / 1e6
+                                               if f"torch_{k}" in t else None)
+        b.results[f"rows_{k}_GBps"] = round(ours_gb, 1)
+        b.row(f"{'x.sum(-1)' if k == 'row_sum' else 'x.sum()'} {shape[0]}x{shape[1]} f32 "
+              f"{b.name} eager GB/s (4 B/elem)", _g(ours_gb), _g(peer_gb),
+              _ratio(ours_gb, peer_gb))
+
 
 # -- host cost ------------------------------------------------------------------------------
 

@@ -340,13 +340,21 @@ def test_bool_reductions_keep_no_bools_in_workgroup_memory(rt: Any, fused: bool)
 
 
 @pytest.mark.parametrize("fused", [False, True])
-def test_long_rows_take_wide_work_groups_and_agree_with_numpy(rt: Any, fused: bool) -> None:
-    # rows of at least 4 * WIDE_ROWS elements get work-groups of WIDE_ROWS lanes (64 held an
-    # H100 to a third of its bandwidth); every kind of tree at that width, ties included
+def test_long_rows_take_wide_work_groups_and_agree_with_numpy(rt: Any, monkeypatch: Any,
+                                                              fused: bool) -> None:
+    # on a GPU, rows of at least 4 * WIDE_ROWS elements get work-groups of WIDE_ROWS lanes (64
+    # held an H100 to a third of its bandwidth); software adapters keep 64 unless told.  Every
+    # kind of tree at that width, ties included.
+    from ember_wgpu import reduction
     from ember_wgpu.reduction import WIDE_ROWS, lanes_for
 
-    assert lanes_for(4 * WIDE_ROWS) == WIDE_ROWS > lanes_for(4 * WIDE_ROWS - 1)
+    assert lanes_for(4 * WIDE_ROWS, False) == WIDE_ROWS > lanes_for(4 * WIDE_ROWS - 1, False)
+    assert lanes_for(1 << 20, True) < WIDE_ROWS
+    monkeypatch.setattr(reduction, "WIDE_ON_CPU", True)
     dev = ember.device("fusion<wgpu:0>" if fused else "wgpu:0")
+    if fused:  # kernels of these groups compiled before were built at the other width
+        dev.backend.plans.clear()
+        dev.backend.kernel_cache.clear()
     a = (RNG.standard_normal((23, 4 * WIDE_ROWS + 37)) * 3).astype(np.float32)
     a[5, 7::300] = 20.0  # ties: the first index wins
     before = set(rt._pipelines)

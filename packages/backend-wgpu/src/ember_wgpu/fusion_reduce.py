@@ -90,9 +90,8 @@ class _Launch:
 
     def __init__(self, g: FusedGroup, targets: Sequence[int], outer: tuple[int, ...],
                  lanes: bool, node_body: NodeBody, chunk: int = 0, parts: int = 1,
-                 subgroups: bool = False, work: int = 0) -> None:
-        src = RowSource(g, targets, outer, lanes, node_body, chunk, parts, subgroups,
-                        lanes_for(work))
+                 subgroups: bool = False, width: int = GROUP) -> None:
+        src = RowSource(g, targets, outer, lanes, node_body, chunk, parts, subgroups, width)
         self.source = src.build()
         self.targets = list(targets)
         self.outs = [(g.shape(t), g.numpy_dtype(t)) for t in targets]
@@ -159,7 +158,7 @@ def _node(n: GroupNode, args: tuple[int, ...], **change: Any) -> GroupNode:
 
 
 def _split(g: FusedGroup, targets: Sequence[int], node_body: NodeBody,
-           subgroups: bool) -> _SplitLaunch | None:
+           subgroups: bool, software: bool) -> _SplitLaunch | None:
     """The two passes of a launch whose one reduction has few long rows, or None where the
     launch is no elementwise prologue, one reduction and an epilogue over its result."""
     need = _ancestors(g, targets)
@@ -198,9 +197,9 @@ def _split(g: FusedGroup, targets: Sequence[int], node_body: NodeBody,
                     tuple(order[t] for t in targets), "whole", 0, frozenset())
     try:
         first = _Launch(g1, [len(n1) - 1], node.shape, True, node_body, chunk, parts,
-                        subgroups, chunk)
+                        subgroups, lanes_for(chunk, software))
         second = _Launch(g2, list(g2.outputs), node.shape, parts >= TREE_MIN, node_body,
-                         subgroups=subgroups, work=parts)
+                         subgroups=subgroups, width=lanes_for(parts, software))
     except Refused:
         return None
     return _SplitLaunch(first, second, node.shape, parts, {i: j for j, i in order.items()})
@@ -250,7 +249,7 @@ def compile_rows(g: FusedGroup, rt: Runtime, node_body: NodeBody) -> RowKernel |
     if not _covered(g):
         return None
     launches: list[_Launch | _SplitLaunch] = []
-    software = rt.adapter.info["adapter_type"] == "CPU"
+    software = rt.software
     sub = SUBGROUPS and rt.subgroups
     main = [j for j in g.outputs if j not in g.cross]
     plans: list[tuple[list[int], tuple[int, ...], int]] = []
@@ -267,7 +266,7 @@ def compile_rows(g: FusedGroup, rt: Runtime, node_body: NodeBody) -> RowKernel |
             return None  # no position to compute them from (an empty axis broadcast away)
         if npos < SPLIT_OUTPUTS and work >= SPLIT_MIN:
             # few long rows: each row split over work-groups, as the eager kernels do
-            split = _split(g, targets, node_body, sub)
+            split = _split(g, targets, node_body, sub, software)
             if split is None:
                 return None
             launches.append(split)
@@ -279,7 +278,7 @@ def compile_rows(g: FusedGroup, rt: Runtime, node_body: NodeBody) -> RowKernel |
         lanes = work >= TREE_MIN and not flat
         try:
             launches.append(_Launch(g, targets, outer, lanes, node_body, subgroups=sub,
-                                    work=work))
+                                    width=lanes_for(work, software)))
         except Refused:
             return None
     # a whole group of many small values (an optimizer's bookkeeping) may bind more buffers

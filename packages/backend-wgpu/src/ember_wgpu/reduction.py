@@ -2,7 +2,7 @@
 
 The input is viewed as ``[kept..., reduced...]`` (strides only, no copy) with each group of
 axes merged where the strides allow.  Each output is one work-group of `lanes_for` its row's
-length (`GROUP`, or `WIDE_ROWS` for rows of at least four elements a lane): lane ``l``
+length (`GROUP`; on GPUs `WIDE_ROWS` for rows of four elements a lane or more): lane ``l``
 combines elements ``l, l + lanes, ...`` of its row, then the lanes combine in a
 workgroup-memory tree.  Rows longer than `SPLIT_MIN` with few outputs are first cut into
 chunks, each chunk a work-group, and a second pass combines the chunks.  The combining step of
@@ -52,15 +52,19 @@ SPLIT_OUTPUTS = 64
 #: this many outputs with rows this short: one invocation per output, no tree
 FLAT_OUTPUTS = 256
 FLAT_ROW = 512
-#: the lanes of a work-group taking a long row: on an H100 through Vulkan, kernels in
-#: work-groups of 64 kept too few loads in flight to pass ~840 GB/s (docs/webgpu.md, "Where
+#: the lanes of a work-group taking a long row on a GPU: on an H100 through Vulkan, kernels
+#: in work-groups of 64 kept too few loads in flight to pass ~840 GB/s (docs/webgpu.md, "Where
 #: the bandwidth went"), as the elementwise maps did
 WIDE_ROWS = 256
+#: whether software adapters (lavapipe) take them too: there a barrier of 256 lanes costs
+#: more than the lanes gain (rows reduced at half the speed); tests turn it on
+WIDE_ON_CPU = False
 
 
-def lanes_for(work: int) -> int:
-    """The work-group size of a tree over rows of ``work`` elements (or chunks of them)."""
-    return WIDE_ROWS if work >= 4 * WIDE_ROWS else GROUP
+def lanes_for(work: int, software: bool) -> int:
+    """The work-group size of a tree over rows (or chunks) of ``work`` elements."""
+    wide = work >= 4 * WIDE_ROWS and (WIDE_ON_CPU or not software)
+    return WIDE_ROWS if wide else GROUP
 
 
 def _identity(kind: str, dt: np.dtype[Any]) -> str:
@@ -233,7 +237,8 @@ def _launch(rt: Runtime, kind: str, x: WGArray, dims: Sequence[int], out_dt: np.
     words = [nout, R, len(kd), len(rdims), *_pad(kd), *_pad(ks), *_pad(rdims), *_pad(rs),
              x.offset, chunk, *scalar_words("float32", scale)]
     tree = not (parts == 1 and nout >= FLAT_OUTPUTS and R <= FLAT_ROW)
-    src = _source(kind, x.dtype, out_dt, arg, index is not None, tree, lanes_for(min(R, chunk)))
+    lanes = lanes_for(min(R, chunk), rt.software)
+    src = _source(kind, x.dtype, out_dt, arg, index is not None, tree, lanes)
     if arg:
         outs = [rt.empty((groups,), x.dtype), rt.empty((groups,), I64)]
     else:

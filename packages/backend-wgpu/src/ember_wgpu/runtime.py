@@ -188,6 +188,9 @@ class Runtime:
         self.i64 = "shader-int64" in offered
         #: subgroup operations (the fused reductions' trees use them where offered)
         self.subgroups = "subgroup" in offered
+        #: a software adapter (lavapipe: kernels run as JIT-compiled SIMD on the CPU, where a
+        #: work-group barrier is costly; some kernels take other shapes there)
+        self.software = adapter.info["adapter_type"] == "CPU"
         # timestamp-query: passes can be timed by the GPU's clock (benchmarks/gpu's probes)
         features = [f for f in ("shader-f16", "shader-int64", "subgroup", "timestamp-query")
                     if f in offered]

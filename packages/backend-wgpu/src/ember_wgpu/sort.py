@@ -352,7 +352,7 @@ def _bitonic(rt: Runtime, x: WGArray, dim: int, descending: bool, lines: int,
 
 def rank_max(rt: Runtime) -> int:
     """The longest line the rank sort takes on ``rt``'s adapter (`RANK_MAX`)."""
-    return RANK_MAX["CPU" if rt.adapter.info["adapter_type"] == "CPU" else "GPU"]
+    return RANK_MAX["CPU" if rt.software else "GPU"]
 
 
 def sort(rt: Runtime, x: WGArray, dim: int, descending: bool) -> tuple[WGArray, WGArray]:
