@@ -342,12 +342,13 @@ def test_bool_reductions_keep_no_bools_in_workgroup_memory(rt: Any, fused: bool)
 @pytest.mark.parametrize("fused", [False, True])
 def test_long_rows_take_wide_work_groups_and_agree_with_numpy(rt: Any, monkeypatch: Any,
                                                               fused: bool) -> None:
-    # on a GPU, rows of at least 4 * WIDE_ROWS elements get work-groups of WIDE_ROWS lanes (64
-    # held an H100 to a third of its bandwidth); software adapters keep 64 unless told.  Every
-    # kind of tree at that width, ties included.
+    # with wide trees on, rows of at least 4 * WIDE_ROWS elements get work-groups of WIDE_ROWS
+    # lanes (64 held an H100's elementwise kernels to a third of its bandwidth); each kind of
+    # adapter has its own switch.  Every kind of tree at that width, ties included.
     from ember_wgpu import reduction
     from ember_wgpu.reduction import WIDE_ROWS, lanes_for
 
+    monkeypatch.setattr(reduction, "WIDE_ON_GPU", True)
     assert lanes_for(4 * WIDE_ROWS, False) == WIDE_ROWS > lanes_for(4 * WIDE_ROWS - 1, False)
     assert lanes_for(1 << 20, True) < WIDE_ROWS
     monkeypatch.setattr(reduction, "WIDE_ON_CPU", True)

@@ -2,7 +2,8 @@
 
 The input is viewed as ``[kept..., reduced...]`` (strides only, no copy) with each group of
 axes merged where the strides allow.  Each output is one work-group of `lanes_for` its row's
-length (`GROUP`; on GPUs `WIDE_ROWS` for rows of four elements a lane or more): lane ``l``
+length (`GROUP`; `WIDE_ROWS` for rows of four elements a lane or more where wide trees are
+on): lane ``l``
 combines elements ``l, l + lanes, ...`` of its row, then the lanes combine in a
 workgroup-memory tree.  Rows longer than `SPLIT_MIN` with few outputs are first cut into
 chunks, each chunk a work-group, and a second pass combines the chunks.  The combining step of
@@ -52,18 +53,22 @@ SPLIT_OUTPUTS = 64
 #: this many outputs with rows this short: one invocation per output, no tree
 FLAT_OUTPUTS = 256
 FLAT_ROW = 512
-#: the lanes of a work-group taking a long row on a GPU: on an H100 through Vulkan, kernels
-#: in work-groups of 64 kept too few loads in flight to pass ~840 GB/s (docs/webgpu.md, "Where
-#: the bandwidth went"), as the elementwise maps did
+#: the lanes of a work-group taking a long row where wide trees are on: on an H100 through
+#: Vulkan, elementwise kernels in work-groups of 64 kept too few loads in flight to pass ~840
+#: GB/s (docs/webgpu.md, "Where the bandwidth went"); the reductions at 64 lanes ran a row
+#: softmax at 932 GB/s and an RMS norm at 1,220 there
 WIDE_ROWS = 256
-#: whether software adapters (lavapipe) take them too: there a barrier of 256 lanes costs
-#: more than the lanes gain (rows reduced at half the speed); tests turn it on
+#: whether GPUs take wide trees: off until timed on one (`wgpu_bench.py --only rows` with this
+#: on; correctness is tested on lavapipe with `WIDE_ON_CPU`)
+WIDE_ON_GPU = False
+#: whether software adapters (lavapipe) take them: there a barrier of 256 lanes costs more
+#: than the lanes gain (rows reduced at half the speed); tests turn it on
 WIDE_ON_CPU = False
 
 
 def lanes_for(work: int, software: bool) -> int:
     """The work-group size of a tree over rows (or chunks) of ``work`` elements."""
-    wide = work >= 4 * WIDE_ROWS and (WIDE_ON_CPU or not software)
+    wide = work >= 4 * WIDE_ROWS and (WIDE_ON_CPU if software else WIDE_ON_GPU)
     return WIDE_ROWS if wide else GROUP
 
 
