@@ -3,9 +3,8 @@
 The input is viewed as ``[kept..., reduced...]`` (strides only, no copy) with each group of
 axes merged where the strides allow.  Each output is one work-group of `lanes_for` its row's
 length (`GROUP`; `WIDE_ROWS` for rows of four elements a lane or more where wide trees are
-on): lane ``l``
-combines elements ``l, l + lanes, ...`` of its row, then the lanes combine in a
-workgroup-memory tree.  Rows longer than `SPLIT_MIN` with few outputs are first cut into
+on): lane ``l`` combines elements ``l, l + lanes, ...`` of its row, then the lanes combine in
+a workgroup-memory tree.  Rows longer than `SPLIT_MIN` with few outputs are first cut into
 chunks, each chunk a work-group, and a second pass combines the chunks.  The combining step of
 each reduction is an elementwise op of the kernel IR (``add``, ``mul``, the nan-propagating
 ``maximum``/``minimum``, ``logical_or``/``logical_and``), rendered like every elementwise op,
