@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -115,24 +116,47 @@ def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
     return tuple(out)
 
 
-def normalize_dim(dim: int, ndim: int, *, name: str = "dim") -> int:
+def normalize_dim(dim: int, ndim: int, *, name: str = "dim", op: str | None = None) -> int:
+    """``dim`` as an index in ``[0, ndim)`` (a 0-d tensor takes 0 and -1, as in PyTorch), or
+    an `IndexError` that names the op (``op``, else the public ember function that called)."""
     lim = max(ndim, 1)
     if not -lim <= dim < lim:
-        raise IndexError(f"{name} {dim} is out of range for a tensor of {ndim} dimension(s)")
+        raise IndexError(f"{op or _caller()}: {name} {dim} is out of range for a tensor of "
+                         f"{ndim} dimension(s) (expected to be in range of "
+                         f"[{-lim}, {lim - 1}])")
     return dim % lim
 
 
-def normalize_dims(dim: int | Sequence[int] | None, ndim: int) -> tuple[int, ...]:
+def normalize_dims(dim: int | Sequence[int] | None, ndim: int, *,
+                   op: str | None = None) -> tuple[int, ...]:
+    """``dim`` (one axis, several, or None for all) as sorted axes; a 0-d tensor's dims 0 and
+    -1 name no axis (``()``), as PyTorch reduces a 0-d tensor over them to itself."""
     if dim is None:
         return tuple(range(ndim))
     if type(dim) is int:  # one axis: nothing can repeat
-        return (normalize_dim(dim, ndim),)
+        d = normalize_dim(dim, ndim, op=op)
+        return (d,) if ndim else ()
     if isinstance(dim, int):
         dim = (dim,)
-    out = sorted({normalize_dim(d, ndim) for d in dim})
+    out = sorted({normalize_dim(d, ndim, op=op) for d in dim})
     if len(out) != len(tuple(dim)):
-        raise ValueError(f"repeated axis in dim={tuple(dim)}")
-    return tuple(out)
+        first = next(d for d in out if sum(normalize_dim(e, ndim) == d for e in dim) > 1)
+        raise ShapeError(f"{op or _caller()}: dim {first} appears multiple times in the list "
+                         f"of dims (dim={tuple(dim)})")
+    return tuple(out) if ndim else ()
+
+
+def _caller() -> str:
+    """The name of the public ember function whose call failed: the first frame up the stack
+    outside the private helpers (``_reduce``, ``normalize_dim``)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_code.co_name
+        module = frame.f_globals.get("__name__", "")
+        if (not name.startswith(("_", "<", "normalize_dim")) and module.startswith("ember")):
+            return name
+        frame = frame.f_back  # type: ignore[assignment]  # None ends the loop
+    return "dim"
 
 
 # -- scalars and promotion --------------------------------------------------------------------

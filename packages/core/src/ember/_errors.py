@@ -1,4 +1,5 @@
-"""ember's exception types.  Each subclasses the builtin a PyTorch or numpy user would catch."""
+"""ember's exception types.  Each subclasses the builtin a PyTorch or numpy user would catch
+(where the two differ, both)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,12 @@ __all__ = [
 ]
 
 
-class ShapeError(ValueError):
-    """Shapes that do not fit together; the message names every shape involved."""
+class ShapeError(ValueError, RuntimeError):
+    """Shapes that do not fit together; the message names every shape involved.
+
+    A `RuntimeError`, as PyTorch raises for shape errors (so a ported ``except RuntimeError``
+    catches it), and a `ValueError`, as it has always been.
+    """
 
 
 class DeviceMismatchError(RuntimeError):
@@ -34,8 +39,12 @@ class DivisionByZeroError(ZeroDivisionError, RuntimeError):
     """Integer ``//`` or ``%`` by zero (PyTorch raises a RuntimeError "ZeroDivisionError")."""
 
 
-class DTypeError(TypeError):
-    """A dtype the device or the op does not support; the message names both."""
+class DTypeError(TypeError, RuntimeError):
+    """A dtype the device or the op does not support; the message names both.
+
+    A `RuntimeError`, as PyTorch raises for unsupported dtypes ("not implemented for 'Bool'"),
+    and a `TypeError`, as it has always been.
+    """
 
 
 class RecordError(ValueError):

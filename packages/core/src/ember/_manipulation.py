@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from . import _dtype as dt
-from ._apply import apply, broadcast_shapes, cast, normalize_dim
+from ._apply import apply, broadcast_shapes, cast, normalize_dim, normalize_dims
 from ._checks import check_range, out_of_bounds
 from ._errors import DTypeError, ShapeError
 from ._reduction import ValuesIndices
@@ -83,7 +83,10 @@ def squeeze(x: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
     if dim is None:
         dims = {i for i, n in enumerate(x.shape) if n == 1}
     else:
-        dims = {normalize_dim(d, x.ndim) for d in ((dim,) if isinstance(dim, int) else dim)}
+        dims = {normalize_dim(d, x.ndim, op="squeeze")
+                for d in ((dim,) if isinstance(dim, int) else dim)}
+        if not x.ndim:  # a 0-d tensor's dim 0 (or -1) names no axis: nothing to drop
+            return x
         dims = {d for d in dims if x.shape[d] == 1}
     return reshape(x, *[n for i, n in enumerate(x.shape) if i not in dims])
 
@@ -167,8 +170,8 @@ def repeat(x: Tensor, *reps: int | Sequence[int]) -> Tensor:
 
 def flip(x: Tensor, dims: int | Sequence[int]) -> Tensor:
     """Reverse the order of elements along ``dims``."""
-    d = tuple(sorted({normalize_dim(i, x.ndim) for i in ((dims,) if isinstance(dims, int)
-                                                          else dims)}))
+    # a dim named twice is an error, as in PyTorch ("dim 0 appears multiple times")
+    d = normalize_dims(dims, x.ndim, op="flip")
     return apply(mv.flip, x, dims=d) if d else x
 
 
@@ -254,12 +257,32 @@ def chunk(x: Tensor, chunks: int, dim: int = 0) -> list[Tensor]:
     return split(x, max(1, -(-n // chunks)), dim)
 
 
-def roll(x: Tensor, shifts: int | Sequence[int], dims: int | Sequence[int]) -> Tensor:
-    """Rotate elements along ``dims`` by ``shifts``."""
+def roll(x: Tensor, shifts: int | Sequence[int],
+         dims: int | Sequence[int] | None = None) -> Tensor:
+    """Rotate elements along ``dims`` by ``shifts``; without ``dims``, the flattened tensor
+    (its shape kept), as PyTorch.
+
+    Examples
+    --------
+    >>> import ember
+    >>> ember.tensor([[1, 2], [3, 4]]).roll(1).tolist()
+    [[4, 1], [2, 3]]
+    """
     sh = (shifts,) if isinstance(shifts, int) else tuple(shifts)
+    if dims is None:
+        if len(sh) != 1:
+            raise ShapeError(f"roll: shifts and dimensions must align: {len(sh)} shifts and "
+                             "no dims (without dims, give one shift)")
+        return reshape(roll(reshape(x, -1), sh, 0), *x.shape)
     ds = (dims,) if isinstance(dims, int) else tuple(dims)
+    if len(sh) != len(ds):
+        raise ShapeError(f"roll: shifts and dimensions must align: {len(sh)} shifts "
+                         f"{sh} and {len(ds)} dims {ds}")
     for s, d in zip(sh, ds, strict=True):
-        n = x.shape[normalize_dim(d, x.ndim)]
+        d = normalize_dim(d, x.ndim, op="roll")
+        if not x.ndim:
+            continue
+        n = x.shape[d]
         if n == 0:
             continue
         k = s % n

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import _dtype as dt
 from ._apply import apply, cast, normalize_dim, normalize_dims, to_float
@@ -26,6 +26,15 @@ class ValuesIndices(NamedTuple):
     indices: Tensor
 
 
+def _axis(name: str, dim: Dim | Tensor, axis: Dim) -> Any:
+    """``dim``, or PyTorch's alias ``axis`` (numpy's name, which PyTorch also accepts)."""
+    if axis is None:
+        return dim
+    if dim is not None:
+        raise TypeError(f"{name}() received both dim and its alias axis")
+    return axis
+
+
 def _reduce(op: Op, x: Tensor, dim: Dim, keepdim: bool, **params: object) -> Tensor:
     dims = normalize_dims(dim, x.ndim)
     if not dims:  # a 0-d tensor: reducing over nothing keeps it
@@ -41,7 +50,7 @@ def _accumulator(x: Tensor, dtype: dt.DType | None) -> Tensor:
 
 
 def sum(x: Tensor, dim: Dim = None, keepdim: bool = False,  # PyTorch's name
-        *, dtype: dt.DType | None = None) -> Tensor:
+        *, axis: Dim = None, dtype: dt.DType | None = None) -> Tensor:
     """Sum over ``dim`` (all axes when None).
 
     Examples
@@ -50,18 +59,21 @@ def sum(x: Tensor, dim: Dim = None, keepdim: bool = False,  # PyTorch's name
     >>> ember.tensor([[1, 2], [3, 4]]).sum(dim=0).tolist()
     [4, 6]
     """
+    dim = _axis("sum", dim, axis)
     return _reduce(red.sum, _accumulator(x, dtype), dim, keepdim)
 
 
 def prod(x: Tensor, dim: Dim = None, keepdim: bool = False,
-         *, dtype: dt.DType | None = None) -> Tensor:
+         *, axis: Dim = None, dtype: dt.DType | None = None) -> Tensor:
     """Product over ``dim``."""
+    dim = _axis("prod", dim, axis)
     return _reduce(red.prod, _accumulator(x, dtype), dim, keepdim)
 
 
 def mean(x: Tensor, dim: Dim = None, keepdim: bool = False,
-         *, dtype: dt.DType | None = None) -> Tensor:
+         *, axis: Dim = None, dtype: dt.DType | None = None) -> Tensor:
     """Mean over ``dim``; integer inputs are averaged in the default float."""
+    dim = _axis("mean", dim, axis)
     return _reduce(red.mean, cast(x, dtype) if dtype else to_float(x), dim, keepdim)
 
 
@@ -81,16 +93,18 @@ def _check_nonempty(name: str, x: Tensor, dim: Dim) -> None:
                              f"(a tensor of shape {shape})")
 
 
-def amax(x: Tensor, dim: Dim = None, keepdim: bool = False) -> Tensor:
+def amax(x: Tensor, dim: Dim = None, keepdim: bool = False, *, axis: Dim = None) -> Tensor:
     """Largest value over ``dim`` (nan propagates); an empty ``dim`` is an error."""
+    dim = _axis("amax", dim, axis)
     _check_nonempty("amax", x, dim)
     if x._dtype.kind == "b":
         return any(x, dim, keepdim)
     return _reduce(red.max, x, dim, keepdim)
 
 
-def amin(x: Tensor, dim: Dim = None, keepdim: bool = False) -> Tensor:
+def amin(x: Tensor, dim: Dim = None, keepdim: bool = False, *, axis: Dim = None) -> Tensor:
     """Smallest value over ``dim`` (nan propagates); an empty ``dim`` is an error."""
+    dim = _axis("amin", dim, axis)
     _check_nonempty("amin", x, dim)
     if x._dtype.kind == "b":
         return all(x, dim, keepdim)
@@ -98,8 +112,9 @@ def amin(x: Tensor, dim: Dim = None, keepdim: bool = False) -> Tensor:
 
 
 def max(x: Tensor, dim: int | Tensor | None = None,  # PyTorch's name
-        keepdim: bool = False) -> Tensor | ValuesIndices:
+        keepdim: bool = False, *, axis: int | None = None) -> Tensor | ValuesIndices:
     """``max(x)``: the largest value; ``max(x, dim)``: (values, indices); ``max(x, y)``: maximum."""
+    dim = _axis("max", dim, axis)
     from ._elementwise import maximum
     from ._tensor import Tensor
 
@@ -112,8 +127,9 @@ def max(x: Tensor, dim: int | Tensor | None = None,  # PyTorch's name
 
 
 def min(x: Tensor, dim: int | Tensor | None = None,  # PyTorch's name
-        keepdim: bool = False) -> Tensor | ValuesIndices:
+        keepdim: bool = False, *, axis: int | None = None) -> Tensor | ValuesIndices:
     """``min(x)``, ``min(x, dim)`` -> (values, indices), or ``min(x, y)``: minimum."""
+    dim = _axis("min", dim, axis)
     from ._elementwise import minimum
     from ._tensor import Tensor
 
@@ -133,43 +149,51 @@ def _arg(op: Op, x: Tensor, dim: int | None, keepdim: bool) -> Tensor:
     return apply(op, x, dim=d, keepdim=keepdim)  # type: ignore[no-any-return]
 
 
-def argmax(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+def argmax(x: Tensor, dim: int | None = None, keepdim: bool = False, *,
+           axis: int | None = None) -> Tensor:
     """Index of the largest value (the first one on ties), as int64."""
+    dim = _axis("argmax", dim, axis)
     return _arg(red.argmax, x, dim, keepdim)
 
 
-def argmin(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+def argmin(x: Tensor, dim: int | None = None, keepdim: bool = False, *,
+           axis: int | None = None) -> Tensor:
     """Index of the smallest value (the first one on ties), as int64."""
+    dim = _axis("argmin", dim, axis)
     return _arg(red.argmin, x, dim, keepdim)
 
 
-def any(x: Tensor, dim: Dim = None, keepdim: bool = False) -> Tensor:
+def any(x: Tensor, dim: Dim = None, keepdim: bool = False, *, axis: Dim = None) -> Tensor:
     """Whether any element over ``dim`` is non-zero."""
+    dim = _axis("any", dim, axis)
     dims = normalize_dims(dim, x.ndim)
     if not dims:
         return cast(x, dt.bool_)
     return apply(red.any, x, dims=dims, keepdim=keepdim)  # type: ignore[no-any-return]
 
 
-def all(x: Tensor, dim: Dim = None, keepdim: bool = False) -> Tensor:
+def all(x: Tensor, dim: Dim = None, keepdim: bool = False, *, axis: Dim = None) -> Tensor:
     """Whether every element over ``dim`` is non-zero."""
+    dim = _axis("all", dim, axis)
     dims = normalize_dims(dim, x.ndim)
     if not dims:
         return cast(x, dt.bool_)
     return apply(red.all, x, dims=dims, keepdim=keepdim)  # type: ignore[no-any-return]
 
 
-def var(x: Tensor, dim: Dim = None, keepdim: bool = False, *, correction: int = 1,
-        unbiased: bool | None = None) -> Tensor:
+def var(x: Tensor, dim: Dim = None, keepdim: bool = False, *, axis: Dim = None,
+        correction: int = 1, unbiased: bool | None = None) -> Tensor:
     """Variance over ``dim`` with Bessel's ``correction`` (1 by default, as in PyTorch)."""
+    dim = _axis("var", dim, axis)
     if unbiased is not None:
         correction = int(unbiased)
     return _reduce(red.var, to_float(x), dim, keepdim, correction=correction)
 
 
-def std(x: Tensor, dim: Dim = None, keepdim: bool = False, *, correction: int = 1,
-        unbiased: bool | None = None) -> Tensor:
+def std(x: Tensor, dim: Dim = None, keepdim: bool = False, *, axis: Dim = None,
+        correction: int = 1, unbiased: bool | None = None) -> Tensor:
     """Standard deviation over ``dim``."""
+    dim = _axis("std", dim, axis)
     from ._elementwise import sqrt
 
     return sqrt(var(x, dim, keepdim, correction=correction, unbiased=unbiased))

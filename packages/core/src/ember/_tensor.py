@@ -504,46 +504,51 @@ class Tensor:
 
     # -- reductions -----------------------------------------------------------------------------
 
-    def sum(self, dim: Dim = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
-        return _red.sum(self, dim, keepdim, dtype=dtype)
+    def sum(self, dim: Dim = None, keepdim: bool = False, *, dtype: Any = None,
+            axis: Dim = None) -> Tensor:
+        return _red.sum(self, dim, keepdim, dtype=dtype, axis=axis)
 
-    def prod(self, dim: Dim = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
-        return _red.prod(self, dim, keepdim, dtype=dtype)
+    def prod(self, dim: Dim = None, keepdim: bool = False, *, dtype: Any = None,
+             axis: Dim = None) -> Tensor:
+        return _red.prod(self, dim, keepdim, dtype=dtype, axis=axis)
 
-    def mean(self, dim: Dim = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
-        return _red.mean(self, dim, keepdim, dtype=dtype)
+    def mean(self, dim: Dim = None, keepdim: bool = False, *, dtype: Any = None,
+             axis: Dim = None) -> Tensor:
+        return _red.mean(self, dim, keepdim, dtype=dtype, axis=axis)
 
-    def amax(self, dim: Dim = None, keepdim: bool = False) -> Tensor:
-        return _red.amax(self, dim, keepdim)
+    def amax(self, dim: Dim = None, keepdim: bool = False, *, axis: Dim = None) -> Tensor:
+        return _red.amax(self, dim, keepdim, axis=axis)
 
-    def amin(self, dim: Dim = None, keepdim: bool = False) -> Tensor:
-        return _red.amin(self, dim, keepdim)
+    def amin(self, dim: Dim = None, keepdim: bool = False, *, axis: Dim = None) -> Tensor:
+        return _red.amin(self, dim, keepdim, axis=axis)
 
-    def max(self, dim: Any = None, keepdim: bool = False) -> Any:
-        return _red.max(self, dim, keepdim)
+    def max(self, dim: Any = None, keepdim: bool = False, *, axis: int | None = None) -> Any:
+        return _red.max(self, dim, keepdim, axis=axis)
 
-    def min(self, dim: Any = None, keepdim: bool = False) -> Any:
-        return _red.min(self, dim, keepdim)
+    def min(self, dim: Any = None, keepdim: bool = False, *, axis: int | None = None) -> Any:
+        return _red.min(self, dim, keepdim, axis=axis)
 
-    def argmax(self, dim: int | None = None, keepdim: bool = False) -> Tensor:
-        return _red.argmax(self, dim, keepdim)
+    def argmax(self, dim: int | None = None, keepdim: bool = False, *,
+               axis: int | None = None) -> Tensor:
+        return _red.argmax(self, dim, keepdim, axis=axis)
 
-    def argmin(self, dim: int | None = None, keepdim: bool = False) -> Tensor:
-        return _red.argmin(self, dim, keepdim)
+    def argmin(self, dim: int | None = None, keepdim: bool = False, *,
+               axis: int | None = None) -> Tensor:
+        return _red.argmin(self, dim, keepdim, axis=axis)
 
-    def any(self, dim: Dim = None, keepdim: bool = False) -> Tensor:
-        return _red.any(self, dim, keepdim)
+    def any(self, dim: Dim = None, keepdim: bool = False, *, axis: Dim = None) -> Tensor:
+        return _red.any(self, dim, keepdim, axis=axis)
 
-    def all(self, dim: Dim = None, keepdim: bool = False) -> Tensor:
-        return _red.all(self, dim, keepdim)
+    def all(self, dim: Dim = None, keepdim: bool = False, *, axis: Dim = None) -> Tensor:
+        return _red.all(self, dim, keepdim, axis=axis)
 
     def var(self, dim: Dim = None, keepdim: bool = False, *, correction: int = 1,
-            unbiased: bool | None = None) -> Tensor:
-        return _red.var(self, dim, keepdim, correction=correction, unbiased=unbiased)
+            unbiased: bool | None = None, axis: Dim = None) -> Tensor:
+        return _red.var(self, dim, keepdim, correction=correction, unbiased=unbiased, axis=axis)
 
     def std(self, dim: Dim = None, keepdim: bool = False, *, correction: int = 1,
-            unbiased: bool | None = None) -> Tensor:
-        return _red.std(self, dim, keepdim, correction=correction, unbiased=unbiased)
+            unbiased: bool | None = None, axis: Dim = None) -> Tensor:
+        return _red.std(self, dim, keepdim, correction=correction, unbiased=unbiased, axis=axis)
 
     def norm(self, p: float = 2, dim: Dim = None, keepdim: bool = False) -> Tensor:
         if p == 2:
@@ -610,7 +615,8 @@ class Tensor:
     def flip(self, dims: int | Sequence[int]) -> Tensor:
         return _mv.flip(self, dims)
 
-    def roll(self, shifts: int | Sequence[int], dims: int | Sequence[int]) -> Tensor:
+    def roll(self, shifts: int | Sequence[int],
+             dims: int | Sequence[int] | None = None) -> Tensor:
         return _mv.roll(self, shifts, dims)
 
     def narrow(self, dim: int, start: int, length: int) -> Tensor:
