@@ -3,13 +3,21 @@
 Each primitive is an :class:`Op`; a backend's op table maps ops to kernels.  Composite ops
 (softmax, layer_norm, ...) are also `Op` objects (:mod:`ember.ops.composite`), but core
 computes them from primitives wherever a backend has no kernel of its own for them.
+
+Every op with params or a shape of its own has a shape rule (`RULES`, ``op.shape_rule``):
+`check_shapes` runs it, `numel` counts a shape's elements with an overflow check; both are
+the public face of `ember.ops._shapes`, for backends (a kernel's host-side guard) and Remote.
 """
 
 from . import composite, creation, elementwise, linalg, movement, nn, reduction
 from ._op import Op, registry
+from ._shapes import DATA_DEPENDENT, MAX_NDIM, RULES, Rule, Shape, check_shapes, numel
+from ._shapes import broadcast as broadcast_rule
 
-__all__ = ["Op", "composite", "composites", "creation", "elementwise", "linalg", "movement",
-           "nn", "primitives", "reduction", "registry"]
+__all__ = ["DATA_DEPENDENT", "MAX_NDIM", "RULES", "Op", "Rule", "Shape", "broadcast_rule",
+           "check_shapes",
+           "composite", "composites", "creation", "elementwise", "linalg", "movement", "nn",
+           "numel", "primitives", "reduction", "registry"]
 
 
 def primitives() -> tuple[Op, ...]:

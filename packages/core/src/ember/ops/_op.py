@@ -10,9 +10,13 @@ from .._dtype import DType, bool_, float32, int64
 __all__ = ["Op", "registry"]
 
 DTypeRule = Callable[[Sequence[Any], dict[str, Any]], "DType | tuple[DType, ...]"]
+#: ``rule(input shapes, params) -> shape | list of shapes`` (see `ember.ops._shapes`)
+ShapeRule = Callable[[Sequence[tuple[int, ...]], dict[str, Any]], Any]
 
 #: Every primitive by name.  Custom ops registered by plugins land here too.
 registry: Final[dict[str, Op]] = {}
+#: called with each op made after core's shape rules were built (gives new ops their rule)
+ON_NEW: Final[list[Callable[[Op], None]]] = []
 
 
 # Rules receive the input tensors (anything with ``_dtype``) and the params.
@@ -130,6 +134,11 @@ class Op:
     differentiable : whether gradients flow through it (Autodiff keeps a rule for each).
     dtypes : which input dtypes it accepts: ``any``, ``float``, ``int`` (ints and bool), ``number``
         (everything but bool).
+    shape_rule : ``rule(shapes, params)``: the result's shape (a list of shapes for several
+        results) from the input shapes and params, raising `ember.ShapeError` where they do not
+        fit (see `ember.ops.check_shapes`).  Core's ops have theirs from `ember.ops._shapes`;
+        elementwise ops get the broadcast.  ``check`` is the rule `Backend.dispatch` calls
+        before a kernel: the shape rule, but ``None`` for elementwise ops (nothing to index).
 
     Examples
     --------
@@ -141,6 +150,7 @@ class Op:
     __slots__ = (
         "__weakref__",
         "arity",
+        "check",
         "composite",
         "differentiable",
         "dtypes",
@@ -150,6 +160,7 @@ class Op:
         "params",
         "result",
         "result_rule",
+        "shape_rule",
     )
 
     def __init__(
@@ -163,6 +174,7 @@ class Op:
         outputs: int = 1,
         differentiable: bool = True,
         dtypes: str = "any",
+        shape_rule: ShapeRule | None = None,
     ) -> None:
         if name in registry:
             raise ValueError(f"an op named {name!r} is already registered")
@@ -177,7 +189,11 @@ class Op:
         self.dtypes = dtypes
         #: a composite has a decomposition in core; backends may, but need not, implement it
         self.composite = group == "composite"
+        self.shape_rule: ShapeRule | None = shape_rule
+        self.check: ShapeRule | None = shape_rule if group != "elementwise" else None
         registry[name] = self
+        for hook in ON_NEW:
+            hook(self)
 
     def __repr__(self) -> str:
         return f"ember.ops.{self.name}"
