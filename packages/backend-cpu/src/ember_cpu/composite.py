@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 from ember.backend import DTypeError, ShapeError
-from ember.ops import composite as cops
+from ember.ops import check_shapes, composite as cops
 
 from . import _blas, _conv_jit, optim
 from ._common import F32, F64, LOW, quiet, wide
@@ -488,6 +488,9 @@ def max_pool2d_backward(g: np.ndarray, indices: np.ndarray, x: np.ndarray,
     """Each window's gradient added at the position its index names in the ``H*W`` plane
     (the window geometry is already in ``indices``)."""
     op = "max_pool2d_backward"
+    check_shapes(cops.max_pool2d_backward, [g.shape, indices.shape, x.shape], dict(
+        kernel_size=kernel_size, stride=stride, padding=padding, dilation=dilation,
+        ceil_mode=ceil_mode))
     _float(op, g, x)
     if (x.ndim != 4 or g.ndim != 4 or indices.shape != g.shape or g.shape[:2] != x.shape[:2]
             or indices.dtype.kind not in "iu"):
@@ -520,6 +523,9 @@ def conv2d_weight_grad(g: np.ndarray, x: np.ndarray, w: np.ndarray, stride: Any 
     """``dw[O, C/groups, kh, kw]``: per group one matmul of ``g`` with the im2col matrix of
     ``x`` (every receptive field, batch and output positions on the contracted axis)."""
     op = "conv2d_weight_grad"
+    # im2col's compiled loop has no bounds checks: the rule keeps every tap inside x
+    check_shapes(cops.conv2d_weight_grad, [g.shape, x.shape, w.shape],
+                 dict(stride=stride, padding=padding, dilation=dilation, groups=groups))
     _float(op, g, x, w)
     o, cg, kh, kw = w.shape if w.ndim == 4 else (0, 0, 0, 0)
     if (x.ndim != 4 or g.ndim != 4 or w.ndim != 4 or g.shape[:2] != (x.shape[0], o)

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 from ember.backend import ShapeError
-from ember.ops import composite as cops
+from ember.ops import check_shapes, composite as cops
 from ember.ops import nn
 from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
@@ -67,6 +67,8 @@ def _compiled(*arrays: np.ndarray) -> bool:
 def conv2d(x: np.ndarray, w: np.ndarray, stride: Pair = (1, 1), padding: Pair = (0, 0),
            dilation: Pair = (1, 1), groups: int = 1) -> np.ndarray:
     """2-D cross-correlation of ``x[N, C, H, W]`` with ``w[O, C/groups, kh, kw]``."""
+    check_shapes(nn.conv2d, [x.shape, w.shape], dict(stride=stride, padding=padding,
+                                                      dilation=dilation, groups=groups))
     return _conv2d(x, w, stride, padding, dilation, groups, False)[0]
 
 
@@ -217,6 +219,9 @@ def fused_conv2d(x: np.ndarray, w: np.ndarray, *rest: np.ndarray, stride: Pair =
                  relu: bool = False, eps: float = 1e-5) -> np.ndarray:
     """`conv2d` and its epilogue (bias, inference batch norm, residual, ReLU) applied in place
     on the GEMM's output in one pass (see ``ember.ops.composite.fused_conv2d``)."""
+    check_shapes(cops.fused_conv2d, [x.shape, w.shape, *(a.shape for a in rest)],
+                 dict(stride=stride, padding=padding, dilation=dilation, groups=groups,
+                      bias=bias, norm=norm, residual=residual, relu=relu, eps=eps))
     if len(rest) != int(bias) + 4 * int(norm) + int(residual):
         raise ValueError(f"fused_conv2d: {len(rest)} extra inputs for bias={bias}, "
                          f"norm={norm}, residual={residual}")
@@ -385,6 +390,9 @@ def conv_transpose2d(x: np.ndarray, w: np.ndarray, stride: Pair = (1, 1),
                      padding: Pair = (0, 0), output_padding: Pair = (0, 0),
                      dilation: Pair = (1, 1), groups: int = 1) -> np.ndarray:
     """The gradient of conv2d with respect to its input: ``w[C, O/groups, kh, kw]``."""
+    check_shapes(nn.conv_transpose2d, [x.shape, w.shape],
+                 dict(stride=stride, padding=padding, output_padding=output_padding,
+                      dilation=dilation, groups=groups))
     dt = x.dtype
     if dt in LOW:
         return conv_transpose2d(x.astype(F32), w.astype(F32), stride, padding, output_padding,
@@ -471,6 +479,9 @@ def _lowest(dt: np.dtype[Any]) -> Any:
 def _max_pool2d(x: np.ndarray, kernel_size: Pair = (1, 1), stride: Pair = (1, 1),
                 padding: Pair = (0, 0), dilation: Pair = (1, 1),
                 ceil_mode: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    check_shapes(nn.max_pool2d, [x.shape], dict(kernel_size=kernel_size, stride=stride,
+                                                padding=padding, dilation=dilation,
+                                                ceil_mode=ceil_mode))
     dt = x.dtype
     xs = x.astype(F32) if dt in LOW else x
     n, c, h, w = x.shape
@@ -516,6 +527,10 @@ def max_pool2d_values(x: np.ndarray, kernel_size: Pair = (1, 1), stride: Pair = 
     result with the stride, no padded copy (ResNet's stem, one thread, 2-core VM: 0.99 ->
     0.17 ms); other dtypes: strided ``np.maximum`` over a copy padded with the lowest value.
     No positions to track: far faster than the indices kernel."""
+    # the compiled loop has no bounds checks: the rule keeps every window inside the input
+    check_shapes(cops.max_pool2d_values, [x.shape], dict(
+        kernel_size=kernel_size, stride=stride, padding=padding, dilation=dilation,
+        ceil_mode=ceil_mode))
     dt = x.dtype
     xs = x.astype(F32) if dt in LOW else x
     n, c, h, w = x.shape
@@ -571,6 +586,9 @@ def _avg_divisor(n: int, o: int, k: int, s: int, p: int, count_include_pad: bool
 def _avg_pool2d(x: np.ndarray, kernel_size: Pair = (1, 1), stride: Pair = (1, 1),
                 padding: Pair = (0, 0), ceil_mode: bool = False,
                 count_include_pad: bool = True) -> np.ndarray:
+    check_shapes(nn.avg_pool2d, [x.shape], dict(kernel_size=kernel_size, stride=stride,
+                                                padding=padding, ceil_mode=ceil_mode,
+                                                count_include_pad=count_include_pad))
     dt = x.dtype
     xs = x.astype(F32) if dt in LOW else x
     h, w = x.shape[2:]
@@ -593,6 +611,7 @@ def _adaptive_bounds(n: int, o: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _adaptive_avg_pool2d(x: np.ndarray, output_size: Pair = (1, 1)) -> np.ndarray:
+    check_shapes(nn.adaptive_avg_pool2d, [x.shape], dict(output_size=output_size))
     dt = x.dtype
     n, c, h, w = x.shape
     oh, ow = output_size
@@ -634,6 +653,8 @@ def _linear_weights(n: int, o: int, align_corners: bool) -> tuple[Any, Any, Any]
 
 def _interpolate(x: np.ndarray, size: tuple[int, ...] = (), mode: str = "nearest",
                  align_corners: bool | None = None) -> np.ndarray:
+    check_shapes(nn.interpolate, [x.shape], dict(size=size, mode=mode,
+                                                 align_corners=align_corners))
     dt = x.dtype
     out = x.astype(F32) if dt in LOW else x
     for axis, o in enumerate(size, start=2):

@@ -322,7 +322,11 @@ def pad(x: Tensor, pad: Sequence[int], mode: str = "constant",
         from ._windows import pad_modes
 
         return pad_modes(x, widths, mode)
-    # negative widths crop, as in PyTorch
+    # negative widths crop, as in PyTorch, never below 0 elements
+    for d, ((lo, hi), n) in enumerate(zip(widths, x.shape, strict=True)):
+        if n - max(-lo, 0) - max(-hi, 0) < 0:
+            raise ShapeError(f"pad: pad={tuple(pad)} crops dimension {d} of size {n} below 0 "
+                             f"elements (input {x.shape})")
     crop = tuple(slice(max(-lo, 0), n - max(-hi, 0)) for (lo, hi), n in zip(widths, x.shape,
                                                                            strict=True))
     if any(lo < 0 or hi < 0 for lo, hi in widths):

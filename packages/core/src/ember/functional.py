@@ -31,7 +31,7 @@ from ._backward import (
 from ._checks import check_range
 from ._errors import DTypeError, ShapeError
 from .amp._state import AUTOCAST, autocast_inputs, setting
-from .ops import composite as cops, nn as nnops
+from .ops import check_shapes, composite as cops, nn as nnops
 from .ops._op import Op
 
 if TYPE_CHECKING:
@@ -274,6 +274,7 @@ def _conv(op: Op, n: int, x: Tensor, weight: Tensor, bias: Tensor | None,
     if transposed:
         assert output_padding is not None
         params["output_padding"] = _tuple(output_padding, n, "output_padding")
+    check_shapes(op, [x.shape, weight.shape], params)  # the clear error, before any cast
     out: Tensor = apply(op, x, cast(weight, x.dtype), **params)
     if bias is not None:
         out = out + bias.reshape(-1, *([1] * n))
@@ -312,6 +313,7 @@ def max_pool2d(x: Tensor, kernel_size: IntPair, stride: IntPair | None = None,
     params = dict(kernel_size=k, stride=_tuple(stride if stride is not None else k, 2, "stride"),
                   padding=_tuple(padding, 2, "padding"), dilation=_tuple(dilation, 2, "dilation"),
                   ceil_mode=ceil_mode)
+    check_shapes(nnops.max_pool2d, [x.shape], params)
     if not return_indices and x._device.implements(cops.max_pool2d_values):
         # no indices to compute (Autodiff, which needs them for the backward, says no here)
         return apply(cops.max_pool2d_values, x, **params)  # type: ignore[no-any-return]
@@ -323,14 +325,16 @@ def avg_pool2d(x: Tensor, kernel_size: IntPair, stride: IntPair | None = None,
                padding: IntPair = 0, ceil_mode: bool = False,
                count_include_pad: bool = True) -> Tensor:
     k = _tuple(kernel_size, 2, "kernel_size")
-    return apply(nnops.avg_pool2d, to_float(x), kernel_size=k,  # type: ignore[no-any-return]
-                 stride=_tuple(stride if stride is not None else k, 2, "stride"),
-                 padding=_tuple(padding, 2, "padding"), ceil_mode=ceil_mode,
-                 count_include_pad=count_include_pad)
+    params = dict(kernel_size=k, stride=_tuple(stride if stride is not None else k, 2, "stride"),
+                  padding=_tuple(padding, 2, "padding"), ceil_mode=bool(ceil_mode),
+                  count_include_pad=bool(count_include_pad))
+    check_shapes(nnops.avg_pool2d, [x.shape], params)
+    return apply(nnops.avg_pool2d, to_float(x), **params)  # type: ignore[no-any-return]
 
 
 def adaptive_avg_pool2d(x: Tensor, output_size: IntPair) -> Tensor:
     size = _tuple(output_size, 2, "output_size")
+    check_shapes(nnops.adaptive_avg_pool2d, [x.shape], dict(output_size=size))
     return apply(nnops.adaptive_avg_pool2d, to_float(x),  # type: ignore[no-any-return]
                  output_size=size)
 
@@ -354,9 +358,14 @@ def interpolate(x: Tensor, size: IntPair | None = None,
         if scale_factor is None:
             raise ValueError("interpolate needs size or scale_factor")
         sf = (scale_factor,) * n if isinstance(scale_factor, (int, float)) else tuple(scale_factor)
+        if len(sf) != n or not all(isinstance(f, (int, float)) and 0 < f < math.inf
+                                   for f in sf):
+            raise ShapeError(f"interpolate: scale_factor={scale_factor!r} must be {n} positive "
+                             f"finite number(s) (input shape {x.shape})")
         size = tuple(math.floor(s * f) for s, f in zip(x.shape[2:], sf, strict=True))
-    return apply(nnops.interpolate, to_float(x), size=_tuple(size, n, "size"),  # type: ignore[no-any-return]
-                 mode=mode, align_corners=bool(align_corners))
+    params = dict(size=_tuple(size, n, "size"), mode=mode, align_corners=bool(align_corners))
+    check_shapes(nnops.interpolate, [x.shape], params)
+    return apply(nnops.interpolate, to_float(x), **params)  # type: ignore[no-any-return]
 
 
 def dropout(x: Tensor, p: float = 0.5, training: bool = True,

@@ -106,13 +106,15 @@ def _ints(op: str, name: str, value: Any, n: int, shapes: Sequence[Shape],
         raise _error(op, f"{name} has {len(value)} entries (at most {MAX_NDIM})", shapes)
     out = []
     for v in value:
-        if type(v) is not int or not low <= v < _LIMIT:
-            try:
-                v = _int(op, name, v, shapes, low)
-            except ShapeError:
-                bound = f" >= {low}" if low > -_LIMIT else ""
-                raise _error(op, f"{name} must be ints{bound}, got {_show.repr(value)}",
-                             shapes) from None
+        if type(v) is not int:
+            i = _index(v)
+            if i is None:
+                raise _error(op, f"{name} must be a tuple of ints, got {_show.repr(value)}",
+                             shapes)
+            v = i
+        if not low <= v < _LIMIT:
+            bound = f">= {low}" if low > -_LIMIT else "in the int64 range"
+            raise _error(op, f"{name} must be {bound}, got {_show.repr(value)}", shapes)
         out.append(v)
     return tuple(out)
 
@@ -240,8 +242,8 @@ def _arange(shapes: Sequence[Shape], params: dict[str, Any]) -> Shape:
 def _reshape(shapes: Sequence[Shape], params: dict[str, Any]) -> Shape:
     shape = _shape_param("reshape", "shape", params["shape"], shapes)
     if numel(shape) != numel(shapes[0]):
-        raise _error("reshape", f"shape={shape} does not hold {numel(shapes[0])} elements",
-                     shapes)
+        raise _error("reshape", f"cannot reshape to shape={shape}: it does not hold "
+                     f"{numel(shapes[0])} elements", shapes)
     return shape
 
 
