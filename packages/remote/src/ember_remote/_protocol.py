@@ -37,7 +37,7 @@ import msgpack  # type: ignore[import-untyped]  # msgpack ships no type informat
 from ember import DType
 from ember.backend import ALL_DTYPES
 
-__all__ = ["DTYPE_EXT", "VERSION", "ProtocolError", "dtype_named", "pack", "unpack"]
+__all__ = ["DTYPE_EXT", "MAX_ITEMS", "VERSION", "ProtocolError", "dtype_named", "pack", "unpack"]
 
 #: bumped whenever the schema changes; client and server must agree
 VERSION = 2
@@ -89,23 +89,56 @@ def pack(message: Any) -> bytes:
     return packer.pack(message)  # type: ignore[no-any-return]  # msgpack is untyped
 
 
-def unpack(data: bytes, *, max_bytes: int) -> list[Any]:
+#: a message up to this size decodes without counting its items: even one of nothing but
+#: empty maps (64 bytes of objects per byte) stays under 8 MiB
+_UNCOUNTED = 128 << 10
+#: items (array elements and map entries, containers included) one message may decode to
+MAX_ITEMS = 1 << 18
+
+
+class _Count:
+    """A msgpack hook that counts the items decoded so far and stops at the limit."""
+
+    __slots__ = ("left",)
+
+    def __init__(self, limit: int) -> None:
+        self.left = limit
+
+    def __call__(self, obj: Any) -> Any:
+        self.left -= len(obj) + 1
+        if self.left < 0:
+            raise ProtocolError("the message holds more items than the server's limit")
+        return obj
+
+
+def unpack(data: bytes, *, max_bytes: int, max_items: int = MAX_ITEMS) -> list[Any]:
     """One message, as tuples (so params like ``shape`` arrive as tuples); a `ProtocolError`
-    for anything that is not a well-formed msgpack array starting with a kind."""
+    for anything that is not a well-formed msgpack array starting with a kind.
+
+    Decoding is linear in the message's size and bounded: no array holds more than
+    ``max_items`` items, a message longer than 128 KiB holds at most ``max_items`` items in all
+    (arrays and maps count their items and themselves; a Python object costs up to 64 times
+    its encoded size), and nesting stops at msgpack's own depth limit (a `ProtocolError`)."""
     if not isinstance(data, bytes):
         raise ProtocolError("expected a binary message, got text")
     if len(data) > max_bytes:
         raise ProtocolError(f"message of {len(data)} bytes is over the limit of {max_bytes}")
+    hooks: dict[str, Any] = {}
+    if len(data) > _UNCOUNTED:
+        count = _Count(max_items)
+        hooks = {"list_hook": count, "object_hook": count}
     try:
         # strict limits: a hostile length prefix cannot make the unpacker allocate beyond them
         msg = msgpack.unpackb(data, use_list=False, raw=False, ext_hook=_ext_hook,
                               strict_map_key=True,
                               max_bin_len=max_bytes, max_str_len=1 << 16,
-                              max_array_len=1 << 20, max_map_len=1 << 10, max_ext_len=64)
+                              max_array_len=max_items, max_map_len=1 << 10, max_ext_len=64,
+                              **hooks)
     except ProtocolError:
         raise
     except Exception as exc:  # msgpack raises several types for malformed input
-        raise ProtocolError(f"malformed message: {type(exc).__name__}: {exc}") from None
+        raise ProtocolError(f"malformed message: {type(exc).__name__}: {str(exc)[:200]}") \
+            from None
     if not isinstance(msg, tuple) or not msg or not isinstance(msg[0], str):
         raise ProtocolError("a message is an array whose first item names its kind")
     return list(msg)

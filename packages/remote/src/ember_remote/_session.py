@@ -9,6 +9,7 @@ crash, a hang or a silently wrong tensor.
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -17,7 +18,8 @@ import numpy as np
 from ember import DType, Tensor, from_numpy, ops
 from ember.backend import Device, numpy_dtype
 
-from ._protocol import ProtocolError, dtype_named, pack, unpack
+from . import _costs
+from ._protocol import MAX_ITEMS, ProtocolError, dtype_named, pack, unpack
 from ._shapes import RULES, Shape, numel
 
 if TYPE_CHECKING:
@@ -26,8 +28,13 @@ if TYPE_CHECKING:
 __all__ = ["Limits", "Session"]
 
 _MAX_ID = 1 << 62
-#: signatures a session remembers as checked (a hostile client cannot grow it without end)
-_MAX_CHECKED = 1 << 14
+#: a remembered signature holds at most this many param items and inputs (bounds the cache)
+_MAX_WEIGHT = 64
+#: a param is a scalar, a string, a dtype, or an array of at most this many of them or of
+#: such arrays (a shape, a padding of pairs): what every rule and kernel needs
+_MAX_PARAM_ITEMS = 64
+#: the reason a failed id keeps is cut to this many characters
+_MAX_REASON = 300
 _NO_PARAMS: dict[str, Any] = {}
 #: what the checks of a coded op concluded: op, result shapes, dtypes, bytes, total bytes,
 #: numpy dtypes of the results' payloads, and the results' ``(shape, dtype)`` (kept as they
@@ -39,12 +46,33 @@ _SYNC = ("get", "shape", "sync")
 
 @dataclass(frozen=True)
 class Limits:
-    """What one client may send and keep (bytes)."""
+    """What one client may send and keep.
+
+    ``max_message``, ``max_tensor`` and ``max_client`` are bytes: a message, a result or one
+    work buffer of an op, and all a client holds (tensors, failed ids and an op's work buffers
+    while it runs).  Each tensor and each failed id also counts ``overhead`` bytes (what the
+    server keeps for it besides its data, so that empty tensors are not free) and one against
+    ``max_tensors``.  ``max_items`` bounds the items one message decodes to, ``max_checked``
+    the op signatures a session remembers as checked.
+    """
 
     max_message: int = 256 << 20
     max_tensor: int = 1 << 30
     max_client: int = 4 << 30
     max_tensors: int = 1 << 20
+    max_items: int = MAX_ITEMS
+    max_checked: int = 1 << 14
+    overhead: int = 512
+
+
+_show = reprlib.Repr()
+_show.maxlevel, _show.maxtuple, _show.maxlist, _show.maxdict = 3, 8, 8, 8
+_show.maxstring = _show.maxother = _show.maxlong = 80
+
+
+def show(value: Any) -> str:
+    """A client-sent value for a message: bounded in length and depth whatever it is."""
+    return _show.repr(value)
 
 
 class _Reads(dict[str, Any]):
@@ -77,15 +105,41 @@ class OpFailed(Exception):
 
 def _check_id(value: Any) -> int:
     if type(value) is not int or not 0 < value < _MAX_ID:
-        raise ProtocolError(f"a tensor id must be an int in [1, 2**62), got {value!r}")
+        raise ProtocolError(f"a tensor id must be an int in [1, 2**62), got {show(value)}")
     return value
 
 
 def _shape(value: Any) -> Shape:
-    if not isinstance(value, tuple) or not all(type(n) is int and n >= 0 for n in value) \
-            or len(value) > 64:
-        raise ProtocolError(f"a shape must be a tuple of at most 64 ints >= 0, got {value!r}")
+    if not isinstance(value, tuple) or len(value) > 64 \
+            or not all(type(n) is int and n >= 0 for n in value):
+        raise ProtocolError(f"a shape must be a tuple of at most 64 ints >= 0, got "
+                            f"{show(value)}")
     return value
+
+
+def _check_params(name: str, params: dict[str, Any]) -> int:
+    """Refuse a param no op could need (a long or deep array: rules and kernels would take
+    time or memory in proportion); the number of items the params hold."""
+    items = 0
+    for key, value in params.items():
+        if type(value) in (tuple, list):
+            if len(value) > _MAX_PARAM_ITEMS:
+                raise ProtocolError(f"{name}: param {show(key)} holds {len(value)} items, over "
+                                    f"{_MAX_PARAM_ITEMS}")
+            for v in value:
+                if type(v) in (tuple, list):
+                    if len(v) > _MAX_PARAM_ITEMS or any(type(u) in (tuple, list, dict)
+                                                        for u in v):
+                        raise ProtocolError(f"{name}: param {show(key)} is nested too deep or "
+                                            "too long")
+                    items += len(v)
+                elif type(v) is dict:
+                    raise ProtocolError(f"{name}: param {show(key)} holds a map")
+            items += len(value)
+        elif type(value) is dict:
+            raise ProtocolError(f"{name}: param {show(key)} is a map")
+        items += 1
+    return items
 
 
 class Session:
@@ -109,8 +163,11 @@ class Session:
         self.reads: dict[tuple[int, tuple[str, ...]],
                          tuple[tuple[str, ...], dict[tuple[Any, ...], Checked]]] = {}
         self.n_checked = 0
-        #: ids whose op failed -> why (a later read of one names the op that failed)
+        #: ids whose op failed -> why (a later read of one names the op that failed); each
+        #: counts like a tensor against ``max_tensors`` and ``overhead`` bytes
         self.failed: dict[int, str] = {}
+        #: failed ids not kept because the client held ``max_tensors`` tensors and failed ids
+        self.lost = 0
         self.bytes = 0
         self.error: OpFailed | None = None
 
@@ -118,9 +175,10 @@ class Session:
 
     def handle(self, data: bytes) -> bytes | None:
         """Run one message; the reply to send, or ``None`` (a batch without a sync)."""
-        msg = unpack(data, max_bytes=self.limits.max_message)  # ProtocolError: caller closes
+        msg = unpack(data, max_bytes=self.limits.max_message,  # ProtocolError: caller closes
+                     max_items=self.limits.max_items)
         if msg[0] != "batch" or len(msg) != 2 or not isinstance(msg[1], tuple):
-            raise ProtocolError(f"expected ['batch', records], got a {msg[0]!r} message")
+            raise ProtocolError(f"expected ['batch', records], got a {show(msg[0])} message")
         records = msg[1]
         last = len(records) - 1
         tensors, sizes, sigs, failed = self.tensors, self.sizes, self.sigs, self.failed
@@ -132,6 +190,7 @@ class Session:
                     del sigs[rec]
                 elif rec in failed:
                     del failed[rec]
+                    self.bytes -= self.limits.overhead
                 continue
             if kind is not tuple or not rec:
                 self._fail("?", ProtocolError("a record is an id or an array"))
@@ -162,11 +221,12 @@ class Session:
                 elif head == "free":
                     self._free(rec)
                 else:
-                    raise ProtocolError(f"unknown record kind {head!r}")
+                    raise ProtocolError(f"unknown record kind {show(head)}")
             except OpFailed as exc:
                 self._fail_op(exc)
             except Exception as exc:  # a bad record is reported, the session goes on
-                self._fail(str(rec[1]) if head == "op" and len(rec) > 1 else head, exc)
+                name = rec[1] if head == "op" and len(rec) > 1 else head
+                self._fail(name if type(name) is str and len(name) <= 64 else show(name), exc)
         return None
 
     def close(self) -> None:
@@ -175,6 +235,7 @@ class Session:
         self.sizes.clear()
         self.sigs.clear()
         self.failed.clear()
+        self.lost = 0
         self.checked.clear()
         self.reads.clear()
         self.bytes = 0
@@ -200,34 +261,74 @@ class Session:
         if t is None:
             if tid in self.failed:
                 return None
+            lost = (f"; {self.lost} failed id(s) were not kept, the client holding the "
+                    f"server's limit of {self.limits.max_tensors} tensors and failed ids "
+                    "(max_tensors)") if self.lost else ""
             raise ProtocolError(f"unknown tensor id {tid}: this session has no such tensor "
-                                "(it was freed, or never made here)")
+                                f"(it was freed, or never made here{lost})")
         return t
+
+    def _full(self, n: int) -> MemoryError | None:
+        """The error for ``n`` more tensors or failed ids over ``max_tensors``, if they are."""
+        held = len(self.tensors) + len(self.failed)
+        if held + n <= self.limits.max_tensors:
+            return None
+        return MemoryError(f"this client holds {len(self.tensors)} tensors and "
+                           f"{len(self.failed)} failed ids, the server's limit is "
+                           f"{self.limits.max_tensors} (max_tensors; free some)")
+
+    def _mark_failed(self, outs: Sequence[int], why: str) -> None:
+        """Remember that ``outs`` were not computed, and why (counted like tensors)."""
+        if len(why) > _MAX_REASON:
+            why = why[:_MAX_REASON] + "..."
+        failed, overhead = self.failed, self.limits.overhead
+        for o in outs:
+            if o in failed or o in self.tensors:
+                continue
+            full = self._full(1)
+            if full is not None:
+                self.lost += 1
+                self._fail_op(OpFailed("?", full))
+                continue
+            failed[o] = why
+            self.bytes += overhead
 
     def _store(self, tid: int, t: Tensor) -> None:
         if tid in self.tensors or tid in self.failed:
             raise ProtocolError(f"tensor id {tid} is in use")
-        if len(self.tensors) >= self.limits.max_tensors:
-            raise MemoryError(f"this client holds {len(self.tensors)} tensors, the limit")
+        full = self._full(1)
+        if full is not None:
+            raise full
         shape = tuple(t.shape)
-        size = numel(shape) * t.dtype.itemsize
+        size = numel(shape) * t.dtype.itemsize + self.limits.overhead
         self.tensors[tid] = t
         self.sizes[tid] = size
         self.sigs[tid] = (shape, t.dtype)
         self.bytes += size
 
-    def _admit(self, what: str, shapes: list[Shape], dtypes: list[DType]) -> None:
-        """Refuse a result over the size limits before it is made."""
-        total = 0
+    def _over(self, what: str, need: int) -> None:
+        raise MemoryError(f"{what}: this client would hold {self.bytes + need} bytes (results "
+                          "and work buffers), over the server's per-client limit of "
+                          f"{self.limits.max_client}")
+
+    def _admit(self, what: str, shapes: list[Shape], dtypes: list[DType],
+               work: _costs.Cost = (0, 0)) -> int:
+        """Refuse results (and an op's work buffers, ``work``: the largest and the total
+        bytes) over the size limits before they are made; the bytes they need in all."""
+        limit = self.limits.max_tensor
+        total = work[1]
         for s, d in zip(shapes, dtypes, strict=True):
             n = numel(s) * d.itemsize
-            if n > self.limits.max_tensor:
-                raise MemoryError(f"{what}: a result of shape {s} {d.name} ({n} bytes) is over "
-                                  f"the server's tensor limit of {self.limits.max_tensor} bytes")
-            total += n
+            if n > limit:
+                raise MemoryError(f"{what}: a result of shape {show(s)} {d.name} ({n} bytes) is "
+                                  f"over the server's tensor limit of {limit} bytes")
+            total += n + self.limits.overhead
+        if work[0] > limit:
+            raise MemoryError(f"{what}: it needs a work buffer of about {work[0]} bytes, over "
+                              f"the server's tensor limit of {limit} bytes")
         if self.bytes + total > self.limits.max_client:
-            raise MemoryError(f"{what}: this client would hold {self.bytes + total} bytes, over "
-                              f"the server's per-client limit of {self.limits.max_client}")
+            self._over(what, total)
+        return total
 
     def _put(self, rec: tuple[Any, ...]) -> None:
         if len(rec) != 5:
@@ -261,8 +362,9 @@ class Session:
             del self.sigs[tid]
         elif tid in self.failed:
             del self.failed[tid]
+            self.bytes -= self.limits.overhead
         elif type(tid) is not int:
-            raise ProtocolError(f"a tensor id must be an int in [1, 2**62), got {tid!r}")
+            raise ProtocolError(f"a tensor id must be an int in [1, 2**62), got {show(tid)}")
 
     def _name(self, code: int) -> str:
         op = self.table[code] if 0 <= code < len(self.table) else None
@@ -283,7 +385,7 @@ class Session:
                 else:
                     args = rec[2:]
                     key = (rec[0], None, *[sigs[a] for a in args])
-                op, shapes, dtypes, _, size, npds, made = self.checked[key]
+                op, shapes, dtypes, sizes, need, npds, made = self.checked[key]
             except Exception:  # new inputs, a missing input, or a malformed record
                 self._coded_in_full(rec)
                 return
@@ -293,10 +395,10 @@ class Session:
             if out in tensors or out in failed:
                 raise ProtocolError(f"{op.name}: tensor id {out} is in use")
             try:
-                if self.bytes + size > self.limits.max_client:
-                    self._admit(op.name, list(shapes), list(dtypes))  # raises, with the figures
-                if len(tensors) >= self.limits.max_tensors:
-                    raise MemoryError(f"this client holds {len(tensors)} tensors, the limit")
+                if self.bytes + need > self.limits.max_client:
+                    self._over(op.name, need)
+                if len(tensors) + len(failed) >= self.limits.max_tensors:
+                    raise self._full(1)  # type: ignore[misc]  # over the limit: an error
                 result = self.device.dispatch(op, [tensors[a] for a in args], _NO_PARAMS)
                 data = result._data
                 shape = data.shape
@@ -311,8 +413,9 @@ class Session:
                     raise RuntimeError(f"{op.name}: its result holds {held}, declared "
                                        f"{dtypes[0].name}")
             except Exception as exc:
-                failed[out] = f"op {op.name!r} failed: {type(exc).__name__}: {exc}"
+                self._mark_failed((out,), f"op {op.name!r} failed: {type(exc).__name__}: {exc}")
                 raise OpFailed(op.name, exc) from exc
+            size = sizes[0]
             tensors[out] = result
             self.sizes[out] = size
             sigs[out] = made[0]
@@ -324,7 +427,7 @@ class Session:
                 raise TypeError("a malformed record")  # the full checks say what is wrong
             reads, known = self.reads[(rec[0], tuple(params))]
             key = (tuple([params[n] for n in reads]), *[sigs[a] for a in ids])
-            op, shapes, dtypes, sizes, size, npds, made = known[key]
+            op, shapes, dtypes, sizes, need, npds, made = known[key]
         except Exception:  # new params or inputs, a missing input, or a malformed record
             self._coded_in_full(rec)
             return
@@ -332,16 +435,17 @@ class Session:
         n = len(shapes)
         for o in outs:
             if type(o) is not int or not 0 < o < _MAX_ID:
-                raise ProtocolError(f"a tensor id must be an int in [1, 2**62), got {o!r}")
+                raise ProtocolError(f"a tensor id must be an int in [1, 2**62), got {show(o)}")
             if o in tensors or o in failed:
                 raise ProtocolError(f"{op.name}: tensor id {o} is in use")
         if len(outs) != n or (n > 1 and len(set(outs)) != n):
-            raise ProtocolError(f"{op.name} has {n} result(s), got ids {outs}")
+            raise ProtocolError(f"{op.name} has {n} result(s), got ids {show(outs)}")
         try:
-            if self.bytes + size > self.limits.max_client:
-                self._admit(op.name, list(shapes), list(dtypes))  # raises, with the figures
-            if len(tensors) + n > self.limits.max_tensors:
-                raise MemoryError(f"this client holds {len(tensors)} tensors, the limit")
+            if self.bytes + need > self.limits.max_client:
+                self._over(op.name, need)
+            full = self._full(n)
+            if full is not None:
+                raise full
             result = self.device.dispatch(op, [tensors[a] for a in ids], params)
             results = (result,) if op.outputs == 1 else result
             if len(results) != n:
@@ -360,10 +464,9 @@ class Session:
                     raise RuntimeError(f"{op.name}: result {i} holds {held}, declared "
                                        f"{dtypes[i].name}")
         except Exception as exc:
-            for o in outs:
-                failed[o] = f"op {op.name!r} failed: {type(exc).__name__}: {exc}"
+            self._mark_failed(outs, f"op {op.name!r} failed: {type(exc).__name__}: {exc}")
             raise OpFailed(op.name, exc) from exc
-        self.bytes += size
+        self.bytes += sum(sizes)
         for i, o in enumerate(outs):
             tensors[o] = results[i]
             self.sizes[o] = sizes[i]
@@ -385,7 +488,7 @@ class Session:
         else:
             outs, ids, params = out, rec[2], rec[3]
         self._op(("op", op.name, ids, _NO_PARAMS if params is None else params, outs))
-        if self.n_checked < _MAX_CHECKED and type(params) in (dict, type(None)):
+        if self.n_checked < self.limits.max_checked and type(params) in (dict, type(None)):
             self._remember(op, code, ids, params, outs)
 
     def _remember(self, op: Op, code: int, ids: Any, params: dict[str, Any] | None,
@@ -412,15 +515,25 @@ class Session:
         except Exception:  # a failed op, or a rule that needs a param left to the kernel
             return
         sizes = tuple(self.sizes[o] for o in outs)
-        entry = (op, tuple(expected), tuple(dtypes), sizes, sum(sizes),
+        ins = [s for s, _ in inputs]
+        need = sum(sizes) + _costs.scratch(op, ins, expected, params or _NO_PARAMS)[1]
+        entry = (op, tuple(expected), tuple(dtypes), sizes, need,
                  tuple(numpy_dtype(d) for d in dtypes), tuple(results))
         if params is None:
+            if len(inputs) > _MAX_WEIGHT:
+                return
             self.checked[(code, None, *inputs)] = entry
         else:
             names = tuple(params)
             # a name the rules looked for and did not find is in `names` already; ``dtype`` is
             # checked against the device by `_run`
             read = (seen.read | {"dtype"}) & set(names)
+            # a key holds the values read: a long one is not worth its memory (bounds the
+            # cache at max_checked entries of a few KiB)
+            weight = len(inputs) + sum(len(v) if type(v) is tuple else 1
+                                       for n, v in params.items() if n in read)
+            if weight > _MAX_WEIGHT:
+                return
             reads, known = self.reads.get((code, names), ((), {}))
             if not known or not read <= set(reads):  # new, or a rule read more: earlier
                 reads, known = tuple(sorted(read | set(reads))), {}  # entries keyed on less
@@ -438,10 +551,12 @@ class Session:
         _, name, arg_ids, params, out_ids = rec
         op = ops.registry.get(name) if isinstance(name, str) else None
         if op is None:
-            raise ProtocolError(f"unknown op {name!r}")
+            raise ProtocolError(f"unknown op {show(name)}")
         if not isinstance(arg_ids, tuple) or not isinstance(out_ids, tuple) or not out_ids \
                 or not isinstance(params, dict):
             raise ProtocolError(f"{name}: expected arg ids, a params map and out ids")
+        if op.outputs > 0 and len(out_ids) != op.outputs:
+            raise ProtocolError(f"{name} has {op.outputs} result(s), got {len(out_ids)} ids")
         outs = [_check_id(o) for o in out_ids]
         for o in outs:
             if o in self.tensors or o in self.failed:
@@ -450,13 +565,14 @@ class Session:
             args = [self._tensor(a) for a in arg_ids]
             if any(a is None for a in args):  # an input's op failed (reported already)
                 why = next(self.failed[a] for a in arg_ids if a in self.failed)
-                for o in outs:
-                    self.failed[o] = why  # a later read names the op that failed first
+                self._mark_failed(outs, why)  # a later read names the op that failed first
                 return
+            full = self._full(len(outs))
+            if full is not None:
+                raise full
             out = self._run(op, args, params, len(outs))  # type: ignore[arg-type]  # no None
         except Exception as exc:
-            for o in outs:
-                self.failed[o] = f"op {name!r} failed: {type(exc).__name__}: {exc}"
+            self._mark_failed(outs, f"op {name!r} failed: {type(exc).__name__}: {exc}")
             raise OpFailed(name, exc) from exc
         results = out if isinstance(out, tuple) else (out,)
         for o, t in zip(outs, results, strict=True):
@@ -469,13 +585,14 @@ class Session:
         if params:
             unknown = set(params) - set(op.params)
             if unknown:
-                raise ProtocolError(f"{op.name}: unknown params {sorted(unknown)}")
+                raise ProtocolError(f"{op.name}: unknown params {show(sorted(unknown))}")
             if "dtype" in params:
                 if not isinstance(params["dtype"], DType):
                     raise ProtocolError(f"{op.name}: dtype must be an ember dtype")
                 if not self.device.supports(params["dtype"]):
                     raise ProtocolError(f"device {self.device} does not support "
                                         f"{params['dtype'].name}")
+            _check_params(op.name, params)
         if op.group == "elementwise" and len(args) > 1:
             same = args[1:] if op.name == "where" else args
             first = same[0].dtype
@@ -484,20 +601,26 @@ class Session:
                                     f"{[a.dtype.name for a in same]}")
         rule = RULES.get(op)
         expected: list[Shape] | None = None
-        got: Any = None
+        ins = [tuple(a.shape) for a in args]
         if rule is not None:
             try:
-                got = rule([tuple(a.shape) for a in args], params)
-            except KeyError:  # a param left to the kernel's default: checked after the run
-                got = None
-        if rule is not None and got is not None:
+                got = rule(ins, params)
+            except KeyError as exc:  # Note: no kernel default is trusted with the size
+                raise ProtocolError(f"{op.name}: param {exc} is missing (the server needs it "
+                                    "to bound the result before running the op)") from None
             expected = got if isinstance(got, list) else [got]
             if len(expected) != n_out:
                 raise ProtocolError(f"{op.name} has {len(expected)} result(s), got "
                                     f"{n_out} ids")
             dtypes = op.result_rule(args, params)
             self._admit(op.name, expected, list(dtypes) if isinstance(dtypes, tuple)
-                        else [dtypes] * n_out)
+                        else [dtypes] * n_out, _costs.scratch(op, ins, expected, params))
+        else:  # results and work buffers bounded from the inputs, or the op is refused
+            bound = _costs.unruled(op, ins, params)
+            if bound is None:
+                raise ProtocolError(f"{op.name} has no shape rule, so the server cannot bound "
+                                    "what it allocates: it is not served")
+            self._admit(op.name, [], [], bound)
         out = self.device.dispatch(op, args, params)
         results = out if isinstance(out, tuple) else (out,)
         if len(results) != n_out:
