@@ -49,6 +49,15 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--max-tensor-mb", type=int, default=1024)
     serve.add_argument("--max-client-mb", type=int, default=4096)
     serve.add_argument("--max-clients", type=int, default=64)
+    serve.add_argument("--max-tensors", type=int, default=Limits.max_tensors,
+                       help="tensors and failed ids one client may hold (default "
+                            f"{Limits.max_tensors})")
+    serve.add_argument("--max-message-items", type=int, default=Limits.max_items,
+                       help="items (array elements, map entries) one message may decode to "
+                            f"(default {Limits.max_items})")
+    serve.add_argument("--max-checked", type=int, default=Limits.max_checked,
+                       help="op signatures a session remembers as checked (default "
+                            f"{Limits.max_checked})")
     serve.add_argument("--keepalive", type=float, default=10.0,
                        help="seconds between pings (and to wait for a pong) to find dead clients")
     args = parser.parse_args(argv)
@@ -58,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     devices = [d.strip() for d in args.devices.split(",") if d.strip()]
     limits = Limits(max_message=args.max_message_mb * MiB, max_tensor=args.max_tensor_mb * MiB,
-                    max_client=args.max_client_mb * MiB)
+                    max_client=args.max_client_mb * MiB, max_tensors=args.max_tensors,
+                    max_items=args.max_message_items, max_checked=args.max_checked)
     try:
         server = RemoteServer(*args.bind, token=_token(args.token_file), devices=devices,
                               limits=limits, max_clients=args.max_clients,
