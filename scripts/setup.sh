@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Set up .venv with every ember package (editable) and what the tests need.
-# Safe to run again: it only installs what is missing.  Says each step as it goes.
+# Safe to run again: Debian packages already present are not installed again, and pip runs only
+# when requirements-dev.txt or a pyproject.toml changed since the last successful set-up (a
+# stamp in .venv; sources are installed editable).  Says each step as it goes, and what it skips.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/_venv.sh
 PY=${PYTHON:-python3}
 SECONDS=0
 
@@ -63,36 +66,25 @@ else
   say "not root (or EMBER_SKIP_APT=1): no Debian packages installed"
 fi
 
-if [ -x .venv/bin/python ]; then
-  say ".venv: present"
-else
-  say "creating .venv with $("$PY" --version 2>&1) ..."
-  "$PY" -m venv .venv
+venv_ready setup .venv "$PY"
+# every package of the workspace, editable, discovered by globbing (no list to keep in sync)
+args=()
+projects=()
+for p in packages/*/ examples/third-party-backend/; do
+  [ -f "$p/pyproject.toml" ] && args+=(-e "$p") && projects+=("$p/pyproject.toml")
+done
+# editable installs: only a change to a pyproject.toml or requirements-dev.txt needs pip again
+stamp=$(venv_stamp .venv requirements-dev.txt "${projects[@]}")
+if venv_current .venv "$stamp"; then
+  say ".venv is up to date with requirements-dev.txt and ${#projects[@]} pyproject.toml files:" \
+      "skipping pip (${SECONDS} s)"
+  exit 0
 fi
 say "upgrading pip in .venv ..."
 .venv/bin/python -m pip install -q --upgrade pip uv >/dev/null 2>&1 || true
-
-# every package of the workspace, editable, discovered by globbing (no list to keep in sync)
-args=()
-for p in packages/*/ examples/third-party-backend/; do
-  [ -f "$p/pyproject.toml" ] && args+=(-e "$p")
-done
 say "installing $((${#args[@]} / 2)) workspace packages (editable) and requirements-dev.txt" \
     "into .venv; pip says what it fetches and builds (the first run takes a few minutes) ..."
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-# pip's full output goes to a log; what it fetches, builds and installs is shown as it happens
-set +e
-.venv/bin/python -m pip install --progress-bar off "${args[@]}" -r requirements-dev.txt 2>&1 \
-  | tee "$log" \
-  | grep --line-buffered -E "^(Collecting|Processing|Downloading|Building|Installing|Successfully|ERROR)" \
-  | sed -u 's/^/setup:   /'
-status=${PIPESTATUS[0]}
-set -e
-if [ "$status" != "0" ]; then
-  echo "setup: pip failed (exit $status); its last lines:" >&2
-  grep -v -e "^WARNING: Location" -e "is ignored: it is neither" "$log" | tail -n 30 >&2
-  exit "$status"
-fi
+pip_logged setup .venv "${args[@]}" -r requirements-dev.txt
 .venv/bin/python -c "import ember"
+venv_mark .venv "$stamp"
 say "ready in ${SECONDS} s: .venv/bin/python has ember and every backend and decorator"

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
+
+NO_PYTEST = ('python -m ember.testing runs the conformance suite on pytest, which is not '
+             'installed here: pip install "ember[testing]" (or: pip install pytest)')
 
 
 def main(argv: list[str] | None = None) -> int:
+    if importlib.util.find_spec("pytest") is None:
+        print(NO_PYTEST, file=sys.stderr)
+        return 2
     import pytest
 
     parser = argparse.ArgumentParser(prog="python -m ember.testing", description=__doc__)
