@@ -62,8 +62,11 @@ def _tuple(v: IntPair, n: int, name: str) -> tuple[int, ...]:
 
 
 def relu(x: Tensor) -> Tensor:
-    """``max(x, 0)``."""
-    return x.clamp(min=0)
+    """``max(x, 0)``; its gradient is 0 at 0, as PyTorch's."""
+    out = x.clamp(min=0)
+    if x.requires_grad:  # clamp passes the gradient at its bound: relu passes it above 0 only
+        out = out.detach().where(x <= 0, x)
+    return out
 
 
 def leaky_relu(x: Tensor, negative_slope: float = 0.01) -> Tensor:
