@@ -151,13 +151,13 @@ class Backend:
         The op's shape rule (``op.check``, see `ember.ops.check_shapes`) runs first: params
         and shapes that do not fit raise `ShapeError` before any kernel runs, on every device
         and behind every decorator (they all end here), and behind Remote's server."""
-        kernel = self.kernels.get(op)
-        if kernel is None:
-            raise NotImplementedError(f"op {op.name!r} is not implemented on device {self.device}")
         check = op.check
         if check is not None:  # params and shapes checked before any kernel sees them; None
             # (nothing to check: elementwise ops) costs one attribute look-up
             check([a._data.shape for a in args], params)
+        kernel = self.kernels.get(op)
+        if kernel is None:
+            raise NotImplementedError(f"op {op.name!r} is not implemented on device {self.device}")
         n = len(args)
         try:  # free unless raised (Python 3.11's zero-cost exceptions)
             if TRACE:  # ember.compile is recording: the kernel call is part of the program

@@ -31,12 +31,12 @@ def _conv_geometry(op: str, shapes: Sequence[Shape], params: dict[str, Any], nd:
                    ) -> tuple[Shape, Shape, tuple[int, ...], tuple[int, ...], tuple[int, ...],
                               int]:
     x, w = shapes[0], shapes[1]
-    if len(x) != nd + 2 or len(w) != nd + 2:
-        raise _error(op, f"expected input and weight of {nd + 2} dimensions", shapes)
     stride = _spatial(op, "stride", params, nd, shapes, 1)
     padding = _spatial(op, "padding", params, nd, shapes, 0)
     dilation = _spatial(op, "dilation", params, nd, shapes, 1)
     groups = _int(op, "groups", params["groups"], shapes, low=1)
+    if len(x) != nd + 2 or len(w) != nd + 2:
+        raise _error(op, f"expected input and weight of {nd + 2} dimensions", shapes)
     if min(w[2:], default=1) < 1:
         raise _error(op, f"kernel size {w[2:]} must be >= 1", shapes)
     return x, w, stride, padding, dilation, groups
