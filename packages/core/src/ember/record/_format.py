@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import io
 import json
-import math
 import os
+import reprlib
 import stat
 import struct
 import tempfile
@@ -24,7 +24,7 @@ import numpy as np
 
 from .._errors import RecordError
 
-__all__ = ["SAFETENSORS_DTYPES", "read_file", "write_file"]
+__all__ = ["SAFETENSORS_DTYPES", "parse_json", "read_file", "write_file"]
 
 # safetensors dtype code -> numpy dtype name (bfloat16 through ml_dtypes)
 SAFETENSORS_DTYPES: dict[str, str] = {
@@ -34,6 +34,41 @@ SAFETENSORS_DTYPES: dict[str, str] = {
 _CODE = {v: k for k, v in SAFETENSORS_DTYPES.items()}
 MAX_HEADER = 100 * 1024 * 1024  # the limit safetensors itself enforces
 CHECKSUMS = "ember.checksums"
+
+
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxdict, _SHORT.maxstring, _SHORT.maxlong = 3, 12, 8, 80, 40
+
+
+def _short(value: Any) -> str:
+    """A value from a file for a message: bounded in length and depth however large it is."""
+    return _SHORT.repr(value)
+
+
+def parse_json(p: Path | str | os.PathLike[str], text: str | bytes, what: str) -> Any:
+    """``text`` (``what`` in file ``p``) as JSON, in time linear in its length; anything
+    malformed (bad syntax, a number of thousands of digits, nesting deeper than Python's
+    recursion limit) is a `RecordError` naming the file."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError, UnicodeDecodeError) as exc:
+        # JSONDecodeError and the int-digits limit are ValueErrors; deep nesting recurses
+        why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:200]
+        raise RecordError(f"{p}: {what} is not valid JSON: {why}") from None
+
+
+def _nbytes(shape: list[int], itemsize: int, cap: int) -> int | None:
+    """``itemsize`` times the product of ``shape`` (ints >= 0) if at most ``cap``, else None;
+    linear in the shape's length (the exact product of a long shape is a huge integer whose
+    computation takes quadratic time)."""
+    if 0 in shape:
+        return 0
+    n = itemsize
+    for d in shape:
+        n *= d
+        if n > cap:
+            return None
+    return n
 
 
 def _np_dtype(name: str) -> np.dtype[Any]:
@@ -128,8 +163,9 @@ def read_file(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], dict
                       "length (truncated or not a safetensors file)")
         try:
             header = json.loads(_read_exactly(p, f, n).decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise bad(f"the header is not valid JSON: {exc}") from None
+        except (ValueError, RecursionError) as exc:  # bad UTF-8 or JSON, a 5,000-digit
+            why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:200]
+            raise bad(f"the header is not valid JSON: {why}") from None  # number, deep nesting
         if not isinstance(header, dict):
             raise bad("the header is not a JSON object")
         raw_meta = header.pop("__metadata__", None) or {}
@@ -139,25 +175,34 @@ def read_file(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], dict
         entries = []
         for key, info in header.items():
             if not isinstance(info, dict) or not {"dtype", "shape", "data_offsets"} <= set(info):
-                raise bad(f"key {key!r}: entry needs dtype, shape and data_offsets")
+                raise bad(f"key {_short(key)}: entry needs dtype, shape and data_offsets")
             code, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
-            if code not in SAFETENSORS_DTYPES:
-                raise RecordError(f"{p}: key {key!r}: dtype {code!r} is not supported by ember "
-                                  f"(supported: {', '.join(SAFETENSORS_DTYPES)})")
+            if not isinstance(code, str) or code not in SAFETENSORS_DTYPES:
+                raise RecordError(f"{p}: key {_short(key)}: dtype {_short(code)} is not "
+                                  f"supported by ember (supported: "
+                                  f"{', '.join(SAFETENSORS_DTYPES)})")
             if not (isinstance(shape, list) and all(
                     type(s) is int and s >= 0 for s in shape)):
-                raise bad(f"key {key!r}: invalid shape {shape!r}")
+                raise bad(f"key {_short(key)}: invalid shape {_short(shape)}")
+            if len(shape) > 64:
+                raise bad(f"key {_short(key)}: a shape of {len(shape)} dimensions (numpy holds "
+                          "at most 64)")
             if not (isinstance(offsets, list) and len(offsets) == 2 and all(
                     type(o) is int for o in offsets) and 0 <= offsets[0] <= offsets[1]):
-                raise bad(f"key {key!r}: invalid data_offsets {offsets!r}")
+                raise bad(f"key {_short(key)}: invalid data_offsets {_short(offsets)}")
             dtype = _np_dtype(SAFETENSORS_DTYPES[code])
-            # exact integers: numpy's int64 product would wrap for a header that lies
-            need = math.prod(shape) * dtype.itemsize
-            if offsets[1] - offsets[0] != need:
-                raise bad(f"key {key!r}: shape {shape} of {code} needs {need} bytes, the "
-                          f"offsets give {offsets[1] - offsets[0]}")
+            # exact integers, stopped once past the file (numpy's int64 product would wrap
+            # for a header that lies, Python's exact one takes quadratic time for long shapes)
+            need = _nbytes(shape, dtype.itemsize, size)
+            if need is None and offsets[1] <= size - 8 - n:
+                raise bad(f"key {_short(key)}: shape {_short(shape)} of {code} needs more "
+                          f"bytes than the file's {size}, the offsets give "
+                          f"{offsets[1] - offsets[0]}")
+            if need is not None and offsets[1] - offsets[0] != need:
+                raise bad(f"key {_short(key)}: shape {_short(shape)} of {code} needs {need} "
+                          f"bytes, the offsets give {offsets[1] - offsets[0]}")
             if offsets[1] > size - 8 - n:
-                raise bad(f"key {key!r}: shape {shape} of {code} needs data bytes "
+                raise bad(f"key {_short(key)}: shape {_short(shape)} of {code} needs data bytes "
                           f"{offsets[0]}..{offsets[1]} but the file has {size - 8 - n} "
                           "after the header (truncated, or a header that lies)")
             entries.append((offsets[0], offsets[1], key, shape, dtype))
@@ -165,7 +210,7 @@ def read_file(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], dict
         pos = 0
         for start, end, key, _, _ in entries:
             if start != pos:
-                raise bad(f"key {key!r}: data starts at byte {start}, expected {pos} "
+                raise bad(f"key {_short(key)}: data starts at byte {start}, expected {pos} "
                           "(overlapping or gapped tensors)")
             pos = end
         if pos != size - 8 - n:
@@ -181,8 +226,9 @@ def read_file(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], dict
         if key in sums:
             got = f"{zlib.crc32(chunk) & 0xFFFFFFFF:08x}"
             if got != sums[key]:
-                raise RecordError(f"{p}: key {key!r}: checksum mismatch (recorded {sums[key]}, "
-                                  f"data gives {got}): the file is corrupted")
+                raise RecordError(f"{p}: key {key!r}: checksum mismatch (recorded "
+                                  f"{_short(sums[key])}, data gives {got}): the file is "
+                                  "corrupted")
         arr = np.frombuffer(chunk, dtype=dtype.newbyteorder("<")).reshape(shape)
         arrays[key] = arr.astype(dtype, copy=False)
     return arrays, {k: v for k, v in raw_meta.items() if k != CHECKSUMS}
@@ -247,11 +293,10 @@ def _checksums(p: Path, meta: dict[str, str]) -> dict[str, str]:
     text = meta.get(CHECKSUMS)
     if text is None:
         return {}
-    try:
-        sums = json.loads(text)
-    except json.JSONDecodeError:
-        raise RecordError(f"{p}: the {CHECKSUMS} metadata is not valid JSON "
-                          "(the file is corrupted)") from None
+    sums = parse_json(p, text, f"the {CHECKSUMS} metadata (the file is corrupted)")
     if not isinstance(sums, dict):
         raise RecordError(f"{p}: the {CHECKSUMS} metadata is not a JSON object")
-    return {str(k): str(v) for k, v in sums.items()}
+    if not all(isinstance(v, str) for v in sums.values()):
+        raise RecordError(f"{p}: the {CHECKSUMS} metadata holds a checksum that is not a string "
+                          "(the file is corrupted)")
+    return sums

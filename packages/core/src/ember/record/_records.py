@@ -12,7 +12,7 @@ import numpy as np
 from .._device import Device, device as _device
 from .._errors import RecordError
 from .._tensor import Tensor
-from ._format import read_file, write_file
+from ._format import parse_json, read_file, write_file
 from .remap import Rule, remap_keys
 
 __all__ = ["load", "load_tensors", "read_metadata", "save", "save_tensors"]
@@ -158,7 +158,7 @@ def load(obj: Any, path: PathLike, *, strict: bool = True, cast: bool = False,
     if isinstance(obj, LRScheduler):
         meta = read_metadata(path)
         _expect_kind(path, meta, "scheduler")
-        obj.load_state_dict(json.loads(meta["state"]))
+        obj.load_state_dict(parse_json(path, meta["state"], "the scheduler state"))
         return None
     raise TypeError(f"record.load loads into a Module, an Optimizer or a scheduler, "
                     f"not {type(obj).__name__}")
@@ -207,11 +207,10 @@ def _optimizer_record(opt: Any) -> tuple[dict[str, Tensor], dict[str, str]]:
 
 def _optimizer_state(path: PathLike, tensors: Mapping[str, Tensor],
                      meta: Mapping[str, str]) -> dict[str, Any]:
-    try:
-        groups = json.loads(meta["param_groups"])
-        scalars = json.loads(meta.get("scalars", "{}"))
-    except (KeyError, json.JSONDecodeError) as exc:
-        raise RecordError(f"{path}: optimizer metadata is missing or corrupted: {exc}") from None
+    if "param_groups" not in meta:
+        raise RecordError(f"{path}: optimizer metadata is missing or corrupted: no param_groups")
+    groups = parse_json(path, meta["param_groups"], "the optimizer's param_groups metadata")
+    scalars = parse_json(path, meta.get("scalars", "{}"), "the optimizer's scalars metadata")
     referenced: set[str] = set()
 
     def resolve(v: Any) -> Any:
