@@ -25,6 +25,17 @@ def splits(data_dir: str | None = None, seed: int = 0) -> dict[str, Any]:
     return {"train": train, "valid": valid, "test": test}
 
 
+def describe(data_dir: str | None, datasets: dict[str, Any]) -> str:
+    """One line saying what the run trains on: the source and each split's size."""
+    sizes = " / ".join(f"{len(ds):,} {name}" for name, ds in datasets.items())
+    if data_dir is None:
+        source = ("scikit-learn's digits (ember.data.load_digits: 1,797 8x8 handwritten digits "
+                  "shipped inside scikit-learn, no download)")
+    else:
+        source = f"MNIST IDX files in {data_dir}"
+    return f"data: {source}; split by seed: {sizes} images"
+
+
 def image_size(dataset: Any) -> int:
     return int(dataset[0][0].shape[-1])
 

@@ -86,3 +86,40 @@ def test_the_main_job_lists_every_file_it_saved(tmp_path):
     assert art / "model.safetensors" in paths and art / "test_metrics.json" in paths
     on_disk = {p for p in art.rglob("*") if p.is_file()}
     assert on_disk == {f for f in on_disk if any(p == f or p in f.parents for p in paths)}
+
+
+def test_the_guide_says_its_data_and_names_one_best_epoch_with_its_checkpoint(tmp_path):
+    """train.py starts by naming its data and split sizes; its summary names the best epoch once
+    (the metric that stops the run is the one that picks the best), beside that epoch's
+    checkpoint, whose weights are the ``model.safetensors`` that inference loads."""
+    data, art = tmp_path / "mnist", tmp_path / "artifacts"
+    data.mkdir()
+    _write_mnist(data, n_train=60, n_test=20)
+    train = subprocess.run(
+        [sys.executable, str(GUIDE / "train.py"), "--data", str(data), "--artifacts", str(art),
+         "--epochs", "4", "--batch-size", "16", "--keep-last", "1"],
+        capture_output=True, text=True, env=ENV, timeout=600, check=False)
+    assert train.returncode == 0, train.stdout + train.stderr
+    lines = train.stdout.splitlines()
+    assert lines[0] == f"data: MNIST IDX files in {data}; split by seed: 54 train / 6 valid / " \
+                       "20 test images"
+    summary = lines[lines.index("summary"):]
+    said = [ln for ln in summary if "epoch " in ln]
+    assert len(said) == 1 and said[0].startswith("  best: valid/loss "), summary
+    epoch = int(said[0].split(" at epoch ")[1].split(":")[0])
+    best = json.loads((art / "checkpoints" / "best.json").read_text())
+    assert best["epoch"] == epoch and best["metric"] == "valid/loss"
+    assert str(art / "checkpoints" / f"epoch-{epoch:04d}") in said[0]
+    assert not any(ln.startswith("  checkpoint:") for ln in summary)  # not the last one
+    weights = (art / "checkpoints" / f"epoch-{epoch:04d}" / "model.safetensors").read_bytes()
+    assert (art / "model.safetensors").read_bytes() == weights
+
+
+def test_the_digits_are_described_with_their_source_and_split_sizes():
+    spec = importlib.util.spec_from_file_location("guide_data", GUIDE / "data.py")
+    assert spec is not None and spec.loader is not None
+    data = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(data)
+    line = data.describe(None, {"train": [0] * 1258, "valid": [0] * 180, "test": [0] * 359})
+    assert line.startswith("data: scikit-learn's digits (ember.data.load_digits: 1,797 8x8")
+    assert line.endswith("split by seed: 1,258 train / 180 valid / 359 test images")
