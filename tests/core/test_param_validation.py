@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import time
 
-import ember
-import ember.functional as F
 import numpy as np
 import pytest
+
+import ember
+import ember.functional as F
 from ember import ops
 from ember.backend import ShapeError, apply
 
@@ -105,7 +106,7 @@ def _t(e, shape):
 _DEVICE = {"d": None}
 
 
-def _DEVICE_TENSORS(shape):  # noqa: N802  # a per-test tensor factory
+def _DEVICE_TENSORS(shape):  # a per-test tensor factory
     return ember.randn(shape, device=_DEVICE["d"])
 
 

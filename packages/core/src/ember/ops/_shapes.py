@@ -26,8 +26,15 @@ from functools import partial
 from typing import Any, Final
 
 from .._errors import ShapeError
-from . import composite as CO, creation as CR, elementwise as EW, linalg as LA, movement as MV
-from . import nn as NN, reduction as RD
+from . import (
+    composite as CO,
+    creation as CR,
+    elementwise as EW,
+    linalg as LA,
+    movement as MV,
+    nn as NN,
+    reduction as RD,
+)
 from ._op import ON_NEW, Op, registry
 
 __all__ = ["DATA_DEPENDENT", "MAX_NDIM", "RULES", "Rule", "Shape", "check_shapes", "numel"]
@@ -66,9 +73,10 @@ def numel(shape: Sequence[int]) -> int:
     n = 1
     for d in shape:
         if type(d) is not int:
-            d = _index(d)
-            if d is None:
+            i = _index(d)
+            if i is None:
                 raise ShapeError(f"shape {_show.repr(shape)} holds a size that is no int")
+            d = i
         if not 0 <= d < _LIMIT:
             raise ShapeError(f"shape {_show.repr(shape)} holds a size out of [0, 2**63)")
         n *= d
@@ -81,7 +89,8 @@ def _index(v: Any) -> int | None:
     """``v`` as an int where it is an integer other than a bool (numpy ints too)."""
     if isinstance(v, bool) or not hasattr(type(v), "__index__"):
         return None
-    return int(v.__index__())
+    i: int = v.__index__()
+    return int(i)
 
 
 def _int(op: str, name: str, v: Any, shapes: Sequence[Shape], low: int = -_LIMIT) -> int:
@@ -93,7 +102,8 @@ def _int(op: str, name: str, v: Any, shapes: Sequence[Shape], low: int = -_LIMIT
     if not low <= v < _LIMIT:
         bound = f">= {low}" if low > -_LIMIT else "in the int64 range"
         raise _error(op, f"{name} must be {bound}, got {v}", shapes)
-    return v
+    out: int = v
+    return out
 
 
 def _ints(op: str, name: str, value: Any, n: int, shapes: Sequence[Shape],
@@ -428,7 +438,8 @@ def check_shapes(op: Op, shapes: Sequence[Shape], params: dict[str, Any]) -> Sha
     if rule is None:
         return list(shapes[:1]) if op.outputs != 1 else (shapes[0] if shapes else ())
     try:
-        return rule(shapes, params)
+        out: Shape | list[Shape] = rule(shapes, params)
+        return out
     except KeyError as exc:
         raise _error(op.name, f"missing parameter {exc}", shapes) from None
 
