@@ -162,7 +162,10 @@ def test_integer_and_bool_results_carry_no_gradient() -> None:
     x = leaf([1.0, 5.0, 2.0])
     assert not x.argmax().requires_grad
     assert not (x > 1.0).requires_grad
-    assert not x.floor().requires_grad
+    assert not x.long().requires_grad
+    # piecewise-constant float results do, with a gradient of 0 (PyTorch's)
+    assert x.floor().requires_grad
+    assert x.sign().sum().backward()[x].tolist() == [0.0, 0.0, 0.0]
     with pytest.raises(RuntimeError, match="floating point"):
         ember.tensor([1, 2], device=AD).requires_grad_()
 

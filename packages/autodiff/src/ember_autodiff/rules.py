@@ -123,6 +123,14 @@ RULES[elementwise.sigmoid] = lambda g, out, x: (g * out * (1.0 - out),)
 RULES[elementwise.reciprocal] = lambda g, out, x: (-(g * out * out),)
 RULES[elementwise.neg] = lambda g, out, x: (-g,)
 RULES[elementwise.abs] = lambda g, out, x: (g * x.sign(),)
+RULES[elementwise.asinh] = lambda g, out, x: (g * (x * x + 1.0).rsqrt(),)
+RULES[elementwise.acosh] = lambda g, out, x: (g * ((x - 1.0) * (x + 1.0)).rsqrt(),)
+RULES[elementwise.atanh] = lambda g, out, x: (g / (1.0 - x * x),)
+# piecewise constant: a gradient of 0 everywhere (PyTorch's), so that a loss through them
+# still has a backward pass
+for _op in (elementwise.sign, elementwise.floor, elementwise.ceil, elementwise.round,
+            elementwise.trunc):
+    RULES[_op] = lambda g, out, x: (_zeros(x),)
 
 
 @rule(elementwise.clamp)
@@ -148,16 +156,26 @@ RULES[elementwise.sub] = lambda g, out, x, y: (g, -g)
 RULES[elementwise.mul] = (lambda g, out, x, y: g * y, lambda g, out, x, y: g * x)
 RULES[elementwise.div] = (lambda g, out, x, y: g / y, lambda g, out, x, y: -(g * out / y))
 RULES[elementwise.remainder] = lambda g, out, x, y: (g, -(g * ember.floordiv(x, y)))
+RULES[elementwise.floordiv] = lambda g, out, x, y: (_zeros(x), _zeros(y))
+# d/da is sign(a) * sign(out) (0 where a is 0, as PyTorch); b only chooses a sign
+RULES[elementwise.copysign] = lambda g, out, a, b: (_mask(a != 0, g * (out / a)), _zeros(b))
 RULES[elementwise.atan2] = lambda g, out, y, x: (g * x / (x * x + y * y),
                                                  -(g * y / (x * x + y * y)))
 
 
-# Note: as PyTorch, d/dx is 0 where y == 0 and d/dy is 0 where x == 0 and y >= 0.  One
-# function per input: ``x ** 2`` with a constant exponent computes no ``log(x)``.
-RULES[elementwise.pow] = (
-    lambda g, out, x, y: _mask(y != 0, g * y * x ** (y - 1.0)),
-    lambda g, out, x, y: _mask(ember.logical_not(ember.logical_and(x == 0, y >= 0)),
-                               g * out * x.log()))
+def _pow_x(g: Tensor, out: Tensor, x: Tensor, y: Tensor) -> Tensor:
+    # Note: PyTorch's rule: 0 where y == 0, whatever x (0 ** 0 included, where x ** -1 is
+    # inf); ``where``, not a product with the mask, so that the inf is not turned into nan
+    return ember.where(y == 0, 0.0, g * y * x ** (y - 1.0))
+
+
+def _pow_y(g: Tensor, out: Tensor, x: Tensor, y: Tensor) -> Tensor:
+    # PyTorch's rule: 0 where x == 0 and y >= 0 (log(0) is -inf there)
+    return ember.where(ember.logical_and(x == 0, y >= 0), 0.0, g * out * x.log())
+
+
+# One function per input: ``x ** 2`` with a constant exponent computes no ``log(x)``.
+RULES[elementwise.pow] = (_pow_x, _pow_y)
 
 
 def _minmax(g: Tensor, x: Tensor, y: Tensor, first: Tensor) -> Grads:
@@ -187,7 +205,8 @@ def _sum(g: Tensor, out: Tensor, x: Tensor, dims: Sequence[int], keepdim: bool) 
 @rule(reduction.mean)
 def _mean(g: Tensor, out: Tensor, x: Tensor, dims: Sequence[int], keepdim: bool) -> Grads:
     n = math.prod(x.shape[d] for d in dims)
-    return (_broadcast(_keep(g, dims, keepdim) * (1.0 / n), x.shape),)
+    # an empty reduction's gradient has no element (PyTorch: nan of the empty shape)
+    return (_broadcast(_keep(g, dims, keepdim) * (1.0 / n if n else math.nan), x.shape),)
 
 
 def _extreme(g: Tensor, out: Tensor, x: Tensor, dims: Sequence[int], keepdim: bool) -> Grads:
@@ -206,7 +225,9 @@ def _var(g: Tensor, out: Tensor, x: Tensor, dims: Sequence[int], keepdim: bool,
          correction: int) -> Grads:
     n = math.prod(x.shape[d] for d in dims)
     centred = x - x.mean(dim=dims, keepdim=True)
-    return (_keep(g, dims, keepdim) * centred * (2.0 / max(n - correction, 0)),)
+    # no degrees of freedom left: nan gradients (inf times the 0 of ``centred``), as PyTorch
+    scale = 2.0 / (n - correction) if n > correction else math.inf
+    return (_keep(g, dims, keepdim) * centred * scale,)
 
 
 def _to_last(x: Tensor, dims: Sequence[int]) -> tuple[Tensor, list[int], tuple[int, ...]]:
@@ -672,12 +693,17 @@ _X, _Y, _OUT = _reads((0,)), _reads((1,)), _reads((), (0,))
 for _op in (elementwise.log, elementwise.log1p, elementwise.sin, elementwise.cos,
             elementwise.asin, elementwise.acos, elementwise.atan, elementwise.sinh,
             elementwise.cosh, elementwise.erf, elementwise.abs, elementwise.clamp,
+            elementwise.asinh, elementwise.acosh, elementwise.atanh,
             reduction.var, reduction.prod, reduction.cumprod):
     READS[_op] = _X
 for _op in (elementwise.exp, elementwise.expm1, elementwise.sqrt, elementwise.rsqrt,
             elementwise.tan, elementwise.tanh, elementwise.sigmoid, elementwise.reciprocal,
             composite.softmax, composite.log_softmax):
     READS[_op] = _OUT
+for _op in (elementwise.sign, elementwise.floor, elementwise.ceil, elementwise.round,
+            elementwise.trunc, elementwise.floordiv):
+    READS[_op] = _reads()  # a gradient of 0: only the shapes
+READS[elementwise.copysign] = _reads((0,), (0,))
 for _op in (elementwise.neg, elementwise.add, elementwise.sub, creation.cast, reduction.sum,
             reduction.mean, reduction.cumsum, movement.reshape, movement.contiguous,
             movement.flip, movement.tril, movement.triu, movement.permute, movement.expand,

@@ -69,17 +69,21 @@ from ._einsum import einsum as einsum
 from ._elementwise import (
     abs as abs,
     acos as acos,
+    acosh as acosh,
     add as add,
     allclose as allclose,
     asin as asin,
+    asinh as asinh,
     atan as atan,
     atan2 as atan2,
+    atanh as atanh,
     bitwise_and as bitwise_and,
     bitwise_not as bitwise_not,
     bitwise_or as bitwise_or,
     bitwise_xor as bitwise_xor,
     ceil as ceil,
     clamp as clamp,
+    copysign as copysign,
     cos as cos,
     cosh as cosh,
     div as div,
@@ -319,6 +323,7 @@ sgn = sign  # Note: ember has no complex dtypes, where sgn and sign differ
 subtract = sub
 fix = trunc
 concat = concatenate = cat
+arcsinh, arccosh, arctanh = asinh, acosh, atanh
 clone = contiguous
 
 
@@ -352,6 +357,7 @@ double = float64
 
 if TYPE_CHECKING:
     from . import (
+        autograd as autograd,
         data as data,
         distributed as distributed,
         nn as nn,
@@ -359,11 +365,11 @@ if TYPE_CHECKING:
         record as record,
     )
 
-_LAZY = ("data", "distributed", "nn", "optim", "record")
+_LAZY = ("autograd", "data", "distributed", "nn", "optim", "record")
 
 
 def __getattr__(name: str) -> Any:
-    # nn, optim, data, distributed and record are imported on first use: `import ember` stays fast
+    # nn, optim, data, distributed, record, autograd: imported on first use (a fast import)
     if name in _LAZY:
         import importlib
 

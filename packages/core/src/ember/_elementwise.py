@@ -6,7 +6,7 @@ from typing import Any
 
 from . import _dtype as dt
 from ._apply import Scalar, apply, as_tensor_pair, cast, check_broadcast, scalar_tensor, to_float
-from ._checks import check_nonzero
+from ._checks import check_nonzero, check_range
 from ._errors import DivisionByZeroError, DTypeError
 from ._tensor import Tensor
 from ._trace import TRACE
@@ -16,7 +16,8 @@ from .ops._op import Op
 
 __all__ = [*ew.FLOAT_UNARY, *ew.NUMERIC_UNARY, *ew.BOOL_UNARY, *ew.ARITHMETIC_BINARY,
            *ew.FLOAT_BINARY, *ew.COMPARISON_BINARY, *ew.LOGICAL_BINARY, *ew.BITWISE_BINARY,
-           "allclose", "bitwise_not", "clamp", "isclose", "where", "true_divide"]
+           "acosh", "allclose", "asinh", "atanh", "bitwise_not", "clamp", "copysign", "isclose",
+           "where", "true_divide"]
 
 _BOOL_AS_INT = dt.int64
 _NO_PARAMS: dict[str, Any] = {}
@@ -166,6 +167,30 @@ def reciprocal(x: Tensor) -> Tensor:
     return _float_unary(ew.reciprocal, x)
 
 
+def asinh(x: Tensor) -> Tensor:
+    """Elementwise inverse hyperbolic sine; integer inputs compute in the default float.
+
+    Examples
+    --------
+    >>> import ember
+    >>> round(ember.asinh(ember.tensor([1.0])).item(), 4)
+    0.8814
+    """
+    return _float_unary(ew.asinh, x)
+
+
+def acosh(x: Tensor) -> Tensor:
+    """Elementwise inverse hyperbolic cosine (nan below 1); integer inputs compute in the
+    default float."""
+    return _float_unary(ew.acosh, x)
+
+
+def atanh(x: Tensor) -> Tensor:
+    """Elementwise inverse hyperbolic tangent (inf at 1, nan past it); integer inputs compute
+    in the default float."""
+    return _float_unary(ew.atanh, x)
+
+
 def neg(x: Tensor) -> Tensor:
     """Elementwise ``neg``, keeping the dtype."""
     return _number_unary(ew.neg, x)
@@ -258,25 +283,93 @@ def remainder(a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
 
 
 def pow(a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
-    """Elementwise ``pow`` with broadcasting and type promotion."""
+    """Elementwise ``pow`` with broadcasting and type promotion; an integer base to a negative
+    integer exponent is a RuntimeError, as in PyTorch."""
+    if _integers(a) and _integers(b):
+        _check_exponent(b)
     if AUTOCAST:  # `ember.autocast`: float32 (ember.amp._policy); the short path skips apply
         a, b = autocast_inputs(ew.pow, as_tensor_pair(a, b))
     return _binary(ew.pow, a, b, "number")
 
 
+def _integers(v: Tensor | Scalar) -> bool:
+    return v._dtype.kind in "iu" if isinstance(v, Tensor) else type(v) is int
+
+
+_NEGATIVE_POWER = "Integers to negative integer powers are not allowed"
+
+
+def _check_exponent(b: Tensor | Scalar) -> None:
+    if not isinstance(b, Tensor):
+        if b < 0:  # type: ignore[operator]  # an int: _integers said so
+            raise RuntimeError(f"pow: {_NEGATIVE_POWER} (exponent {b}).")
+        return
+    if b._dtype.kind == "i":
+        top = (1 << (8 * b._dtype.itemsize - 1)) - 1  # the dtype's largest value
+        check_range("pow", b, 0, top, lambda v: f"{_NEGATIVE_POWER} (exponent{v}).",
+                    RuntimeError, skip=top)
+
+
 def maximum(a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
-    """Elementwise ``maximum`` with broadcasting and type promotion."""
+    """Elementwise ``maximum`` with broadcasting and type promotion (of two bool tensors,
+    their logical or, as PyTorch keeps bool)."""
+    if _both_bool(a, b):
+        return logical_or(a, b)
     return _binary(ew.maximum, a, b, "number")
 
 
 def minimum(a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
-    """Elementwise ``minimum`` with broadcasting and type promotion."""
+    """Elementwise ``minimum`` with broadcasting and type promotion (of two bool tensors,
+    their logical and)."""
+    if _both_bool(a, b):
+        return logical_and(a, b)
     return _binary(ew.minimum, a, b, "number")
 
 
-def div(a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
-    """Elementwise ``div`` with broadcasting and type promotion."""
-    return _binary(ew.div, a, b, "float")
+def _both_bool(a: Tensor | Scalar, b: Tensor | Scalar) -> bool:
+    return (isinstance(a, Tensor) and isinstance(b, Tensor) and a._dtype is dt.bool_
+            and b._dtype is dt.bool_)
+
+
+def div(a: Tensor | Scalar, b: Tensor | Scalar, *, rounding_mode: str | None = None) -> Tensor:
+    """Elementwise ``a / b`` with broadcasting and type promotion; ``rounding_mode`` as
+    PyTorch: None (true division, a float), ``"trunc"`` (rounded toward zero) or ``"floor"``
+    (rounded down; both keep an integer dtype, and refuse an integer divisor of 0).
+
+    Examples
+    --------
+    >>> import ember
+    >>> ember.div(ember.tensor([7, -7]), 2, rounding_mode="trunc").tolist()
+    [3, -3]
+    """
+    if rounding_mode is None:
+        return _binary(ew.div, a, b, "float")
+    if rounding_mode == "floor":
+        x, y = as_tensor_pair(a, b)
+        return floordiv(x, y)  # Python's rule for floats too, as PyTorch: 1 // 0.1 is 9
+    if rounding_mode == "trunc":
+        x, y = as_tensor_pair(a, b)
+        if x._dtype.kind == "f":
+            return trunc(_binary(ew.div, x, y, "float"))
+        q = floordiv(x, y)  # checks the divisor
+        # floor and trunc differ where the division is inexact and the signs differ
+        up = logical_and(ne(remainder(x, y), 0), logical_xor(lt(x, 0), lt(y, 0)))
+        return add(q, cast(up, q._dtype))
+    raise RuntimeError("div expected rounding_mode to be one of None, 'trunc', or 'floor' "
+                       f"but found {rounding_mode!r}")
+
+
+def copysign(a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
+    """The magnitude of ``a`` with the sign of ``b`` (-0.0 counts as negative), in floating
+    point, as ``torch.copysign``.
+
+    Examples
+    --------
+    >>> import ember
+    >>> ember.copysign(ember.tensor([1.0, -2.0]), -1.0).tolist()
+    [-1.0, -2.0]
+    """
+    return _binary(ew.copysign, a, b, "float")
 
 
 def atan2(a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:

@@ -40,6 +40,9 @@ def _normalize_key(x: Tensor, key: Any) -> list[Any]:
     for item in items:
         if isinstance(item, bool):
             item = tensor(item, device=x.device)
+        elif isinstance(item, tuple):  # a sequence inside the key indexes as a list does
+            item = (tensor(list(item), device=x.device) if item
+                    else tensor([], dtype=dt.int64, device=x.device))
         elif _is_tensorlike(item) and not isinstance(item, Tensor):
             item = tensor(item, device=x.device)
         elif hasattr(item, "__index__") and not isinstance(item, (int, Tensor)):

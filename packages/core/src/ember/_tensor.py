@@ -380,8 +380,10 @@ class Tensor:
     def mul(self, o: Any) -> Tensor:
         return _ew.mul(self, o)
 
-    def div(self, o: Any) -> Tensor:
-        return _ew.div(self, o)
+    def div(self, o: Any, *, rounding_mode: str | None = None) -> Tensor:
+        return _ew.div(self, o, rounding_mode=rounding_mode)
+
+    divide = div
 
     def pow(self, o: Any) -> Tensor:
         return _ew.pow(self, o)
@@ -430,6 +432,20 @@ class Tensor:
 
     def atan(self) -> Tensor:
         return _ew.atan(self)
+
+    def asinh(self) -> Tensor:
+        return _ew.asinh(self)
+
+    def acosh(self) -> Tensor:
+        return _ew.acosh(self)
+
+    def atanh(self) -> Tensor:
+        return _ew.atanh(self)
+
+    arcsinh, arccosh, arctanh = asinh, acosh, atanh
+
+    def copysign(self, o: Any) -> Tensor:
+        return _ew.copysign(self, o)
 
     def sinh(self) -> Tensor:
         return _ew.sinh(self)

@@ -298,6 +298,39 @@ define("rsqrt", lambda xs: 1.0 / xs[0].call("sqrt"))
 define("reciprocal", lambda xs: 1.0 / xs[0])
 define("sigmoid", lambda xs: 1.0 / (1.0 + (-xs[0]).call("exp")))
 
+# the inverse hyperbolic functions from log1p and sqrt (accurate near 0); past 1e8, where x*x
+# would overflow float32's range soon after, asinh(x) and acosh(x) are log(2x) to the last bit
+_LN2 = math.log(2.0)
+
+
+@define("asinh")
+def _asinh(xs: list[Value]) -> Value:
+    x = xs[0]
+    a = x.call("fabs")
+    near = (a + a * a / (1.0 + (1.0 + a * a).call("sqrt"))).call("log1p")
+    r = where(a.gt(1e8), a.call("log") + _LN2, near)
+    return where(x.eq(0), x, where(x.lt(0), -r, r))  # odd, and -0.0 stays -0.0
+
+
+@define("acosh")
+def _acosh(xs: list[Value]) -> Value:
+    x = xs[0]
+    t = x - 1.0  # sqrt(t) is nan below 1: so is acosh
+    near = (t + t.call("sqrt") * (t + 2.0).call("sqrt")).call("log1p")
+    return where(x.gt(1e8), x.call("log") + _LN2, near)
+
+
+define("atanh", lambda xs: 0.5 * (2.0 * xs[0] / (1.0 - xs[0])).call("log1p"))
+
+
+@define("copysign")
+def _copysign(xs: list[Value]) -> Value:
+    a, b = xs
+    m = a.call("fabs")
+    # b's sign bit: negative numbers and -0.0 (1 / -0.0 is -inf); a nan's sign is not read
+    negative = b.lt(0) | (b.eq(0) & (1.0 / b).lt(0))
+    return where(negative, -m, m)
+
 
 def _rounding(fn: str) -> Definition:
     def body(xs: list[Value]) -> Value:  # integers are their own floor, ceil, ...

@@ -27,6 +27,7 @@ from .activation import (
     Sigmoid as Sigmoid,
     SiLU as SiLU,
     Softmax as Softmax,
+    Softmin as Softmin,
     Softplus as Softplus,
     Tanh as Tanh,
 )

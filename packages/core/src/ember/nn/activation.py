@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from .. import _creation as cr, functional as F
 from .._tensor import Tensor
+from ._activations import softmin
 from .linear import DeviceLike, DTypeLike
 from .module import Module
 
 __all__ = [
     "ELU", "GELU", "LeakyReLU", "LogSoftmax", "Mish", "PReLU", "ReLU", "SiLU", "Sigmoid",
-    "Softmax", "Softplus", "Tanh",
+    "Softmax", "Softmin", "Softplus", "Tanh",
 ]
 
 
@@ -145,6 +146,20 @@ class LogSoftmax(Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return F.log_softmax(x, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class Softmin(Module):
+    """``softmax(-x, dim)`` (`ember.nn.functional.softmin`)."""
+
+    def __init__(self, dim: int | None = None) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        return softmin(x, self.dim)
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}"

@@ -43,6 +43,15 @@ from ..functional import (
     softmax as softmax,
     softplus as softplus,
 )
+from ._activations import (
+    hardsigmoid as hardsigmoid,
+    hardswish as hardswish,
+    logsigmoid as logsigmoid,
+    relu6 as relu6,
+    selu as selu,
+    softmin as softmin,
+    softsign as softsign,
+)
 from ._ctc import ctc_loss as ctc_loss
 from ._losses import (
     binary_cross_entropy as binary_cross_entropy,
@@ -57,6 +66,7 @@ from ._losses import (
     smooth_l1_loss as smooth_l1_loss,
     triplet_margin_loss as triplet_margin_loss,
 )
+from ._mha import multi_head_attention_forward as multi_head_attention_forward
 from ._norms import (
     batch_norm as batch_norm,
     group_norm as group_norm,

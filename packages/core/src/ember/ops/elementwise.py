@@ -39,11 +39,11 @@ sigmoid = Op("sigmoid", "elementwise", 1, dtypes="float")
 reciprocal = Op("reciprocal", "elementwise", 1, dtypes="float")
 neg = Op("neg", "elementwise", 1, dtypes="number")
 abs = Op("abs", "elementwise", 1, dtypes="number")
-sign = Op("sign", "elementwise", 1, dtypes="number", differentiable=False)
-floor = Op("floor", "elementwise", 1, dtypes="number", differentiable=False)
-ceil = Op("ceil", "elementwise", 1, dtypes="number", differentiable=False)
-round = Op("round", "elementwise", 1, dtypes="number", differentiable=False)
-trunc = Op("trunc", "elementwise", 1, dtypes="number", differentiable=False)
+sign = Op("sign", "elementwise", 1, dtypes="number")  # gradient 0
+floor = Op("floor", "elementwise", 1, dtypes="number")  # gradient 0
+ceil = Op("ceil", "elementwise", 1, dtypes="number")  # gradient 0
+round = Op("round", "elementwise", 1, dtypes="number")  # gradient 0
+trunc = Op("trunc", "elementwise", 1, dtypes="number")  # gradient 0
 logical_not = Op("logical_not", "elementwise", 1, result="bool", differentiable=False)
 isnan = Op("isnan", "elementwise", 1, result="bool", differentiable=False)
 isinf = Op("isinf", "elementwise", 1, result="bool", differentiable=False)
@@ -51,7 +51,7 @@ bitwise_not = Op("bitwise_not", "elementwise", 1, dtypes="int", differentiable=F
 add = Op("add", "elementwise", 2, dtypes="number")
 sub = Op("sub", "elementwise", 2, dtypes="number")
 mul = Op("mul", "elementwise", 2, dtypes="number")
-floordiv = Op("floordiv", "elementwise", 2, dtypes="number", differentiable=False)
+floordiv = Op("floordiv", "elementwise", 2, dtypes="number")  # gradient 0
 remainder = Op("remainder", "elementwise", 2, dtypes="number")
 pow = Op("pow", "elementwise", 2, dtypes="number")
 maximum = Op("maximum", "elementwise", 2, dtypes="number")
@@ -72,6 +72,13 @@ bitwise_or = Op("bitwise_or", "elementwise", 2, dtypes="int", differentiable=Fal
 bitwise_xor = Op("bitwise_xor", "elementwise", 2, dtypes="int", differentiable=False)
 left_shift = Op("left_shift", "elementwise", 2, dtypes="int", differentiable=False)
 right_shift = Op("right_shift", "elementwise", 2, dtypes="int", differentiable=False)
+
+# ops known only from their kernel IR definition (`ember.backend.ir`): no backend has a kernel
+# of its own for them, each renders the definition
+asinh = Op("asinh", "elementwise", 1, dtypes="float")
+acosh = Op("acosh", "elementwise", 1, dtypes="float")
+atanh = Op("atanh", "elementwise", 1, dtypes="float")
+copysign = Op("copysign", "elementwise", 2, dtypes="float")
 
 #: ``where(cond, a, b)``: cond is bool; a and b share a dtype; all three broadcast.
 where = Op("where", "elementwise", 3, result="last")
