@@ -36,8 +36,10 @@ def _shape(size: tuple[Any, ...]) -> tuple[int, ...]:
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
     shape = tuple(int(s) for s in size)
-    if any(s < 0 for s in shape):
-        raise ValueError(f"negative dimension in shape {shape}")
+    for s in shape:
+        if s < 0:  # PyTorch's words, a RuntimeError there (a ShapeError is both)
+            raise ShapeError(f"Trying to create tensor with negative dimension {s}: "
+                             f"{list(shape)}")
     return shape
 
 

@@ -96,9 +96,34 @@ def host_array(data: Any, dtype: dt.DType | None) -> tuple[np.ndarray, dt.DType]
         dtype = {"b": dt.bool_, "i": dt.int64, "f": dt.float32}[_flat_kind(data)]
     if dtype is dt.bfloat16:
         arr = np.asarray(np.array(data, dtype=np.float64), dtype=numpy_dtype(dtype))
+    elif dtype.kind in "iu":
+        arr = _integers(data, dtype)
     else:
         arr = np.array(data, dtype=numpy_dtype(dtype))
     return np.ascontiguousarray(arr).reshape(arr.shape), dtype
+
+
+def _integers(data: Any, dtype: dt.DType) -> np.ndarray:
+    """Python numbers as an integer dtype, with PyTorch's overflow rule: values outside the
+    dtype are a RuntimeError, except that negative integers down to ``-max`` wrap into an
+    unsigned dtype (``tensor(-1, dtype=uint8)`` is 255, as in PyTorch)."""
+    target = np.dtype(numpy_dtype(dtype))
+    info = np.iinfo(target)
+    try:
+        arr = np.array(data)
+    except OverflowError:
+        arr = np.array(data, dtype=object)
+    low = -int(info.max) if dtype.kind == "u" and arr.dtype.kind in "iuO" else int(info.min)
+    if arr.size and arr.dtype.kind in "iufO":
+        lo, hi = arr.min(), arr.max()
+        cut = (np.trunc(lo), np.trunc(hi)) if arr.dtype.kind == "f" else (lo, hi)  # as a cast
+        if not (low <= cut[0] and cut[1] <= int(info.max)):  # nan fails too
+            bad = lo if not low <= cut[0] else hi
+            raise RuntimeError(f"value cannot be converted to type {dtype.name} without "
+                               f"overflow (the value {bad})")
+    if arr.dtype.kind in "iuO":
+        return arr.astype(np.int64).astype(target)  # negatives wrap into unsigned types
+    return arr.astype(target)
 
 
 def from_host(array: np.ndarray, dtype: dt.DType, device: Device) -> Tensor:

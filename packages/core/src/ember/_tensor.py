@@ -130,6 +130,18 @@ class Tensor:
             "write `grads = loss.backward()`, read `grads[p]`, and step with "
             "`opt.step(grads)`")
 
+    if not TYPE_CHECKING:  # to a type checker a plain Tensor has no backward at all
+        def __getattr__(self, name: str) -> NoReturn:
+            if name == "backward":
+                # Note: PyTorch's tensors all have backward(); ember's only on autodiff devices
+                raise AttributeError(
+                    f"'{type(self).__name__}' object has no attribute 'backward': backward() "
+                    f"exists only on tensors of an autodiff device, and this one is on "
+                    f"{self._device}: create the inputs that need gradients with "
+                    f"device=\"autodiff<{self._device}>\" and requires_grad=True, then write "
+                    "`grads = loss.backward()`")
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
     def is_floating_point(self) -> bool:
         return self._dtype.kind == "f"
 
