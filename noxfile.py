@@ -12,6 +12,8 @@ import glob
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import nox
@@ -61,7 +63,107 @@ COMPILED_DEVICES = {"cpu": 1, "autodiff<cpu>": 1, "autodiff<fusion<cpu>>": 1, "o
 REMOTE_DEVICES = ["remote<{address}/cpu>", "autodiff<remote<{address}/cpu>>"]
 
 
+# What each session is expected to take on the 2-core CI machine (seconds), from measured runs
+# (docs and commit messages of 2026-12; the whole default run took 34 min in a fresh clone,
+# 52 min on a loaded machine): the plan printed before the first session and each session's
+# estimate come from here.  A parametrized session is looked up by its parameter, then by name.
+EXPECTED_S: dict[str, float] = {
+    "lint": 30, "typecheck": 150, "tests": 600, "install": 120,
+    "conformance": 60, "conformance(device='numpyref')": 40,
+    "conformance(device='opencl:0')": 360, "conformance(device='autodiff<opencl:0>')": 150,
+    "conformance(device='fusion<opencl:0>')": 240,
+    "conformance(device='autodiff<fusion<opencl:0>>')": 150,
+    "conformance(device='triton-interpret')": 240,
+    "conformance(device='autodiff<triton-interpret>')": 120,
+    "conformance(device='fusion<triton-interpret>')": 150,
+    "conformance(device='autodiff<fusion<triton-interpret>>')": 120,
+    "conformance_compiled": 30, "conformance_compiled(device='opencl:0')": 300,
+    "conformance_compiled(device='triton-interpret')": 180, "conformance_remote": 35,
+}
+HEARTBEAT_S = 30  # the longest the run stays quiet: a line saying where it is, at least this often
+PARAMETERS = {"conformance": CONFORMANCE_DEVICES, "conformance_compiled": list(COMPILED_DEVICES),
+              "conformance_remote": REMOTE_DEVICES}
+
+
+def _expected(name: str) -> float:
+    return EXPECTED_S.get(name, EXPECTED_S.get(name.split("(")[0], 60))
+
+
+def _planned() -> list[str]:
+    """The sessions this nox run will go through, parametrized ones expanded (``-s`` names as
+    given on the command line, else the default sessions)."""
+    args, names, i = sys.argv[1:], [], 0
+    while i < len(args):
+        if args[i] in ("-s", "--session", "--sessions", "-e"):
+            i += 1
+            while i < len(args) and not args[i].startswith("-"):
+                names.append(args[i])
+                i += 1
+            continue
+        i += 1
+    out = []
+    for name in names or nox.options.sessions or []:
+        params = PARAMETERS.get(name)
+        out += [f"{name}(device={d!r})" for d in params] if params else [name]
+    return out
+
+
+def _minutes(seconds: float) -> str:
+    return f"{int(seconds) // 60}m{int(seconds) % 60:02d}s"
+
+
+class _Progress:
+    """Says which session runs, its place in the plan and an estimate of what is left, and from a
+    daemon thread, a line at least every ``HEARTBEAT_S`` seconds while a session runs (pytest -q
+    prints a dot per test, but collection, mypy, pip and slow cases can sit quiet for minutes)."""
+
+    def __init__(self) -> None:
+        self.plan = _planned()
+        self.t0 = time.monotonic()
+        self.current: tuple[str, float, int] | None = None  # name, start, index in the plan
+        self.lock = threading.Lock()
+        self.thread: threading.Thread | None = None
+
+    def show_plan(self) -> None:
+        total = sum(_expected(n) for n in self.plan)
+        n = len(self.plan)
+        print(f"nox: {n} session{'' if n == 1 else 's'}, about {_minutes(total)} in all on 2 "
+              "cores (devices that are not available here are skipped in seconds):", flush=True)
+        for i, name in enumerate(self.plan, 1):
+            print(f"nox:   {i:>2}. {name:<55} ~{_minutes(_expected(name))}", flush=True)
+
+    def start(self, session: nox.Session) -> None:
+        name = session.name
+        with self.lock:
+            if self.thread is None:
+                self.show_plan()
+                self.thread = threading.Thread(target=self._beat, daemon=True)
+                self.thread.start()
+            index = self.plan.index(name) if name in self.plan else -1
+            self.current = (name, time.monotonic(), index)
+        left = sum(_expected(n) for n in self.plan[index:]) if index >= 0 else _expected(name)
+        place = f"{index + 1}/{len(self.plan)}" if index >= 0 else "?"
+        session.log(f"session {place}: {name}, expected ~{_minutes(_expected(name))}; "
+                    f"{_minutes(time.monotonic() - self.t0)} so far, about {_minutes(left)} left")
+
+    def _beat(self) -> None:
+        while True:
+            time.sleep(HEARTBEAT_S)
+            with self.lock:
+                if self.current is None:
+                    continue
+                name, since, _ = self.current
+            print(f"\nnox: ... {name} still running: {_minutes(time.monotonic() - since)} "
+                  f"(expected ~{_minutes(_expected(name))}); "
+                  f"{_minutes(time.monotonic() - self.t0)} since the first session",
+                  file=sys.stderr, flush=True)
+
+
+PROGRESS = _Progress()
+
+
 def _install(session: nox.Session) -> None:
+    PROGRESS.start(session)
     if isinstance(session.virtualenv, nox.virtualenv.PassthroughEnv):
         return  # running in the workspace's own .venv: scripts/setup.sh installed everything
     editable = [arg for p in [*PACKAGES, TEMPLATE] for arg in ("-e", p)]
@@ -211,6 +313,7 @@ def install(session: nox.Session) -> None:
     import shutil
     import tempfile
 
+    PROGRESS.start(session)
     installs = [("cpu", ["cpu"], ["cpu", "testing"])]
     if _available("opencl:0")[0]:
         installs.append(("opencl", ["opencl", "testing"]))

@@ -19,6 +19,7 @@ import pytest
 _DECLARED = "declared"
 _UNSUPPORTED = "unsupported dtype"
 _RESULTS: dict[str, Counter[str]] = {}
+_OTHER: Counter[str] = Counter()  # tests of the run that are not op cases (pytest counts them too)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -116,9 +117,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    if "ember_case" not in report.keywords:
-        return
     if report.when != "call" and not (report.skipped or report.failed):
+        return
+    if "ember_case" not in report.keywords:
+        _OTHER["skipped" if report.skipped else "failed" if report.failed else "passed"] += 1
         return
     cid = report.nodeid.rsplit("[", 1)[-1].rstrip("]")
     device = cid.split("::", 1)[0]
@@ -141,3 +143,16 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
         if c["failed"]:
             line += f", {c['failed']} failed"
         terminalreporter.write_line(line)
+    # pytest's own count (the next line) includes the run's tests that are not op cases (such
+    # as a gradient test with no case on a plain device, skipped): say how the two agree
+    if _RESULTS and sum(_OTHER.values()):
+        total = Counter(_OTHER)
+        for c in _RESULTS.values():
+            total["passed"] += c["passed"]
+            total["skipped"] += c[_DECLARED] + c[_UNSUPPORTED]
+            total["failed"] += c["failed"]
+        order = ("failed", "passed", "skipped")  # pytest's
+        said = ", ".join(f"{total[k]} {k}" for k in order if total[k])
+        other = ", ".join(f"{_OTHER[k]} {k}" for k in order if _OTHER[k])
+        terminalreporter.write_line(f"ember conformance: with {other} outside the op cases, "
+                                    f"{said} in all")
