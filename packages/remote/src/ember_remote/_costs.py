@@ -43,10 +43,12 @@ def _largest_copy(ins: Sequence[Shape], outs: Sequence[Shape], k: int) -> Cost:
 def _matmul(ins: Sequence[Shape], outs: Sequence[Shape], p: dict[str, Any]) -> Cost:
     (a, b), r = ins, outs[0]
     batch = _n(r[:-2])
-    # operands whose batch is broadcast may be copied out to the result's batch
-    ca = batch * a[-2] * a[-1] * W if _n(a[:-2]) != batch else 0
-    cb = batch * b[-2] * b[-1] * W if _n(b[:-2]) != batch else 0
-    res = _n(r) * W
+    # casts of both operands and of the result (half precision accumulates in float32);
+    # where *both* batches are broadcast (an outer product of batches) a kernel may copy each
+    # out to the result's batch, which can dwarf the inputs and the result alike
+    ca, cb, res = _n(a) * W, _n(b) * W, _n(r) * W
+    if _n(a[:-2]) != batch and _n(b[:-2]) != batch:
+        ca, cb = batch * a[-2] * a[-1] * W, batch * b[-2] * b[-1] * W
     return max(ca, cb, res), ca + cb + res
 
 

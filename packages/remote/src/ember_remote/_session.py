@@ -62,7 +62,7 @@ class Limits:
     max_tensors: int = 1 << 20
     max_items: int = MAX_ITEMS
     max_checked: int = 1 << 14
-    overhead: int = 512
+    overhead: int = 1024
 
 
 _show = reprlib.Repr()
@@ -286,6 +286,10 @@ class Session:
             if o in failed or o in self.tensors:
                 continue
             full = self._full(1)
+            if full is None and self.bytes + overhead > self.limits.max_client:
+                full = MemoryError(f"this client holds {self.bytes} bytes, the server's "
+                                   f"per-client limit is {self.limits.max_client} (max_client; "
+                                   "free some)")
             if full is not None:
                 self.lost += 1
                 self._fail_op(OpFailed("?", full))
@@ -650,7 +654,8 @@ class Session:
         try:
             if kind == "sync":
                 self.device.synchronize()
-                return pack(["ok", {"bytes": self.bytes, "tensors": len(self.tensors)}])
+                return pack(["ok", {"bytes": self.bytes, "tensors": len(self.tensors),
+                                    "failed": len(self.failed), "checked": self.n_checked}])
             if len(rec) != 2:
                 raise ProtocolError(f"expected [{kind!r}, id]")
             t = self._tensor(rec[1])
