@@ -300,3 +300,24 @@ def test_the_conformance_suite_without_a_device_runs_on_the_default_device(
     assert devices_from(Config()) == ["fakeopencl:0"]  # type: ignore[arg-type]
     monkeypatch.setenv("EMBER_TEST_DEVICE", "cpu,autodiff<cpu>")
     assert devices_from(Config()) == ["cpu", "autodiff<cpu>"]  # type: ignore[arg-type]
+
+
+def test_every_backend_extra_brings_autodiff_so_the_one_line_install_trains() -> None:
+    extras = _pyprojects()["packages/core"]["project"]["optional-dependencies"]  # type: ignore[index]
+    version = _pyprojects()["packages/core"]["project"]["version"]  # type: ignore[index]
+    for extra in ("cpu", "opencl", "wgpu", "cuda", "cuda12", "cuda13", "rocm", "triton"):
+        assert f"ember-autodiff=={version}" in extras[extra], (extra, extras[extra])
+
+
+def test_the_suite_runner_without_pytest_names_the_extra_to_install(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import importlib.util
+
+    from ember.testing import __main__ as runner
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "pytest" else real(name, *a))
+    assert runner.main(["--help"]) == 2
+    err = capsys.readouterr().err
+    assert 'pip install "ember[testing]"' in err and "pytest" in err
