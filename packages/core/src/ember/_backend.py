@@ -154,7 +154,13 @@ class Backend:
         check = op.check
         if check is not None:  # params and shapes checked before any kernel sees them; None
             # (nothing to check: elementwise ops) costs one attribute look-up
-            check([a._data.shape for a in args], params)
+            n = len(args)  # one and two inputs spelled out: no comprehension call
+            if n == 1:
+                check((args[0]._data.shape,), params)
+            elif n == 2:
+                check((args[0]._data.shape, args[1]._data.shape), params)
+            else:
+                check([a._data.shape for a in args], params)
         kernel = self.kernels.get(op)
         if kernel is None:
             raise NotImplementedError(f"op {op.name!r} is not implemented on device {self.device}")

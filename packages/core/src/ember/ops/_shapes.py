@@ -180,6 +180,13 @@ def _first(shapes: Sequence[Shape], params: dict[str, Any]) -> Shape:
 def _reduce(op: str, shapes: Sequence[Shape], params: dict[str, Any]) -> Shape:
     s = shapes[0]
     dims = params.get("dims")
+    keep = params.get("keepdim", False)
+    if type(dims) is tuple and len(dims) == 1 and keep is False:  # fast path: one plain axis
+        d = dims[0]
+        n = len(s)
+        if type(d) is int and -n <= d < n:
+            d %= n
+            return (*s[:d], *s[d + 1:])
     if dims is None:
         axes = set(range(len(s)))
     else:
@@ -221,6 +228,8 @@ def _same_shapes(op: str, n: int, shapes: Sequence[Shape], params: dict[str, Any
 
 def _matmul(shapes: Sequence[Shape], params: dict[str, Any]) -> Shape:
     a, b = shapes
+    if len(a) == 2 and len(b) == 2 and a[1] == b[0]:  # fast path: two matrices
+        return (a[0], b[1])
     if len(a) < 2 or len(b) < 2 or a[-1] != b[-2]:
         raise _error("matmul", "operands do not fit (need [..., n, k] @ [..., k, m])", shapes)
     return (*broadcast([a[:-2], b[:-2]], {}), a[-2], b[-1])
@@ -249,7 +258,27 @@ def _arange(shapes: Sequence[Shape], params: dict[str, Any]) -> Shape:
 # -- movement -----------------------------------------------------------------------------------
 
 
+def _plain_numel(shape: Any) -> int:
+    """The element count of a tuple of at most `MAX_NDIM` plain ints in [0, 2**63) whose
+    product stays below 2**63; -1 for anything else (the caller then takes the full check)."""
+    if type(shape) is not tuple or len(shape) > MAX_NDIM:
+        return -1
+    n = 1
+    for d in shape:
+        if type(d) is not int or not 0 <= d < _LIMIT:
+            return -1
+        n *= d
+        if n >= _LIMIT:
+            return -1
+    return n
+
+
 def _reshape(shapes: Sequence[Shape], params: dict[str, Any]) -> Shape:
+    shape = params["shape"]
+    n = _plain_numel(shape)
+    if n >= 0 and n == _plain_numel(shapes[0]):  # fast path: plain sizes, same count
+        out: Shape = shape
+        return out
     shape = _shape_param("reshape", "shape", params["shape"], shapes)
     if numel(shape) != numel(shapes[0]):
         raise _error("reshape", f"cannot reshape to shape={shape}: it does not hold "
@@ -259,6 +288,20 @@ def _reshape(shapes: Sequence[Shape], params: dict[str, Any]) -> Shape:
 
 def _permute(shapes: Sequence[Shape], params: dict[str, Any]) -> Shape:
     s = shapes[0]
+    dims = params["dims"]
+    if type(dims) is tuple and len(dims) == len(s):
+        # fast path: plain ints (bools and numpy ints compare equal to ints: the type test
+        # keeps them on the full path), each an axis, none twice
+        n = len(s)
+        seen = 0
+        out = []
+        for d in dims:
+            if type(d) is not int or not 0 <= d < n or seen >> d & 1:
+                break
+            seen |= 1 << d
+            out.append(s[d])
+        else:
+            return tuple(out)
     dims = _ints("permute", "dims", params["dims"], len(s), shapes, low=0)
     if sorted(dims) != list(range(len(s))):
         raise _error("permute", f"dims={dims} is no permutation of {len(s)} axes", shapes)
@@ -267,6 +310,11 @@ def _permute(shapes: Sequence[Shape], params: dict[str, Any]) -> Shape:
 
 def _expand(shapes: Sequence[Shape], params: dict[str, Any]) -> Shape:
     s = shapes[0]
+    shape = params["shape"]
+    if (type(shape) is tuple and len(shape) == len(s) and _plain_numel(shape) >= 0
+            and all(n == m or n == 1 for n, m in zip(s, shape, strict=True))):  # fast path
+        out: Shape = shape
+        return out
     shape = _shape_param("expand", "shape", params["shape"], shapes)
     if len(shape) != len(s) or any(n != m and n != 1 for n, m in zip(s, shape, strict=True)):
         raise _error("expand", f"shape={shape} is no broadcast of the input", shapes)
@@ -276,6 +324,19 @@ def _expand(shapes: Sequence[Shape], params: dict[str, Any]) -> Shape:
 def _slice(shapes: Sequence[Shape], params: dict[str, Any]) -> Shape:
     s = shapes[0]
     nd = len(s)
+    starts, stops, steps = params["starts"], params["stops"], params["steps"]
+    if (type(starts) is tuple and type(stops) is tuple and type(steps) is tuple
+            and len(starts) == nd and len(stops) == nd and len(steps) == nd):
+        # fast path: forward steps of plain ints with 0 <= start and stop <= size, which keeps
+        # every index read in [0, size) (anything else takes the full check below)
+        fast = []
+        for n, a, b, c in zip(s, starts, stops, steps):  # noqa: B905  # lengths checked above
+            if not (type(a) is type(b) is type(c) is int and 0 <= a <= b <= n
+                    and 0 < c < 9223372036854775808):  # 2**63
+                break
+            fast.append((b - a + c - 1) // c)
+        else:
+            return tuple(fast)
     starts, stops, steps = (_ints("slice", k, params[k], nd, shapes)
                             for k in ("starts", "stops", "steps"))
     out = []
@@ -330,7 +391,9 @@ def _cat(shapes: Sequence[Shape], params: dict[str, Any]) -> Shape:
     first = shapes[0]
     if not first:
         raise _error("cat", "zero-dimensional tensors cannot be concatenated", shapes)
-    d = _axis("cat", "dim", params["dim"], len(first), shapes)
+    d = params["dim"]
+    if type(d) is not int or not 0 <= d < len(first):
+        d = _axis("cat", "dim", d, len(first), shapes)
     total = 0
     for s in shapes:
         if len(s) != len(first) or s[:d] != first[:d] or s[d + 1:] != first[d + 1:]:
