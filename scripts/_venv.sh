@@ -7,6 +7,8 @@
 #   venv_mark VENV STAMP        records STAMP once an install has succeeded
 #   pip_logged TAG VENV ARG...  pip install ARG... into VENV, printing what it fetches, builds
 #                               and installs as it happens; on failure its last lines
+#   ticker_start TAG WHAT       a line every 20 s saying WHAT is still going (a quiet step,
+#   ticker_stop                 such as unpacking a large wheel, never looks hung); stop it
 # Editable installs (-e) mean a change to a package's sources needs no new install: only a
 # change to a pyproject.toml or a requirements file does, and the stamp covers those.
 
@@ -35,6 +37,21 @@ venv_mark() {
   echo "$2" >"$1/.ember-stamp"
 }
 
+TICKER=
+ticker_start() {
+  local tag=$1 what=$2 start=$SECONDS
+  ( while sleep 20 </dev/null >/dev/null 2>&1; do echo "$tag:   ... still $what ($((SECONDS - start)) s)"; done ) &
+  TICKER=$!
+}
+
+ticker_stop() {
+  if [ -n "$TICKER" ]; then
+    kill "$TICKER" 2>/dev/null || true
+    wait "$TICKER" 2>/dev/null || true
+    TICKER=
+  fi
+}
+
 pip_logged() {
   local tag=$1 venv=$2
   shift 2
@@ -42,11 +59,13 @@ pip_logged() {
   log=$(mktemp)
   # pip's full output goes to a log; what it fetches, builds and installs is shown as it happens
   set +e
+  ticker_start "$tag" "installing with pip"
   "$venv/bin/python" -m pip install --progress-bar off "$@" 2>&1 \
     | tee "$log" \
     | grep --line-buffered -E "^(Collecting|Processing|Obtaining|Downloading|Building|Installing|Successfully|ERROR)" \
     | sed -u "s/^/$tag:   /"
   status=${PIPESTATUS[0]}
+  ticker_stop
   set -e
   if [ "$status" != "0" ]; then
     echo "$tag: pip failed (exit $status); its last lines:" >&2

@@ -18,13 +18,17 @@ apt_install() {
   say "installing $what with apt-get ($*) ..."
   local start=$SECONDS
   if [ -z "${APT_UPDATED:-}" ]; then
+    say "  updating apt's package lists ..."
     apt-get update -qq >/dev/null 2>&1 || true
     APT_UPDATED=1
   fi
+  ticker_start setup "installing $what"
   if DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" \
       >/dev/null 2>&1; then
+    ticker_stop
     say "  done in $((SECONDS - start)) s"
   else
+    ticker_stop
     return 1
   fi
 }
