@@ -447,9 +447,8 @@ class Session:
         try:
             if self.bytes + need > self.limits.max_client:
                 self._over(op.name, need)
-            full = self._full(n)
-            if full is not None:
-                raise full
+            if len(tensors) + len(failed) + n > self.limits.max_tensors:
+                raise self._full(n)  # type: ignore[misc]  # over the limit: an error
             result = self.device.dispatch(op, [tensors[a] for a in ids], params)
             results = (result,) if op.outputs == 1 else result
             if len(results) != n:
