@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,11 +41,17 @@ class Server:
                 stream.close()
 
 
-def start_server(token_file: Path, token: str, port: int = 0, *extra: str) -> Server:
+def start_server(token_file: Path, token: str, port: int = 0, *extra: str,
+                 devices: str | None = "cpu,fusion<cpu>", backoff: float = 0.0,
+                 preexec_fn: Callable[[], object] | None = None) -> Server:
+    """``ember-remote serve`` on 127.0.0.1; ``devices=None`` leaves ``--devices`` out.
+    Wrong-token back-off is off unless ``backoff`` says otherwise: every test's client is
+    127.0.0.1, so one test's wrong tokens would hold the next test's connections back."""
+    args = ["--devices", devices] if devices is not None else []
     proc = subprocess.Popen(
         [sys.executable, "-m", "ember_remote", "serve", "--bind", f"127.0.0.1:{port}",
-         "--token-file", str(token_file), "--devices", "cpu,fusion<cpu>", *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+         "--token-file", str(token_file), "--auth-backoff", str(backoff), *args, *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=preexec_fn)
     assert proc.stdout is not None
     ready, _, _ = select.select([proc.stdout], [], [], 60)
     line = proc.stdout.readline() if ready else ""

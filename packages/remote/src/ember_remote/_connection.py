@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import ssl
 import threading
 import tomllib
 from collections import deque
@@ -58,26 +59,57 @@ def config_path() -> Path:
     return Path(base) / "ember" / "remote.toml"
 
 
+def _server_config(address: str) -> tuple[dict[str, Any], dict[str, Any], Path]:
+    """The config file's top level and its ``[servers."HOST:PORT"]`` table (empty dicts when
+    there is no file)."""
+    path = config_path()
+    if not path.is_file():
+        return {}, {}, path
+    with path.open("rb") as f:
+        try:
+            config = tomllib.load(f)
+        except tomllib.TOMLDecodeError as exc:
+            raise RemoteConnectionError(f"cannot read {path}: {exc}") from None
+    server = config.get("servers", {}).get(address, {})
+    return config, server if isinstance(server, dict) else {}, path
+
+
 def token_for(address: str) -> str:
     """The token for the server at ``address`` (``HOST:PORT``): ``$EMBER_REMOTE_TOKEN``, else
     the config file's ``[servers."HOST:PORT"] token``, else its top-level ``token``."""
     env = os.environ.get("EMBER_REMOTE_TOKEN")
     if env:
         return env.strip()
-    path = config_path()
-    if path.is_file():
-        with path.open("rb") as f:
-            try:
-                config = tomllib.load(f)
-            except tomllib.TOMLDecodeError as exc:
-                raise RemoteConnectionError(f"cannot read {path}: {exc}") from None
-        server = config.get("servers", {}).get(address, {})
-        token = server.get("token", config.get("token")) if isinstance(server, dict) else None
-        if isinstance(token, str) and token:
-            return token
+    config, server, path = _server_config(address)
+    token = server.get("token", config.get("token"))
+    if isinstance(token, str) and token:
+        return token
     raise RemoteConnectionError(
         f"no token for the remote server {address}: set EMBER_REMOTE_TOKEN, or write it in "
         f"{path} as token = \"...\" (or under [servers.\"{address}\"])")
+
+
+def tls_context(address: str) -> ssl.SSLContext:
+    """How a ``wss://`` client checks the server at ``address``: the system's certificate
+    authorities, or the PEM file ``$EMBER_REMOTE_CA``, else the config file's
+    ``[servers."HOST:PORT"] ca``, else its top-level ``ca`` (a path relative to the config
+    file's folder), e.g. a self-signed server certificate itself.  The host name (or IP
+    address) must match the certificate either way."""
+    ca: Any = os.environ.get("EMBER_REMOTE_CA")
+    if not ca:
+        config, server, path = _server_config(address)
+        ca = server.get("ca", config.get("ca"))
+        if isinstance(ca, str) and ca:
+            ca = path.parent / Path(ca).expanduser()
+        else:
+            ca = None
+    try:
+        context = ssl.create_default_context(cafile=ca)
+    except (OSError, ssl.SSLError) as exc:
+        raise RemoteConnectionError(f"cannot load the certificate authorities {ca} for "
+                                    f"{address}: {exc}") from None
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    return context
 
 
 _ERRORS: dict[str, type[Exception]] = {}
@@ -99,15 +131,21 @@ def _error_types() -> dict[str, type[Exception]]:
 class Connection:
     """An authenticated session with one server, for one of its devices."""
 
-    def __init__(self, address: str, host: str, port: int, inner: str, timeout: float) -> None:
+    def __init__(self, address: str, host: str, port: int, inner: str, timeout: float,
+                 tls: bool = False) -> None:
         self.address, self.inner, self.timeout = address, inner, timeout
         token = token_for(address)
         where = f"the remote server {address}"
+        # a wss:// device never falls back to ws://: the token goes out only once the
+        # server's certificate checked out
+        context = tls_context(address) if tls else None
+        url_host = f"[{host}]" if ":" in host else host
         try:
             # the keepalive (a ping every timeout/2, answered within timeout/2) is what finds a
             # dead or unreachable server while we wait; proxy=None: never a proxy from the env
             self.ws: ClientConnection = connect(
-                f"ws://{host}:{port}/", open_timeout=timeout, ping_interval=timeout / 2,
+                f"{'wss' if tls else 'ws'}://{url_host}:{port}/", ssl=context,
+                open_timeout=timeout, ping_interval=timeout / 2,
                 ping_timeout=timeout / 2, close_timeout=1, max_size=None, compression=None,
                 proxy=None)
             # entering it marks it as held for the session's life (websockets >= 17.1 warns

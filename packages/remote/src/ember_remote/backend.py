@@ -86,19 +86,20 @@ _new = object.__new__
 
 
 def parse_target(text: str) -> tuple[str, int, str]:
-    """``HOST:PORT/INNER`` (``[v6]:PORT/INNER``) -> ``(host, port, inner)``.
+    """``[ws://|wss://]HOST:PORT/INNER`` (``[v6]:PORT/INNER``) -> ``(host, port, inner)``.
 
     Examples
     --------
-    >>> parse_target("127.0.0.1:7878/cuda:0")
-    ('127.0.0.1', 7878, 'cuda:0')
+    >>> parse_target("127.0.0.1:7878/cuda:0"), parse_target("wss://gpu-box:7878/cpu")
+    (('127.0.0.1', 7878, 'cuda:0'), ('gpu-box', 7878, 'cpu'))
     """
-    address, slash, inner = text.partition("/")
+    address, slash, inner = text.removeprefix("wss://").removeprefix("ws://").partition("/")
     host, colon, port = address.rpartition(":")
     if not slash or not colon or not host or not inner or not port.isdigit() \
             or not 0 < int(port) < 65536:
         raise ValueError(f"malformed remote device {text!r}: expected remote<HOST:PORT/INNER>, "
-                         "e.g. remote<127.0.0.1:7878/cpu>")
+                         "e.g. remote<127.0.0.1:7878/cpu> (remote<wss://HOST:PORT/INNER> for "
+                         "TLS)")
     return host.strip("[]"), int(port), inner
 
 
@@ -106,7 +107,8 @@ class RemoteBackend(Backend):
     """The client side of ``remote<HOST:PORT/INNER>``.
 
     Options: ``timeout`` (seconds, default ``$EMBER_REMOTE_TIMEOUT`` or 10): how long the
-    client waits to connect, and for a dead server to be noticed.
+    client waits to connect, and for a dead server to be noticed.  A target starting with
+    ``wss://`` connects over TLS (see `tls_context` for the certificate check).
 
     Examples
     --------
@@ -128,6 +130,7 @@ class RemoteBackend(Backend):
                 "every op runs on the server)")
         self.address = f"{host}:{port}"
         self.host, self.port, self.inner_name = host, port, inner
+        self.tls = target.startswith("wss://")
         if timeout is None:
             timeout = os.environ.get("EMBER_REMOTE_TIMEOUT", DEFAULT_TIMEOUT)
         try:
@@ -148,7 +151,7 @@ class RemoteBackend(Backend):
         conn = self._conn
         if conn is None or not conn.alive:
             conn = self._conn = Connection(self.address, self.host, self.port,
-                                           self.inner_name, self.timeout)
+                                           self.inner_name, self.timeout, self.tls)
             by_name = {d.name: d for d in ALL_DTYPES}
             self.dtypes = frozenset(by_name[n] for n in conn.info["dtypes"] if n in by_name)
             self._composites = frozenset(conn.info["composites"])
