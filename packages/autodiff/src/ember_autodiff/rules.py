@@ -123,8 +123,23 @@ RULES[elementwise.sigmoid] = lambda g, out, x: (g * out * (1.0 - out),)
 RULES[elementwise.reciprocal] = lambda g, out, x: (-(g * out * out),)
 RULES[elementwise.neg] = lambda g, out, x: (-g,)
 RULES[elementwise.abs] = lambda g, out, x: (g * x.sign(),)
-RULES[elementwise.asinh] = lambda g, out, x: (g * (x * x + 1.0).rsqrt(),)
-RULES[elementwise.acosh] = lambda g, out, x: (g * ((x - 1.0) * (x + 1.0)).rsqrt(),)
+
+
+def _asinh(g: Tensor, out: Tensor, x: Tensor) -> Grads:
+    # 1 / sqrt(x^2 + 1) scaled by m = max(|x|, 1), so that x^2 never overflows
+    u = x.abs().clamp(min=1.0).reciprocal()
+    xu = x * u
+    return (g * u * (xu * xu + u * u).rsqrt(),)
+
+
+def _acosh(g: Tensor, out: Tensor, x: Tensor) -> Grads:
+    # 1 / sqrt((x - 1)(x + 1)), scaled likewise (and exact near 1, where x - 1 is)
+    u = x.abs().clamp(min=1.0).reciprocal()
+    return (g * u * (((x - 1.0) * u) * ((x + 1.0) * u)).rsqrt(),)
+
+
+RULES[elementwise.asinh] = _asinh
+RULES[elementwise.acosh] = _acosh
 RULES[elementwise.atanh] = lambda g, out, x: (g / (1.0 - x * x),)
 # piecewise constant: a gradient of 0 everywhere (PyTorch's), so that a loss through them
 # still has a backward pass
@@ -158,20 +173,23 @@ RULES[elementwise.div] = (lambda g, out, x, y: g / y, lambda g, out, x, y: -(g *
 RULES[elementwise.remainder] = lambda g, out, x, y: (g, -(g * ember.floordiv(x, y)))
 RULES[elementwise.floordiv] = lambda g, out, x, y: (_zeros(x), _zeros(y))
 # d/da is sign(a) * sign(out) (0 where a is 0, as PyTorch); b only chooses a sign
-RULES[elementwise.copysign] = lambda g, out, a, b: (_mask(a != 0, g * (out / a)), _zeros(b))
+RULES[elementwise.copysign] = lambda g, out, a, b: (g * a.sign() * out.sign(), _zeros(b))
 RULES[elementwise.atan2] = lambda g, out, y, x: (g * x / (x * x + y * y),
                                                  -(g * y / (x * x + y * y)))
 
 
 def _pow_x(g: Tensor, out: Tensor, x: Tensor, y: Tensor) -> Tensor:
-    # Note: PyTorch's rule: 0 where y == 0, whatever x (0 ** 0 included, where x ** -1 is
-    # inf); ``where``, not a product with the mask, so that the inf is not turned into nan
-    return ember.where(y == 0, 0.0, g * y * x ** (y - 1.0))
+    # Note: PyTorch's rule: 0 where y == 0, whatever x (at x == 0, x ** -1 is inf: there the
+    # exponent is replaced by 1 before, and the result by 0 after, so no 0 * inf is computed)
+    zero = y == 0
+    ys = ember.where(zero, 1.0, y)
+    return ember.where(zero, 0.0, g * ys * x ** (ys - 1.0))
 
 
 def _pow_y(g: Tensor, out: Tensor, x: Tensor, y: Tensor) -> Tensor:
-    # PyTorch's rule: 0 where x == 0 and y >= 0 (log(0) is -inf there)
-    return ember.where(ember.logical_and(x == 0, y >= 0), 0.0, g * out * x.log())
+    # PyTorch's rule: 0 where x == 0 and y >= 0 (log(0) is -inf there: log(1) is taken)
+    zero = ember.logical_and(x == 0, y >= 0)
+    return ember.where(zero, 0.0, g * out * ember.where(zero, 1.0, x).log())
 
 
 # One function per input: ``x ** 2`` with a constant exponent computes no ``log(x)``.
@@ -225,8 +243,8 @@ def _var(g: Tensor, out: Tensor, x: Tensor, dims: Sequence[int], keepdim: bool,
          correction: int) -> Grads:
     n = math.prod(x.shape[d] for d in dims)
     centred = x - x.mean(dim=dims, keepdim=True)
-    # no degrees of freedom left: nan gradients (inf times the 0 of ``centred``), as PyTorch
-    scale = 2.0 / (n - correction) if n > correction else math.inf
+    # no degrees of freedom left: nan gradients, as PyTorch
+    scale = 2.0 / (n - correction) if n > correction else math.nan
     return (_keep(g, dims, keepdim) * centred * scale,)
 
 

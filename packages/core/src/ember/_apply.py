@@ -147,16 +147,20 @@ def normalize_dims(dim: int | Sequence[int] | None, ndim: int, *,
 
 
 def _caller() -> str:
-    """The name of the public ember function whose call failed: the first frame up the stack
-    outside the private helpers (``_reduce``, ``normalize_dim``)."""
+    """The name of the public ember function the user called: the outermost public function
+    of the run of ember frames above the check (``x.softmax(5)`` names softmax, not the
+    ``amax`` that softmax calls)."""
+    found = "dim"
     frame = sys._getframe(2)
     while frame is not None:
-        name = frame.f_code.co_name
         module = frame.f_globals.get("__name__", "")
-        if (not name.startswith(("_", "<", "normalize_dim")) and module.startswith("ember")):
-            return name
+        if not module.startswith("ember") or module.startswith("ember.testing"):
+            break  # the user's code (or the conformance suite's)
+        name = frame.f_code.co_name
+        if not name.startswith(("_", "<", "normalize_dim")) and name != "forward":
+            found = name
         frame = frame.f_back  # type: ignore[assignment]  # None ends the loop
-    return "dim"
+    return found
 
 
 # -- scalars and promotion --------------------------------------------------------------------

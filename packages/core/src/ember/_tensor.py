@@ -140,6 +140,9 @@ class Tensor:
                     f"{self._device}: create the inputs that need gradients with "
                     f"device=\"autodiff<{self._device}>\" and requires_grad=True, then write "
                     "`grads = loss.backward()`")
+            prop = getattr(type(self), name, None)
+            if isinstance(prop, property) and prop.fget is not None:
+                prop.fget(self)  # a property that raised AttributeError (.grad): its message
             raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def is_floating_point(self) -> bool:

@@ -320,7 +320,12 @@ def _acosh(xs: list[Value]) -> Value:
     return where(x.gt(1e8), x.call("log") + _LN2, near)
 
 
-define("atanh", lambda xs: 0.5 * (2.0 * xs[0] / (1.0 - xs[0])).call("log1p"))
+@define("atanh")
+def _atanh(xs: list[Value]) -> Value:
+    x = xs[0]
+    a = x.call("fabs")  # of |x|: 1 - |x| is exact near 1, where the result grows
+    r = 0.5 * (2.0 * a / (1.0 - a)).call("log1p")
+    return where(x.eq(0), x, where(x.lt(0), -r, r))
 
 
 @define("copysign")

@@ -74,9 +74,13 @@ def relu6(x: Tensor) -> Tensor:
 
 
 def hardswish(x: Tensor) -> Tensor:
-    """``x * clamp(x + 3, 0, 6) / 6`` (PyTorch's gradient follows: clamp includes its bounds,
-    so the slope at -3 is -1/2 and at 3 is 3/2, as PyTorch's)."""
-    return x * ((x + 3.0) * (1.0 / 6.0)).clamp(0.0, 1.0)
+    """``x * clamp(x + 3, 0, 6) / 6``; the gradient is PyTorch's: 0 up to -3 (included),
+    ``x / 3 + 1/2`` below 3, 1 from 3 on."""
+    value = x * ((x + 3.0) * (1.0 / 6.0)).clamp(0.0, 1.0)
+    if not x.requires_grad:
+        return value
+    middle = x * (x + 3.0) * (1.0 / 6.0)
+    return where(x < 3.0, where(x <= -3.0, value.detach(), middle), x)
 
 
 def softmin(x: Tensor, dim: int | None = None) -> Tensor:

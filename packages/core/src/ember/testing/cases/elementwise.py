@@ -53,19 +53,27 @@ FLOAT_UNARY: dict[str, tuple[Callable[[np.ndarray], Any], str]] = {
     "erf": (lambda x: _erf(x.astype(np.float64)) if x.size else x.astype(np.float64), "real"),
     "sigmoid": (lambda x: 1.0 / (1.0 + np.exp(-x)), "real"),
     "reciprocal": (lambda x: 1.0 / x, "nonzero"),
+    "asinh": (np.arcsinh, "real"),
+    "atanh": (np.arctanh, "unit"),
 }
 for _name, (_f, _dom) in FLOAT_UNARY.items():
     unary(_name, getattr(ember, _name), lambda x, f=_f: f(x.astype(np.float64)), ALL, float_out,
           _dom)
 
+# acosh is defined from 1 up: its samples are shifted there (edges: nan, inf, -inf -> nan, 1)
+unary("acosh", lambda t: ember.acosh(t + 1), lambda x: np.arccosh(x.astype(np.float64) + 1), ALL,
+      float_out, "positive")
+
 NUMBER_UNARY: dict[str, tuple[Callable[[np.ndarray], Any], bool]] = {
     "neg": (np.negative, True),
     "abs": (np.abs, True),
-    "sign": (np.sign, False),
-    "floor": (np.floor, False),
-    "ceil": (np.ceil, False),
-    "round": (np.round, False),
-    "trunc": (np.trunc, False),
+    # piecewise constant: gradient 0 (PyTorch's), which finite differences confirm away from
+    # the jumps (samples sit there rarely; the "grid" cases below stay off the gradient check)
+    "sign": (np.sign, True),
+    "floor": (np.floor, True),
+    "ceil": (np.ceil, True),
+    "round": (np.round, True),
+    "trunc": (np.trunc, True),
 }
 for _name, (_f, _diff) in NUMBER_UNARY.items():
     unary(_name, getattr(ember, _name), _ints(_f), ALL, number_out, differentiable=_diff)
@@ -86,9 +94,31 @@ ARITHMETIC: dict[str, tuple[Callable[..., Any], tuple[str, str], bool]] = {
     # grid inputs sit on remainder's jumps: no finite-difference check there
     "remainder": (np.remainder, ("grid", "grid-nonzero"), False),
 }
+def _keep_bool(d: dt.DType) -> dt.DType:
+    return d  # maximum and minimum of two bool tensors are bool (or and and), as PyTorch's
+
+
 for _name, (_f, _doms, _diff) in ARITHMETIC.items():
-    binary(_name, getattr(ember, _name), _ints(_f), ALL, number_out, _doms,
+    binary(_name, getattr(ember, _name), _ints(_f), ALL,
+           _keep_bool if _name in ("maximum", "minimum") else number_out, _doms,
            differentiable=_diff, edges=_name not in ("floordiv", "remainder"))
+
+binary("copysign", ember.copysign, lambda a, b: np.copysign(a.astype(np.float64), b), ALL,
+       float_out, ("real", "real"))
+
+
+def _trunc_div(a: np.ndarray, b: np.ndarray) -> Any:
+    if a.dtype.kind == "f":
+        return np.trunc(a.astype(np.float64) / b)
+    a, b = a.astype(np.int64), b.astype(np.int64)
+    return np.where((a % b != 0) & ((a < 0) != (b < 0)), a // b + 1, a // b)
+
+
+binary("div-trunc", lambda a, b: ember.div(a, b, rounding_mode="trunc"), _trunc_div, ALL,
+       number_out, ("grid", "grid-nonzero"), differentiable=False, edges=False)
+binary("div-floor", lambda a, b: ember.div(a, b, rounding_mode="floor"),
+       _ints(np.floor_divide), ALL, number_out, ("grid", "grid-nonzero"), differentiable=False,
+       edges=False)
 
 
 def _pow(a: np.ndarray, b: np.ndarray) -> Any:

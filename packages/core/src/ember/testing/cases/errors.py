@@ -275,7 +275,29 @@ def _empty_reductions_with_identity(device: Any) -> None:
     np.testing.assert_array_equal(F.logsumexp(e, 0).numpy(), np.full(3, -np.inf))
 
 
+def _torch_error_types(device: Any) -> None:
+    """Where PyTorch raises RuntimeError, so does ember (its own classes derive from both)."""
+    x = ember.ones(2, 3, device=device)
+    with _raises(RuntimeError, "(2, 3)", "(3, 2)"):
+        x + ember.ones(3, 2, device=device)
+    with _raises(RuntimeError, "flip", "dim 0 appears multiple times"):
+        x.flip((0, 0))
+    with _raises(RuntimeError, "roll", "shifts and dimensions must align"):
+        x.roll((1, 1), (0,))
+    with _raises(RuntimeError, "Integers to negative integer powers are not allowed"):
+        ember.tensor([1, 2], device=device) ** -2
+    with _raises(RuntimeError, "negative dimension -1"):
+        ember.zeros(-1, 3, device=device)
+    with _raises(RuntimeError, "value cannot be converted to type int8 without overflow"):
+        ember.tensor([1, 200], dtype=dt.int8, device=device)
+    with _raises(IndexError, "sum:", "dim 5 is out of range", "[-2, 1]"):
+        x.sum(5)
+    with _raises(IndexError, "softmax", "dim 2 is out of range"):
+        ember.ones((), device=device).softmax(2)
+
+
 for _cid, _fn in {
+    "error-torch-types-and-words": _torch_error_types,
     "error-broadcast-names-both-shapes": _shapes_add,
     "error-matmul-names-both-shapes": _shapes_matmul,
     "error-cat-names-both-shapes": _shapes_cat,

@@ -12,6 +12,7 @@ import numpy as np
 
 import ember
 import ember.functional as F
+import ember.nn.functional as NF
 
 from ... import _dtype as dt
 from .. import _reference as ref
@@ -64,6 +65,14 @@ _ACTIVATIONS: dict[str, tuple[Callable[[Any], Any], Callable[[np.ndarray], Any]]
     "softmax-dim0": (lambda t: F.softmax(t, 0), lambda x: _softmax(x, 0)),
     "log_softmax": (lambda t: F.log_softmax(t, -1), lambda x: np.log(_softmax(x, -1))),
     "log_softmax-dim0": (lambda t: F.log_softmax(t, 0), lambda x: np.log(_softmax(x, 0))),
+    "selu": (NF.selu, lambda x: 1.0507009873554805 * np.where(
+        x > 0, x, 1.6732632423543772 * np.expm1(np.minimum(x, 0)))),
+    "softsign": (NF.softsign, lambda x: x / (1 + np.abs(x))),
+    "logsigmoid": (NF.logsigmoid, lambda x: -np.logaddexp(0, -x)),
+    "hardsigmoid": (NF.hardsigmoid, lambda x: np.clip(x / 6 + 0.5, 0, 1)),
+    "relu6": (lambda t: NF.relu6(t * 3.0), lambda x: np.clip(x * 3, 0, 6)),
+    "hardswish": (NF.hardswish, lambda x: x * np.clip(x + 3, 0, 6) / 6),
+    "softmin": (lambda t: NF.softmin(t, -1), lambda x: _softmax(-x, -1)),
     "logsumexp": (lambda t: F.logsumexp(t, -1), lambda x: _logsumexp(x, -1)),
     "logsumexp-dims-keepdim": (lambda t: F.logsumexp(t, (0, 1), keepdim=True),
                                lambda x: _logsumexp(x, (0, 1), True)),
@@ -80,6 +89,14 @@ for _d in FLOATS:
             v = (np.asarray(sample(shape, dt.float64, rng_for(cid))) * scale).astype(
                 np.asarray(sample((), _d, rng_for(cid))).dtype)
             case(cid, "functional", _fn, _orc, [Arg(v, view, (), _d)], _d, **_tol(_d))
+    # a 0-d tensor has dims 0 and -1, as in PyTorch: softmax is 1, log_softmax 0
+    for _name, _fn0, _val in (("softmax", F.softmax, 1.0), ("log_softmax", F.log_softmax, 0.0),
+                              ("softmin", NF.softmin, 1.0)):
+        for _dim in (0, -1):
+            cid = f"{_name}-0d-dim{_dim}-{_d.name}"
+            v = np.asarray(sample((), _d, rng_for(cid)))
+            case(cid, "functional", lambda t, f=_fn0, dim=_dim: f(t, dim),
+                 lambda x, val=_val: np.asarray(val, np.float64), [Arg(v, "", (), _d)], _d)
     # a row of -inf must give the limits, not nan (logsumexp's max trick)
     cid = f"logsumexp-neg-inf-row-{_d.name}"
     v = np.array([[-np.inf, -np.inf], [0.0, 1.0]]).astype(

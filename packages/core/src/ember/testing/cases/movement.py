@@ -63,6 +63,10 @@ each("flip-neg", lambda x: ember.flip(x, -1), lambda v: v[..., ::-1], (2, 3, 4),
 each("narrow", lambda x: ember.narrow(x, 1, 1, 2), lambda v: v[:, 1:3], (3, 4))
 each("roll", lambda x: ember.roll(x, (1, -2), (0, 1)), lambda v: np.roll(v, (1, -2), (0, 1)),
      (3, 4))
+each("roll-flat", lambda x: ember.roll(x, 5), lambda v: np.roll(v, 5), (3, 4))
+each("squeeze-0d", lambda x: x.squeeze(0), lambda v: v, (), views=("",))
+each("flip-0d", lambda x: x.flip(-1), lambda v: v, (), views=("",))
+each("index-nested-tuple", lambda x: x[((2, 0),)], lambda v: v[[2, 0]], (3, 4))
 each("contiguous", lambda x: x.contiguous(), lambda v: v, (3, 4), views=("permuted", "sliced"))
 each("pad", lambda x: ember.pad(x, (1, 2)), lambda v: np.pad(v, ((0, 0), (1, 2))), (3, 4))
 each("pad-2d-value", lambda x: ember.pad(x, (0, 1, 2, 0), value=1),

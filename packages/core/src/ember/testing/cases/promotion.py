@@ -54,9 +54,10 @@ def _make(a: dt.DType, b: dt.DType) -> Any:
 def _expected_ops(a: dt.DType, b: dt.DType) -> tuple[Any, ...]:
     """Result dtypes of ``add, mul, maximum, where, ==`` on ``a`` and ``b``."""
     want = dt.BY_NAME[expected_promotion(a, b)]
-    # Note: arithmetic on two bools computes in int64 (docs/design.md), where keeps bool
+    # Note: arithmetic on two bools computes in int64 (docs/design.md), where keeps bool, and
+    # so does maximum (their logical or, as PyTorch's)
     arith = dt.int64 if want is dt.bool_ else want
-    return (arith, arith, arith, want, dt.bool_)
+    return (arith, arith, want, want, dt.bool_)
 
 
 def _ones_of() -> tuple[Any, ...]:

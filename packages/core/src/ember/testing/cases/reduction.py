@@ -171,3 +171,27 @@ for _name, (_f, _rule, _dom, _dtypes, _empty) in _REDUCTIONS.items():
             return np.asarray(f(a, axis=1))
 
         case(cid, "reduction", run4, orc4, [x], _rule(_d), grad=(), **_loose(_d))
+
+# a 0-d tensor reduces over dim 0 or -1 to itself, as in PyTorch; ``axis=`` spells ``dim``
+for _d in dt.FLOAT_DTYPES:
+    for _name in ("sum", "prod", "mean", "amax", "amin"):
+        for _dim in (0, -1):
+            cid = f"{_name}-0d-dim{_dim}-{_d.name}"
+            x = Arg(np.asarray(sample((), _d, rng_for(cid), "near1")), "", (), _d)
+
+            def run5(t: Any, fn: Any = _F[_name], dim: int = _dim) -> Any:
+                return fn(t, dim)
+
+            case(cid, "reduction", run5, lambda a: np.asarray(a, np.float64), [x], _d,
+                 **_loose(_d))
+    for _name, _f in (("sum", np.sum), ("mean", np.mean), ("amax", np.max)):
+        cid = f"{_name}-axis-{_d.name}"
+        x = Arg(np.asarray(sample((3, 4), _d, rng_for(cid), "near1")), "", (), _d)
+
+        def run6(t: Any, fn: Any = _F[_name]) -> Any:
+            return fn(t, axis=1, keepdim=True)
+
+        def orc6(a: np.ndarray, f: Any = _f) -> Any:
+            return f(a.astype(np.float64), axis=1, keepdims=True)
+
+        case(cid, "reduction", run6, orc6, [x], _d, **_loose(_d))
