@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build a wheel of every package of the workspace into dist/ (or the folder given), so that
-#   pip install --find-links dist "ember[opencl]"
+#   pip install --find-links dist "ember[cpu]"      (or opencl, wgpu, cuda13, ...; each brings autodiff)
 # installs core and its extras from a clone, with their own dependencies from the package index.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,4 +33,4 @@ for p in "${pkgs[@]}"; do
   ls "$out/$(echo "$name" | tr - _)-"*.whl >/dev/null 2>&1 \
     || { echo "wheels: building $name from $p failed" >&2; exit 1; }
 done
-echo "wheels: ${#pkgs[@]} wheels in $out/; install with: pip install --find-links $out \"ember[opencl]\""
+echo "wheels: ${#pkgs[@]} wheels in $out/; install with: pip install --find-links $out \"ember[cpu]\" (or opencl, wgpu, cuda13, ...)"
