@@ -302,7 +302,7 @@ _NEGATIVE_POWER = "Integers to negative integer powers are not allowed"
 def _check_exponent(b: Tensor | Scalar) -> None:
     # Note: as PyTorch, only a Python exponent is checked: a tensor of negative exponents
     # gives integer results (2 ** -1 == 0, 1 ** -1 == 1, (-1) ** -1 == -1) without a value read
-    if not isinstance(b, Tensor) and b < 0:  # type: ignore[operator]  # an int
+    if not isinstance(b, Tensor) and b < 0:
         raise RuntimeError(f"pow: {_NEGATIVE_POWER} (exponent {b}).")
 
 
