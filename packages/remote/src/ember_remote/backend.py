@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from ember import ops
 from ember.backend import ALL_DTYPES, Backend, DType, numpy_dtype
+from ember.ops import broadcast_rule as _broadcast
 
 from ._connection import FLUSH_BYTES, FLUSH_ELEMENTS, Connection, RemoteConnectionError
-from ._shapes import RULES, Shape, _broadcast
+from ._shapes import RULES, Shape
 
 if TYPE_CHECKING:
     from ember import Tensor

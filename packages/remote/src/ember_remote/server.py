@@ -224,8 +224,10 @@ class RemoteServer:
             server.shutdown_watcher.close()
 
     def _shed(self, poller: selectors.BaseSelector) -> bool:
-        """Out of descriptors: refuse the waiting connection with the spare descriptor, then
-        listen again after a moment.  True when the server was closed meanwhile."""
+        """Out of descriptors: refuse the oldest waiting connection by accepting it with the
+        spare descriptor and closing it at once (so the backlog drains instead of the loop
+        spinning on it); with no spare to be had, stop listening for a moment.  True when the
+        server was closed meanwhile."""
         now = time.monotonic()
         if now - self._exhausted_at > 10:
             LOG.warning("ember-remote: out of file descriptors (%d pending, %d clients): "
@@ -240,18 +242,18 @@ class RemoteServer:
                 sock.close()
             except OSError:
                 pass
-        try:
-            self._spare = os.open(os.devnull, os.O_RDONLY)
-        except OSError:
-            self._spare = None
-        # a short pause, listening only for close(): what holds descriptors may let go
+            try:
+                self._spare = os.open(os.devnull, os.O_RDONLY)
+                return False
+            except OSError:
+                self._spare = None
         poller.unregister(self._server.socket)
+        closed = bool(poller.select(timeout=0.05))
         try:
-            if poller.select(timeout=0.05):
-                return True
-        finally:
             poller.register(self._server.socket, selectors.EVENT_READ)
-        return False
+        except (OSError, ValueError):  # close() ran meanwhile
+            closed = True
+        return closed
 
     def _start(self, sock: socket.socket, addr: Any) -> None:
         with self._lock:
