@@ -136,45 +136,14 @@ def _broadcast(shapes: Sequence[Shape], params: dict[str, Any]) -> Shape:
     return broadcast_shapes(*shapes)
 
 
-def _reduce(shapes: Sequence[Shape], params: dict[str, Any]) -> Shape:
-    dims: tuple[int, ...] = params["dims"]
-    s = shapes[0]
-    if params.get("keepdim"):
-        return tuple(1 if i in dims else n for i, n in enumerate(s))
-    return tuple(n for i, n in enumerate(s) if i not in dims)
-
-
-def _arg_reduce(shapes: Sequence[Shape], params: dict[str, Any]) -> Shape:
-    s = shapes[0]
-    dim = params["dim"]
-    if dim is None:
-        return tuple(1 for _ in s) if params.get("keepdim") else ()
-    return _reduce(shapes, {"dims": (dim,), "keepdim": params.get("keepdim")})
-
-
-def _matmul(shapes: Sequence[Shape], params: dict[str, Any]) -> Shape:
-    a, b = shapes
-    batch = broadcast_shapes(a[:-2], b[:-2])
-    return (*batch, a[-2], b[-1])
-
-
-def _reshape(shapes: Sequence[Shape], params: dict[str, Any]) -> Shape:
-    return tuple(params["shape"])
-
-
-def _permute(shapes: Sequence[Shape], params: dict[str, Any]) -> Shape:
-    s = shapes[0]
-    return tuple(s[d] for d in params["dims"])
-
-
-def _slice(shapes: Sequence[Shape], params: dict[str, Any]) -> Shape:
-    # starts/stops/steps come from slice.indices, whose results are exactly range()'s
-    return tuple(len(range(a, b, c)) for a, b, c in
-                 zip(params["starts"], params["stops"], params["steps"], strict=True))
-
-
-def _same(shapes: Sequence[Shape], params: dict[str, Any]) -> Shape:
-    return shapes[0]
+def _core(op: Op) -> ShapeRule:
+    """Core's rule of ``op`` (`ember.ops.RULES`): the one rule every device checks, so that a
+    recorded op is refused at the call, naming the op, and no fused kernel or view ever sees
+    params or shapes that do not fit."""
+    rule = op.shape_rule
+    if rule is None:  # every op below has one in core; a missing one is a bug, not a pass
+        raise RuntimeError(f"ember.ops.{op.name} has no shape rule")
+    return rule
 
 
 EW = ops.elementwise
@@ -186,12 +155,9 @@ for _name in (*EW.FLOAT_UNARY, *EW.NUMERIC_UNARY, *EW.BOOL_UNARY, *EW.ARITHMETIC
               *EW.FLOAT_BINARY, *EW.COMPARISON_BINARY, *EW.LOGICAL_BINARY, *EW.BITWISE_BINARY,
               "bitwise_not", "where", "clamp"):
     SHAPE_RULES[getattr(EW, _name)] = _broadcast
-SHAPE_RULES[ops.creation.cast] = _same
-for _op in (RD.sum, RD.prod, RD.mean, RD.max, RD.min, RD.var, RD.any, RD.all):
-    SHAPE_RULES[_op] = _reduce
-SHAPE_RULES[RD.argmax] = _arg_reduce
-SHAPE_RULES[RD.argmin] = _arg_reduce
-SHAPE_RULES[ops.linalg.matmul] = _matmul
+for _op in (ops.creation.cast, RD.sum, RD.prod, RD.mean, RD.max, RD.min, RD.var, RD.any, RD.all,
+            RD.argmax, RD.argmin, ops.linalg.matmul):
+    SHAPE_RULES[_op] = _core(_op)
 
 
 def _adopt(name: str) -> None:
@@ -208,10 +174,8 @@ ir.on_define(_adopt)
 
 #: movement ops recorded lazily and run one by one on the inner device (numpy views on cpu)
 VIEW_RULES: dict[Op, ShapeRule] = {
-    ops.movement.reshape: _reshape,
-    ops.movement.permute: _permute,
-    ops.movement.expand: _reshape,
-    ops.movement.slice: _slice,
+    op: _core(op) for op in (ops.movement.reshape, ops.movement.permute, ops.movement.expand,
+                             ops.movement.slice)
 }
 
 
