@@ -311,10 +311,17 @@ def _permute(shapes: Sequence[Shape], params: dict[str, Any]) -> Shape:
 def _expand(shapes: Sequence[Shape], params: dict[str, Any]) -> Shape:
     s = shapes[0]
     shape = params["shape"]
-    if (type(shape) is tuple and len(shape) == len(s) and _plain_numel(shape) >= 0
-            and all(n == m or n == 1 for n, m in zip(s, shape, strict=True))):  # fast path
-        out: Shape = shape
-        return out
+    if type(shape) is tuple and len(shape) == len(s):
+        # fast path: plain ints, each the input's size or any size in [0, 2**63) over a 1
+        total = 1
+        for n, m in zip(s, shape):  # noqa: B905  # lengths checked above
+            if type(m) is not int or (m != n and (n != 1 or not 0 <= m < _LIMIT)):
+                break
+            total *= m
+        else:
+            if total < _LIMIT:
+                out: Shape = shape
+                return out
     shape = _shape_param("expand", "shape", params["shape"], shapes)
     if len(shape) != len(s) or any(n != m and n != 1 for n, m in zip(s, shape, strict=True)):
         raise _error("expand", f"shape={shape} is no broadcast of the input", shapes)
@@ -325,16 +332,16 @@ def _slice(shapes: Sequence[Shape], params: dict[str, Any]) -> Shape:
     s = shapes[0]
     nd = len(s)
     starts, stops, steps = params["starts"], params["stops"], params["steps"]
-    if (type(starts) is tuple and type(stops) is tuple and type(steps) is tuple
-            and len(starts) == nd and len(stops) == nd and len(steps) == nd):
+    if (type(starts) is tuple is type(stops) is type(steps)
+            and len(starts) == nd == len(stops) == len(steps)):
         # fast path: forward steps of plain ints with 0 <= start and stop <= size, which keeps
         # every index read in [0, size) (anything else takes the full check below)
         fast = []
         for n, a, b, c in zip(s, starts, stops, steps):  # noqa: B905  # lengths checked above
-            if not (type(a) is type(b) is type(c) is int and 0 <= a <= b <= n
-                    and 0 < c < 9223372036854775808):  # 2**63
+            if type(a) is type(b) is type(c) is int and 0 <= a <= b <= n and 0 < c < _LIMIT:
+                fast.append((b - a + c - 1) // c)
+            else:
                 break
-            fast.append((b - a + c - 1) // c)
         else:
             return tuple(fast)
     starts, stops, steps = (_ints("slice", k, params[k], nd, shapes)
@@ -392,6 +399,10 @@ def _cat(shapes: Sequence[Shape], params: dict[str, Any]) -> Shape:
     if not first:
         raise _error("cat", "zero-dimensional tensors cannot be concatenated", shapes)
     d = params["dim"]
+    if len(shapes) == 2 and shapes[1] == first and type(d) is int and 0 <= d < len(first):
+        # fast path: two tensors of one shape (a real tensor's: its sizes are in range)
+        out = (*first[:d], 2 * first[d], *first[d + 1:])
+        return out if _plain_numel(out) >= 0 else _checked("cat", out, shapes)
     if type(d) is not int or not 0 <= d < len(first):
         d = _axis("cat", "dim", d, len(first), shapes)
     total = 0
