@@ -55,9 +55,10 @@ class OpenCLBackend(Backend):
         self.kernels: dict[Any, Kernel] = {}
         for module in (creation, elementwise, reduction, movement, linalg, nn):
             self.kernels.update(module.kernels(rt))
-        from ember.backend import extra_kernels
+        from ember.backend import extra_kernels, guard_kernels
 
         self.kernels.update(extra_kernels("opencl"))  # custom ops other plugins provide
+        guard_kernels(self)  # direct calls of the table check params and index values too
         super().__init__()
 
     @property

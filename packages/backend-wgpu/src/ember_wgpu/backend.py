@@ -58,9 +58,10 @@ class WgpuBackend(Backend):
         self.kernels: dict[Any, Kernel] = {}
         for module in (creation, elementwise, reduction, movement, linalg, nn, optim):
             self.kernels.update(module.kernels(rt))
-        from ember.backend import extra_kernels
+        from ember.backend import extra_kernels, guard_kernels
 
         self.kernels.update(extra_kernels("wgpu"))  # custom ops other plugins provide
+        guard_kernels(self)  # direct calls of the table check params and index values too
         super().__init__()
 
     @property

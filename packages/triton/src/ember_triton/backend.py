@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from ember.backend import ALL_DTYPES, Backend, DType, Kernel, ir, numpy_dtype
+from ember.backend import ALL_DTYPES, Backend, DType, Kernel, guard_kernels, ir, numpy_dtype
 from ember.ops import Op
 
 from . import (
@@ -168,6 +168,7 @@ class TritonBackend(Backend):
         #: binary ops whose result has the operands' dtype, served by `dispatch_binary`
         self._same_binary = {op: name for op, name in elementwise.SAME_DTYPE_BINARY.items()
                              if own[op].func is elementwise.KERNELS[op]}
+        guard_kernels(self)  # direct calls of the table check params and index values too
         super().__init__()
 
     def dispatch_binary(self, op: Any, a: Any, b: Any) -> Any:

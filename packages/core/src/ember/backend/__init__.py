@@ -37,6 +37,11 @@ backend's fusion compiler, the one description of a fused kernel that each backe
 matmul head by the backend's kernel, then the rest) are runners compilers share (see
 `ember.backend.fused`).
 
+**Kernel guards** — `guard_kernels` wraps a backend's table entries for the ops of
+`GUARDED_OPS` (kernels that compute addresses from params or read index tensors) so that a
+direct call runs the op's shape rule and checks index values, as dispatch does (see
+`ember.backend.guard`).
+
 **Plugins** — `plugin_manager` (the pluggy manager), `extra_kernels` (kernels other plugins
 registered for a backend) and `conformance_skips` (a device's declared skips).
 """
@@ -63,6 +68,7 @@ from .._tensor import Tensor
 from .._trace import TRACE, HostFloat, HostInt
 from . import ir
 from .fused import FusedGroup, FusedKernel, GroupNode, HeadFirst, op_by_op
+from .guard import GUARDED_OPS, guard_kernels, guarded
 
 __all__ = [
     # backends and decorators
@@ -77,6 +83,8 @@ __all__ = [
     "TRACE", "HostFloat", "HostInt", "capturing", "CaptureError",
     # fused groups (`ember.backend.fused`)
     "FusedGroup", "GroupNode", "FusedKernel", "HeadFirst", "op_by_op",
+    # kernel guards (`ember.backend.guard`)
+    "GUARDED_OPS", "guard_kernels", "guarded",
     # plugins
     "plugin_manager", "extra_kernels", "conformance_skips",
     # the kernel IR (`ember.backend.ir`)
