@@ -128,3 +128,20 @@ def test_every_guarded_op_of_a_backend_is_wrapped(device: str) -> None:
         kernel = d.backend.kernels.get(op)
         if kernel is not None:
             assert getattr(kernel, "__ember_guarded__", None) is op, op.name
+
+
+@pytest.mark.parametrize("device", ["opencl:0", "triton-interpret", "wgpu:0"])
+def test_large_index_tensors_are_checked_by_device_reductions(
+        device: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ember.backend import guard
+
+    d = _device(device)
+    monkeypatch.setattr(guard, "READ_WHOLE", 0)  # every index tensor counts as large
+    x = ember.tensor(X, device=d)
+    with pytest.raises(IndexError, match=r"^gather: index 4 is out of bounds"):
+        apply(MV.gather, x, _ix(d, [[0, 4, 1, 2]]), dim=0)
+    with pytest.raises(IndexError, match=r"^gather: index -5 is out of bounds"):
+        apply(MV.gather, x, _ix(d, [[0, -5, 1, 2]]), dim=0)
+    good = np.array([[2, 0, -3, 1]])
+    np.testing.assert_allclose(apply(MV.gather, x, _ix(d, good), dim=0).numpy(),
+                               np.take_along_axis(X, good, 0))

@@ -7,10 +7,11 @@ slice) or read index tensors (gather, index_select, embedding, scatter) with `gu
 the op's rule runs on every call, and index tensors are checked to lie in ``[-size, size)``
 on the host before the launch, raising PyTorch's ``IndexError``.
 
-The index check reads the index tensor's minimum and maximum back (two small reductions and a
-sync).  It is skipped while a graph capture records (no sync is allowed there); the kernels
-themselves mask every index outside ``[-size, size)`` (a read gives 0, a write is dropped), so
-no index value ever reaches memory outside a buffer, checked or not.
+The index check reads the index tensor back (one transfer and a sync; above `READ_WHOLE`
+elements, its minimum and maximum reduced on the device).  It is skipped while a graph
+capture records (no sync is allowed there); the kernels themselves mask every index outside
+``[-size, size)`` (a read gives 0, a write is dropped), so no index value ever reaches memory
+outside a buffer, checked or not.
 
 >>> import ember
 >>> from ember import ops
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from .._backend import Backend, Kernel
     from ..ops import Op
 
-__all__ = ["GUARDED_OPS", "INDEXED", "guard_kernels", "guarded"]
+__all__ = ["GUARDED_OPS", "INDEXED", "READ_WHOLE", "guard_kernels", "guarded"]
 
 NN, CO, MV, RD = ops.nn, ops.composite, ops.movement, ops.reduction
 
@@ -82,11 +83,23 @@ def _binder(op: Op, kernel: Callable[..., Any]) -> Callable[..., tuple[Sequence[
     return split
 
 
+#: index tensors up to this many elements are read back whole (one transfer); larger ones
+#: are reduced to their minimum and maximum on the device first
+READ_WHOLE: Final = 1 << 16
+
+
 def _index_range(backend: Backend, index: Any) -> tuple[int, int] | None:
     """The smallest and largest value of an index payload, read back from the device."""
-    if 0 in tuple(index.shape):
+    shape = tuple(index.shape)
+    n = 1
+    for d in shape:
+        n *= d
+    if n == 0:
         return None
-    kernels, every = backend.kernels, tuple(range(len(index.shape)))
+    if n <= READ_WHOLE:
+        values = backend.to_numpy(index, int64)
+        return int(values.min()), int(values.max())
+    kernels, every = backend.kernels, tuple(range(len(shape)))
     lo = backend.to_numpy(kernels[RD.min](index, dims=every, keepdim=False), int64)
     hi = backend.to_numpy(kernels[RD.max](index, dims=every, keepdim=False), int64)
     return int(lo), int(hi)
