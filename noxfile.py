@@ -68,7 +68,7 @@ REMOTE_DEVICES = ["remote<{address}/cpu>", "autodiff<remote<{address}/cpu>>"]
 # 52 min on a loaded machine): the plan printed before the first session and each session's
 # estimate come from here.  A parametrized session is looked up by its parameter, then by name.
 EXPECTED_S: dict[str, float] = {
-    "lint": 30, "typecheck": 150, "tests": 600, "install": 120,
+    "lint": 30, "typecheck": 150, "tests": 600, "install": 180,
     "conformance": 60, "conformance(device='numpyref')": 40,
     "conformance(device='opencl:0')": 360, "conformance(device='autodiff<opencl:0>')": 150,
     "conformance(device='fusion<opencl:0>')": 240,
