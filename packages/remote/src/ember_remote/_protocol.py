@@ -52,7 +52,9 @@ class ProtocolError(ValueError):
 def dtype_named(name: Any) -> DType:
     d = _BY_NAME.get(name) if isinstance(name, str) else None
     if d is None:
-        raise ProtocolError(f"unknown dtype {name!r} (known: {', '.join(_BY_NAME)})")
+        shown = (repr(name[:40]) + ("..." if len(name) > 40 else "") if isinstance(name, str)
+                 else f"a {type(name).__name__}")
+        raise ProtocolError(f"unknown dtype {shown} (known: {', '.join(_BY_NAME)})")
     return d
 
 

@@ -33,8 +33,9 @@ _MAX_WEIGHT = 64
 #: a param is a scalar, a string, a dtype, or an array of at most this many of them or of
 #: such arrays (a shape, a padding of pairs): what every rule and kernel needs
 _MAX_PARAM_ITEMS = 64
-#: the reason a failed id keeps is cut to this many characters
-_MAX_REASON = 300
+#: the reason a failed id keeps is cut to this many characters, an error reply's message to
+#: this many
+_MAX_REASON, _MAX_MESSAGE = 300, 4000
 _NO_PARAMS: dict[str, Any] = {}
 #: what the checks of a coded op concluded: op, result shapes, dtypes, bytes, total bytes,
 #: numpy dtypes of the results' payloads, and the results' ``(shape, dtype)`` (kept as they
@@ -250,7 +251,10 @@ class Session:
             self.error = err
 
     def _error_reply(self, err: OpFailed) -> bytes:
-        return pack(["error", type(err.exc).__name__, str(err.exc), err.op])
+        text = str(err.exc)
+        if len(text) > _MAX_MESSAGE:  # a kernel's or rule's message quoting a client's value
+            text = text[:_MAX_MESSAGE] + "..."
+        return pack(["error", type(err.exc).__name__, text, err.op])
 
     # -- records -----------------------------------------------------------------------------
 
