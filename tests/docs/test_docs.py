@@ -8,10 +8,21 @@ namespace, like a notebook, in a temporary working folder):
   comment lines right after it (``#    more`` continues it), is that statement's expected
   output: what it prints, or for an expression the ``repr`` of its value; ``...`` matches
   anything and runs of whitespace are one space, as in doctest.
-- ``<!-- test-setup`` ... ``-->`` (an HTML comment, invisible on the page) holds code that runs
-  before the next block: the names a fragment assumes (a ``loss``, some ``batches``).
 - ``<!-- skip-test: reason -->`` before a block only compiles it (a GPU, a long training
   run); keep it rare.
+- Nothing is hidden: a page's visible blocks, in order, define every name they use, so a
+  reader who pastes them into a fresh interpreter gets what the page shows. A
+  ``<!-- test-setup`` comment (code that ran unseen before a block) is an error naming the
+  file and line.
+
+Each page runs twice. Once in this process, in a namespace of its own that starts empty
+(only ``__name__``), which checks the ``# -> text`` outputs and doctests with readable
+failures. An empty namespace is not a fresh interpreter, though: modules another test or page
+imported, configured or extended (a registered op, an initialised communicator, a changed
+default) are still in ``sys.modules``. So each page also runs as a paster would run it: its
+blocks concatenated into one script, executed by a new ``python`` process (``-W error``, as
+the suite's ``filterwarnings``) in an empty folder, each block on its own line of the page
+so that a traceback's line numbers are the page's.
 
 Numbers the docs quote about the test suite are recomputed here too.
 """
@@ -23,6 +34,8 @@ import contextlib
 import doctest
 import io
 import re
+import subprocess
+import sys
 import textwrap
 import tokenize
 from dataclasses import dataclass
@@ -40,37 +53,61 @@ FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 class Block:
     line: int  # 1-based line of the block's first code line in its file
     code: str
-    setup: str = ""
     skip: str | None = None
 
 
+HIDDEN_SETUP = re.compile(r"<!--\s*test-setup")
+
+
+def hidden_setup(page: Path) -> list[str]:
+    """``file:line`` of each ``<!-- test-setup`` comment on a page (there must be none)."""
+    return [f"{page.relative_to(ROOT)}:{n}"
+            for n, line in enumerate(page.read_text().splitlines(), 1)
+            if HIDDEN_SETUP.search(line)]
+
+
 def blocks(page: Path) -> list[Block]:
-    """The ``python`` code blocks of a Markdown page, with the markers before each."""
+    """The ``python`` code blocks of a Markdown page, with the marker before each."""
+    if found := hidden_setup(page):
+        raise ValueError(f"hidden set-up code at {', '.join(found)}: show it in a block")
     out: list[Block] = []
     lines = page.read_text().splitlines()
 
     def closing(start: int, end: str) -> int:
         return next(j for j in range(start, len(lines)) if lines[j].strip() == end)
 
-    setup, skip, i = "", None, 0
+    skip, i = None, 0
     while i < len(lines):
         line = lines[i].strip()
         if line.startswith("<!-- skip-test:"):
             skip = line.removeprefix("<!-- skip-test:").removesuffix("-->").strip()
-        elif line == "<!-- test-setup":
-            j = closing(i, "-->")
-            setup = textwrap.dedent("\n".join(lines[i + 1:j]))
-            i = j
         elif line == "```python":
             j = closing(i + 1, "```")
             code = textwrap.dedent("\n".join(lines[i + 1:j]) + "\n")  # a block in a list item
-            out.append(Block(i + 2, code, setup, skip))
-            setup, skip, i = "", None, j
-        elif line.startswith("```"):  # another language's block: markers do not carry over
+            out.append(Block(i + 2, code, skip))
+            skip, i = None, j
+        elif line.startswith("```"):  # another language's block: the marker does not carry over
             j = closing(i + 1, "```")
-            setup, skip, i = "", None, j
+            skip, i = None, j
         i += 1
     return out
+
+
+def pasted(page: Path) -> str:
+    """The page's blocks that run, as one script: what a reader pastes, in order. Doctest
+    blocks contribute their statements without prompts; each block starts on the script line
+    of its first line on the page."""
+    script: list[str] = []
+    for block in blocks(page):
+        if block.skip is not None:
+            continue
+        code = block.code
+        if ">>>" in block.code:
+            examples = doctest.DocTestParser().get_examples(block.code)
+            code = "".join(example.source for example in examples)
+        script += [""] * (block.line - 1 - len(script))
+        script += code.splitlines()
+    return "\n".join(script) + "\n"
 
 
 def expectations(code: str) -> dict[int, str]:
@@ -140,12 +177,50 @@ def test_code_blocks_run_and_print_what_they_say(page: Path, tmp_path: Path,
         compile(block.code, where, "exec")  # skipped blocks too: at least valid Python
         if block.skip is not None:
             continue
-        if block.setup:
-            exec(compile(block.setup, f"{where} (test-setup)", "exec"), namespace)
         if ">>>" in block.code:
             run_doctest(block.code, namespace, where)
         else:
             run_code(block.code, namespace, where)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
+def test_code_blocks_run_pasted_into_a_fresh_interpreter(page: Path, tmp_path: Path) -> None:
+    script = tmp_path / f"{page.name}.py"  # tracebacks: "README.md.py", line <line of the page>
+    script.write_text(pasted(page))
+    work = tmp_path / "work"
+    work.mkdir()
+    done = subprocess.run([sys.executable, "-W", "error", str(script)], cwd=work,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, (
+        f"{page.relative_to(ROOT)}, pasted into a fresh interpreter, failed "
+        f"(line numbers are the page's):\n{done.stderr[-4000:]}")
+
+
+def test_no_page_hides_set_up_code() -> None:
+    found = [where for page in PAGES for where in hidden_setup(page)]
+    assert not found, f"<!-- test-setup --> comments (show the code instead): {found}"
+
+
+def test_a_hidden_set_up_comment_fails_naming_file_and_line(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    page = tmp_path / "page.md"
+    page.write_text("# A page\n\n<!-- test-setup\nx = 1\n-->\n```python\nprint(x)\n```\n")
+    assert hidden_setup(page) == ["page.md:3"]
+    with pytest.raises(ValueError, match=r"page\.md:3"):
+        blocks(page)
+
+
+def test_a_page_is_pasted_with_its_own_line_numbers(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    page = tmp_path / "page.md"
+    page.write_text("text\n```python\nx = 1\n```\n<!-- skip-test: a GPU -->\n```python\n"
+                    "gpu()\n```\n- item\n\n  ```python\n  >>> x + 1\n  2\n  ```\n")
+    lines = pasted(page).splitlines()
+    assert lines[2] == "x = 1" and lines[11] == "x + 1"
+    assert "gpu()" not in lines
 
 
 def test_skipped_blocks_are_few_and_say_why() -> None:
