@@ -9,9 +9,7 @@ crash, a hang or a silently wrong tensor.
 
 from __future__ import annotations
 
-import reprlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -19,7 +17,8 @@ from ember import DType, Tensor, from_numpy, ops
 from ember.backend import Device, numpy_dtype
 
 from . import _costs
-from ._protocol import MAX_ITEMS, ProtocolError, dtype_named, pack, unpack
+from ._limits import Limits, check_params, show
+from ._protocol import ProtocolError, dtype_named, pack, unpack
 from ._shapes import RULES, Shape, numel
 
 if TYPE_CHECKING:
@@ -30,9 +29,6 @@ __all__ = ["Limits", "Session"]
 _MAX_ID = 1 << 62
 #: a remembered signature holds at most this many param items and inputs (bounds the cache)
 _MAX_WEIGHT = 64
-#: a param is a scalar, a string, a dtype, or an array of at most this many of them or of
-#: such arrays (a shape, a padding of pairs): what every rule and kernel needs
-_MAX_PARAM_ITEMS = 64
 #: the reason a failed id keeps is cut to this many characters, an error reply's message to
 #: this many
 _MAX_REASON, _MAX_MESSAGE = 300, 4000
@@ -43,37 +39,6 @@ _NO_PARAMS: dict[str, Any] = {}
 Checked = tuple["Op", tuple[Shape, ...], tuple[DType, ...], tuple[int, ...], int, tuple[Any, ...],
                 tuple[tuple[Shape, DType], ...]]
 _SYNC = ("get", "shape", "sync")
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What one client may send and keep.
-
-    ``max_message``, ``max_tensor`` and ``max_client`` are bytes: a message, a result or one
-    work buffer of an op, and all a client holds (tensors, failed ids and an op's work buffers
-    while it runs).  Each tensor and each failed id also counts ``overhead`` bytes (what the
-    server keeps for it besides its data, so that empty tensors are not free) and one against
-    ``max_tensors``.  ``max_items`` bounds the items one message decodes to, ``max_checked``
-    the op signatures a session remembers as checked.
-    """
-
-    max_message: int = 256 << 20
-    max_tensor: int = 1 << 30
-    max_client: int = 4 << 30
-    max_tensors: int = 1 << 20
-    max_items: int = MAX_ITEMS
-    max_checked: int = 1 << 14
-    overhead: int = 1024
-
-
-_show = reprlib.Repr()
-_show.maxlevel, _show.maxtuple, _show.maxlist, _show.maxdict = 3, 8, 8, 8
-_show.maxstring = _show.maxother = _show.maxlong = 80
-
-
-def show(value: Any) -> str:
-    """A client-sent value for a message: bounded in length and depth whatever it is."""
-    return _show.repr(value)
 
 
 class _Reads(dict[str, Any]):
@@ -116,31 +81,6 @@ def _shape(value: Any) -> Shape:
         raise ProtocolError(f"a shape must be a tuple of at most 64 ints >= 0, got "
                             f"{show(value)}")
     return value
-
-
-def _check_params(name: str, params: dict[str, Any]) -> int:
-    """Refuse a param no op could need (a long or deep array: rules and kernels would take
-    time or memory in proportion); the number of items the params hold."""
-    items = 0
-    for key, value in params.items():
-        if type(value) in (tuple, list):
-            if len(value) > _MAX_PARAM_ITEMS:
-                raise ProtocolError(f"{name}: param {show(key)} holds {len(value)} items, over "
-                                    f"{_MAX_PARAM_ITEMS}")
-            for v in value:
-                if type(v) in (tuple, list):
-                    if len(v) > _MAX_PARAM_ITEMS or any(type(u) in (tuple, list, dict)
-                                                        for u in v):
-                        raise ProtocolError(f"{name}: param {show(key)} is nested too deep or "
-                                            "too long")
-                    items += len(v)
-                elif type(v) is dict:
-                    raise ProtocolError(f"{name}: param {show(key)} holds a map")
-            items += len(value)
-        elif type(value) is dict:
-            raise ProtocolError(f"{name}: param {show(key)} is a map")
-        items += 1
-    return items
 
 
 class Session:
@@ -599,7 +539,7 @@ class Session:
                 if not self.device.supports(params["dtype"]):
                     raise ProtocolError(f"device {self.device} does not support "
                                         f"{params['dtype'].name}")
-            _check_params(op.name, params)
+            check_params(op.name, params)
         if op.group == "elementwise" and len(args) > 1:
             same = args[1:] if op.name == "where" else args
             first = same[0].dtype
