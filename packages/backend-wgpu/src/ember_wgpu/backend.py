@@ -83,6 +83,9 @@ class WgpuBackend(Backend):
     def synchronize(self) -> None:
         self.runtime.synchronize()
 
+    def recording(self) -> bool:
+        return self.runtime.capture is not None  # `replay.ProgramReplay` records
+
     def capture_program(self, program: Any) -> Any:
         """``ember.compile``'s hook: the program replayed from recorded dispatches
         (`ember_wgpu.replay`), or ``None`` (replayed as Python)."""

@@ -128,6 +128,12 @@ class Backend:
     def synchronize(self) -> None:
         """Block until queued work is done.  Synchronous backends need not override."""
 
+    def recording(self) -> bool:
+        """Whether device work is being recorded for replay now (a CUDA graph, a WebGPU
+        command recording), so that nothing may be read back to the host: the kernel guards
+        (`ember.backend.guard`) skip their index-value check then.  ``False`` by default."""
+        return False
+
     def supports(self, dtype: DType) -> bool:
         return dtype in self.dtypes
 

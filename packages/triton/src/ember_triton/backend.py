@@ -171,6 +171,9 @@ class TritonBackend(Backend):
         guard_kernels(self)  # direct calls of the table check params and index values too
         super().__init__()
 
+    def recording(self) -> bool:
+        return self.capture_keep is not None  # a CUDA graph records (``ember_cuda.graph``)
+
     def dispatch_binary(self, op: Any, a: Any, b: Any) -> Any:
         """Core's fast path of eager binary ops (`ember._backend.Backend.dispatch_binary`): an
         arithmetic op whose operands' layouts recur runs its recorded launch (`run_binary`)

@@ -9,9 +9,9 @@ on the host before the launch, raising PyTorch's ``IndexError``.
 
 The index check reads the index tensor back (one transfer and a sync; above `READ_WHOLE`
 elements, its minimum and maximum reduced on the device).  It is skipped while a graph
-capture records (no sync is allowed there); the kernels themselves mask every index outside
-``[-size, size)`` (a read gives 0, a write is dropped), so no index value ever reaches memory
-outside a buffer, checked or not.
+capture records (`Backend.recording`: no sync is allowed there); the kernels themselves mask
+every index outside ``[-size, size)`` (a read gives 0, a write is dropped), so no index value
+ever reaches memory outside a buffer, checked or not.
 
 >>> import ember
 >>> from ember import ops
@@ -126,7 +126,7 @@ def guarded(op: Op, kernel: Kernel, backend: Backend | None = None) -> Kernel:
     def run(*args: Any, **kwargs: Any) -> Any:
         payloads, params = split(args, kwargs)
         check_shapes(op, [p.shape for p in payloads], params)
-        if where is not None and not _capturing():
+        if where is not None and not _capturing() and not backend.recording():  # type: ignore[union-attr]  # where implies backend
             x, index = payloads[where[0]], payloads[where[1]]
             span = _index_range(backend, index)  # type: ignore[arg-type]  # not None here
             if span is not None:
