@@ -169,7 +169,11 @@ class RemoteServer:
         self._server: Server = serve(
             self._handle, host, port, max_size=AUTH_BYTES, compression=None,
             ping_interval=keepalive, ping_timeout=keepalive, open_timeout=auth_timeout,
-            close_timeout=2, logger=LOG, ssl=ssl_context)
+            close_timeout=2, logger=LOG, ssl=ssl_context,
+            # frames received and not yet handled, per connection: at most two messages
+            # (each up to the message limit) wait in memory; beyond that the socket is
+            # not read, and TCP holds the client back
+            max_queue=(2, 1))
         self.host, self.port = self._server.socket.getsockname()[:2]
         self.loopback = _is_loopback(host)
         #: a descriptor held back so that, out of descriptors, one accept can still succeed
