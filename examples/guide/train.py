@@ -31,60 +31,6 @@ from ember.nn import functional as F
 BEST = "valid/loss"  # finer than accuracy on 180 validation images, where epochs often tie
 
 
-class BestSummary(ember_train.Renderer):
-    """The Learner's plain or progress-bar renderer, with a summary that names the best epoch
-    once, beside the checkpoint it comes from (the weights copied to ``model.safetensors``, which
-    the test split and ``infer.py`` use), rather than the last checkpoint written."""
-
-    def __init__(self, artifacts: str, plain: bool) -> None:
-        view = ember_train.RunView()
-        self.inner = ember_train.PlainRenderer(view) if plain else \
-            ember_train.ProgressRenderer(view)
-        self.artifacts = Path(artifacts)
-        super().__init__(view)
-
-    @property  # the Learner sets the view; the inner renderer reads it
-    def view(self) -> ember_train.RunView:
-        return self.inner.view
-
-    @view.setter
-    def view(self, view: ember_train.RunView) -> None:
-        self.inner.view = view
-
-    def start(self) -> None:
-        self.inner.start()
-
-    def split_start(self) -> None:
-        self.inner.split_start()
-
-    def step(self) -> None:
-        self.inner.step()
-
-    def epoch_end(self, epoch: int, results: dict[str, dict[str, float | None]],
-                  best: bool) -> None:
-        self.inner.epoch_end(epoch, results, best)
-
-    def message(self, text: str) -> None:
-        self.inner.message(text)
-
-    def close(self) -> None:
-        self.inner.close()
-
-    def summary(self, lines: list[tuple[str, str]], table: dict[str, dict[str, str]]) -> None:
-        best = ember_train.Checkpointer(self.artifacts / "checkpoints").best()
-        model = self.artifacts / "model.safetensors"
-        if best is None or any(k == "resume with" for k, _ in lines):
-            self.inner.summary(lines, table)  # interrupted, or nothing to point at
-            return
-        said = dict(lines)
-        out = [("stopped", said["stopped"].split(" (best ")[0])]  # the best is said below
-        out += [(k, v) for k, v in lines if k in ("epochs", "time")]
-        out.append(("best", f"{said['best']}: {best.path}, its weights in {model}"))
-        out += [(k, v) for k, v in lines if k not in ("stopped", "epochs", "time", "best",
-                                                       "checkpoint")]
-        self.inner.summary(out, table)
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--device", default="autodiff<cpu>",
@@ -124,11 +70,11 @@ def main(argv: list[str] | None = None) -> int:
     learner = ember_train.Learner(
         model, optimizer, loss_fn=F.cross_entropy, scheduler=scheduler, device=device,
         metrics=[*ember_train.default_metrics(num_classes=10), ember_train.TopKAccuracy(3)],
-        # one metric picks the best epoch and stops the run: the summary names one best epoch
+        # one metric stops the run and picks the best epoch (the weights served); without
+        # best_metric the Learner would use early stopping's anyway
         artifacts=args.artifacts, keep_last=args.keep_last, best_metric=BEST,
         early_stopping=ember_train.EarlyStopping(BEST, patience=args.patience),
-        renderer="dashboard" if args.dashboard else BestSummary(
-            args.artifacts, plain=args.plain or not sys.stdout.isatty()),
+        renderer="dashboard" if args.dashboard else "plain" if args.plain else "auto",
         name="guide", resume_command=args.resume_command, compile=args.compile,
         config={"model": model.config(), "data": args.data, "seed": args.seed,
                 "batch_size": args.batch_size, "lr": args.lr, "device": str(device),

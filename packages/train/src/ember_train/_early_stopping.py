@@ -76,6 +76,8 @@ class EarlyStopping(MetricTracker):
     def should_stop(self) -> bool:
         return self.since_best >= self.patience
 
-    def reason(self) -> str:
-        return (f"early stopping: {self.metric} did not improve by more than {self.min_delta} "
-                f"for {self.patience} epochs (best {self.best:.6g} at epoch {self.best_epoch})")
+    def reason(self, best: bool = True) -> str:
+        """Why the run stopped; ``best=False`` leaves out the best value and its epoch."""
+        said = (f"early stopping: {self.metric} did not improve by more than {self.min_delta} "
+                f"for {self.patience} epochs")
+        return said + (f" (best {self.best:.6g} at epoch {self.best_epoch})" if best else "")

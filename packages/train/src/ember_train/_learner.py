@@ -89,7 +89,8 @@ class Learner:
     keep_last, best_metric
         Checkpoints kept (newest N), and the metric that picks the best one
         (``"valid/accuracy"``); the best checkpoint is never pruned and becomes
-        ``model.safetensors`` at the end.
+        ``model.safetensors`` at the end.  Default: the metric ``early_stopping`` watches
+        (with its ``mode`` and ``min_delta``), else no best checkpoint (the last one is served).
     early_stopping
         An `EarlyStopping`, or ``None``.
     accumulate
@@ -173,7 +174,12 @@ class Learner:
         self.artifacts = None if artifacts is None else Artifacts(artifacts)
         self.checkpointer = None if self.artifacts is None else Checkpointer(
             self.artifacts.checkpoints, keep_last)
-        self.best = None if best_metric is None else MetricTracker(best_metric, best_mode)
+        if best_metric is None and early_stopping is not None:
+            # the epoch early stopping counts from is the one worth serving: one best epoch
+            self.best: MetricTracker | None = MetricTracker(
+                early_stopping.metric, early_stopping.mode, early_stopping.min_delta)
+        else:
+            self.best = None if best_metric is None else MetricTracker(best_metric, best_mode)
         self.early_stopping = early_stopping
         self.accumulate = accumulate
         self.config = dict(config or {})
@@ -684,14 +690,28 @@ class Learner:
         return self.artifacts.write_plots(self.history)
 
     def _summary(self, result: FitResult) -> None:
-        lines = [("stopped", result.stop_reason),
+        """What the run did, naming one best epoch (the one ``best_metric`` picked, whose
+        checkpoint is served) beside its checkpoint, and the last checkpoint when it is
+        another one."""
+        stopped = result.stop_reason
+        if self.early_stopping is not None and stopped == self.early_stopping.reason():
+            stopped = self.early_stopping.reason(best=False)  # the best is said once, below
+        lines = [("stopped", stopped),
                  ("epochs", str(result.epochs_done)),
                  ("time", format_duration(result.elapsed_s) + f" ({result.elapsed_s:.1f} s)")]
+        best_path = None
         if result.best is not None:
             metric, value, epoch = result.best
-            lines.append(("best", f"{metric} {value:.4f} at epoch {epoch}"))
-        if result.checkpoint is not None:
-            lines.append(("checkpoint", str(result.checkpoint)))
+            said = f"{metric} {value:.4f} at epoch {epoch}"
+            found = None if self.checkpointer is None else self.checkpointer.best()
+            if found is not None and found.epochs_done == epoch and found.step == 0:
+                best_path = found.path
+                said += f": {best_path}"
+                if not result.interrupted and self.artifacts is not None:
+                    said += f", its weights in {self.artifacts.model_path}"
+            lines.append(("best", said))
+        if result.checkpoint is not None and result.checkpoint != best_path:
+            lines.append(("last checkpoint", str(result.checkpoint)))
         if self.artifacts is not None and not result.interrupted:
             lines.append(("artifacts", str(self.artifacts.root)))
         if result.resume_command is not None:
