@@ -16,6 +16,5 @@ where the shapes and params cannot go together.
 from __future__ import annotations
 
 from ember.ops import RULES, Shape, numel
-from ember.ops import broadcast_rule as _broadcast  # backend.py's path for elementwise ops
 
 __all__ = ["RULES", "Shape", "numel"]

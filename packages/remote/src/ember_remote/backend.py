@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from ember import ops
-from ember.backend import ALL_DTYPES, Backend, DType, numpy_dtype
+from ember.backend import ALL_DTYPES, Backend, DType, ShapeError, numpy_dtype
 from ember.ops import broadcast_rule as _broadcast
 
 from ._connection import FLUSH_BYTES, FLUSH_ELEMENTS, Connection, RemoteConnectionError
@@ -199,6 +199,8 @@ class RemoteBackend(Backend):
         if rule is not None:
             try:
                 shapes = rule([a._data.shape for a in args], params)
+            except ShapeError:
+                raise  # the op's own rule refuses it: here, at the call, as on a local device
             except (ValueError, KeyError, TypeError):
                 shapes = None  # the server reports what is wrong, at the next sync
         n = op.outputs
