@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import ember
-from ember import OutOfMemoryError
+from ember import OutOfMemoryError, ShapeError
 
 HUGE = 1 << 40  # 4 TiB of float32: more than any test machine has, less than the address space
 
@@ -62,8 +62,16 @@ def test_a_huge_allocation_names_op_shape_dtype_bytes_and_device(name: str, case
 def test_a_size_beyond_the_address_space_is_out_of_memory_too() -> None:
     # numpy refuses these with a ValueError before trying: still an allocation failure
     with pytest.raises(OutOfMemoryError, match=r"full: out of memory on cpu: cannot allocate "
-                       r"64\.00 EiB \(73786976294838206464 bytes\) for a tensor of shape "
-                       r"\(4611686018427387904, 4\) and dtype float32"):
+                       r"16\.00 EiB \(18446744073709551616 bytes\) for a tensor of shape "
+                       r"\(2305843009213693952, 2\) and dtype float32"):
+        ember.zeros((1 << 61, 2))
+
+
+def test_an_element_count_beyond_int64_is_refused_by_the_shape_rule() -> None:
+    # Note: 2**64 elements overflow the count itself: the op's rule refuses the shape before
+    # any allocation (PyTorch: a RuntimeError, "Storage size calculation overflowed")
+    with pytest.raises(ShapeError, match=r"^full: shape: shape \(4611686018427387904, 4\) has "
+                       r"2\*\*63 elements or more"):
         ember.zeros((1 << 62, 4))
 
 
