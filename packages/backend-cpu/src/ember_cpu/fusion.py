@@ -20,14 +20,17 @@ slower than eager numpy there (its ``exp`` is scalar), so it is not used.
 from __future__ import annotations
 
 import math
+import os
+import queue
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from ember import ops
 from ember.backend import numpy_dtype
+
+from . import _scratch, _workers
 
 if TYPE_CHECKING:
     from ember import DType
@@ -71,17 +74,48 @@ EAGER_BLOCKS = 2
 PLAIN_NODES = 2
 #: fewer blocks than this run on the calling thread alone
 THREAD_MIN_BLOCKS = 8
-_POOLS: dict[int, ThreadPoolExecutor] = {}
-_POOL_LOCK = threading.Lock()
 
 
-def _pool(threads: int) -> ThreadPoolExecutor:
-    with _POOL_LOCK:
-        pool = _POOLS.get(threads)
-        if pool is None:
-            pool = _POOLS[threads] = ThreadPoolExecutor(threads - 1,
-                                                        thread_name_prefix="ember-fusion")
-        return pool
+class _Helpers:
+    """Threads that help the caller run one kernel's blocks, taking the next block whenever
+    they are free (`_workers._Job`).
+
+    Nothing is split in advance: a helper that another process keeps off its core, or that
+    wakes late, holds back the caller by at most the one block it runs, where a fixed half
+    each (the former ``ThreadPoolExecutor`` split) made the caller wait for half the work.
+    Helpers sleep on a queue between kernels (no spin-wait: that needs numba, whose import
+    in a fresh process took ~0.7-1 s, holding the GIL the caller's blocks need, and a wake-up's
+    tens of microseconds are small beside a kernel of eight or more blocks).
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.jobs: queue.SimpleQueue[_workers._Job] = queue.SimpleQueue()
+        self.count = 0
+
+    def run(self, fn: Callable[[int], object], chunks: int, workers: int) -> None:
+        with self.lock:
+            while self.count < workers - 1:
+                threading.Thread(target=self._serve, args=(self.jobs,), daemon=True,
+                                 name="ember-fusion").start()
+                self.count += 1
+        job = _workers._Job(fn, chunks)
+        for _ in range(workers - 1):
+            self.jobs.put(job)
+        job.work()
+        job.finished.wait()
+        if job.error is not None:
+            raise job.error
+
+    @staticmethod
+    def _serve(jobs: queue.SimpleQueue[_workers._Job]) -> None:
+        while True:
+            jobs.get().work()
+
+
+_HELPERS = _Helpers()
+if hasattr(os, "register_at_fork"):  # a forked child has none of the parent's threads
+    os.register_at_fork(after_in_child=lambda: globals().update(_HELPERS=_Helpers()))
 
 
 class CpuFusionCompiler:
@@ -153,6 +187,8 @@ class _Codegen:
         # the matmul at the head of a group runs whole, before the blocks
         self.head = group.mode == "rows" and group.head
         self.last_use = group.last_use
+        #: scalars that ``block`` reads as blocks of copies (``F``), see `_fill`
+        self.fills: list[tuple[str, Any]] = []
 
     # -- the exact path ------------------------------------------------------------------------
 
@@ -181,7 +217,7 @@ class _Codegen:
         g = self.g
         nodes = g.nodes
         outputs = g.slots
-        lines = ["def block(lo, hi, X, O, B, parts, ci):", "    n = hi - lo"]
+        lines = ["def block(lo, hi, X, O, B, parts, ci, F):", "    n = hi - lo"]
         sliced: dict[int, str] = {}
         bufs: list[tuple[tuple[int, ...], Any]] = []
         free: dict[tuple[Any, ...], list[int]] = {}
@@ -202,6 +238,12 @@ class _Codegen:
                 lines.append("    v0 = X[-1][lo:hi]")
                 continue
             args = [f"v{a}" if a >= 0 else ext(-1 - a, j) for a in n.args]
+            if self.flat and n.op in (EW.maximum, EW.minimum):
+                # numpy's SIMD loop for these needs two contiguous operands: with a scalar
+                # operand they took 0.33 ns an element instead of 0.07 (float32, 64 Ki)
+                args = [f"F[{self._fill(('x', -1 - a))}][:n]"
+                        if a < 0 and math.prod(g.inputs[-1 - a][0]) == 1 else arg
+                        for a, arg in zip(n.args, args, strict=True)]
             # each dying argument once: ``x - x`` must free x's buffer once, not twice
             dying = [a for a in dict.fromkeys(n.args)
                      if a >= 0 and self.last_use[a] == j and a in holder]
@@ -241,6 +283,17 @@ class _Codegen:
                         free.setdefault(bufs_key(bufs[holder[a]]), []).append(holder[a])
         return "\n".join(lines), bufs
 
+    def _fill(self, what: tuple[str, Any]) -> int:
+        """The index in ``F`` of a block filled with a scalar: ``("x", k)`` input ``k``,
+        ``("c", value)`` a constant (a 0-d array)."""
+        for m, have in enumerate(self.fills):
+            if have[0] == what[0] and (have[1] == what[1] if what[0] == "x"
+                                       else have[1].dtype == what[1].dtype
+                                       and have[1].tobytes() == what[1].tobytes()):
+                return m
+        self.fills.append(what)
+        return len(self.fills) - 1
+
     def _slice_ext(self, k: int, sliced: dict[int, str], lines: list[str]) -> str:
         if k not in sliced:
             sliced[k] = f"s{k}"
@@ -254,6 +307,10 @@ class _Codegen:
         dt = n.dtype.name
         op = n.op
         in_dt = g.dtype(n.args[1 if op is EW.where else 0]).name if n.args else ""
+        if op is EW.reciprocal and in_dt in _FLOATS and dt == in_dt:
+            # np.reciprocal has no SIMD loop here: 1 / x by division is ~2x faster and is
+            # the same correctly rounded value
+            return ["np.divide(1.0, {0}, out={out})"], True
         if op in _UFUNC:
             fn, dtypes = _UFUNC[op]
             if in_dt in dtypes and dt in _PLAIN:
@@ -264,7 +321,7 @@ class _Codegen:
             return None
         if op is EW.sigmoid:
             return ["np.negative({0}, out={out})", "np.exp({out}, out={out})",
-                    "np.add({out}, 1.0, out={out})", "np.reciprocal({out}, out={out})"], True
+                    "np.add({out}, 1.0, out={out})", "np.divide(1.0, {out}, out={out})"], True
         if op is EW.rsqrt:
             return ["np.sqrt({0}, out={out})", "np.reciprocal({out}, out={out})"], True
         if op is EW.where and dt in _PLAIN:
@@ -275,9 +332,11 @@ class _Codegen:
             self.ns[f"L{j}"] = None if lo is None else np.asarray(lo).astype(npdt)
             self.ns[f"H{j}"] = None if hi is None else np.asarray(hi).astype(npdt)
             if hi is None:
-                return [f"np.maximum({{0}}, L{j}, out={{out}})"], True
+                bound = f"F[{self._fill(('c', self.ns[f'L{j}']))}][:n]" if self.flat else f"L{j}"
+                return [f"np.maximum({{0}}, {bound}, out={{out}})"], True
             if lo is None:
-                return [f"np.minimum({{0}}, H{j}, out={{out}})"], True
+                bound = f"F[{self._fill(('c', self.ns[f'H{j}']))}][:n]" if self.flat else f"H{j}"
+                return [f"np.minimum({{0}}, {bound}, out={{out}})"], True
             return [f"np.clip({{0}}, L{j}, H{j}, out={{out}})"], True
         if op is ops.creation.cast and dt in _PLAIN and in_dt in _PLAIN:
             return ["np.copyto({out}, {0}, casting='unsafe')"], True
@@ -326,6 +385,9 @@ class _BlockedKernel:
         self.rows = g.rows if not gen.flat else math.prod(g.nodes[0].shape)
         self.bufs = [((self.rows_per_block, *shape[1:]), numpy_dtype(dtype))
                      for shape, dtype in bufs]
+        self.fills = gen.fills
+        self.fill_dtypes = [numpy_dtype(g.inputs[v][1]) if what == "x" else v.dtype
+                            for what, v in self.fills]
         self.outputs = [(g.nodes[i].shape, numpy_dtype(g.nodes[i].dtype), i in g.cross,
                          g.nodes[i]) for i in g.outputs]
         self.cross = sorted(g.cross)
@@ -342,6 +404,22 @@ class _BlockedKernel:
             if self.rows <= self.rows_per_block or self.plain:
                 return self.whole(*inputs)
             return self._blocked(inputs)
+
+    def _thread_buffers(self, fills: list[tuple[str, Any]]) -> tuple[list[Any], list[Any]]:
+        """This thread's block buffers and filled scalar blocks for one call (`_scratch`: a
+        buffer is only used within the call, and a thread runs one block at a time)."""
+        bufs = [_scratch.scratch(("ember-fusion", b), shape, dtype)[0]
+                for b, (shape, dtype) in enumerate(self.bufs)]
+        filled = []
+        for (_, value), dtype in zip(fills, self.fill_dtypes, strict=True):
+            value = np.asarray(value, dtype)
+            # keyed by the value: a filled block is only read, so kernels share it
+            buf, fresh = _scratch.scratch(("ember-fusion-fill", value.tobytes()),
+                                          (self.rows_per_block,), dtype)
+            if fresh:
+                buf.fill(value)
+            filled.append(buf)
+        return bufs, filled
 
     def _blocked(self, inputs: Sequence[Any]) -> list[Any]:
         rows, r = self.rows, self.rows_per_block
@@ -367,27 +445,27 @@ class _BlockedKernel:
                 if node is self.nodes[0]:
                     outs[m] = xs[-1]
 
-        def work(ids: range) -> None:
-            with np.errstate(all="ignore"):
-                bufs = [np.empty(s, d) for s, d in self.bufs]
-                block = self.block
-                for ci in ids:
-                    lo = starts[ci]
-                    block(lo, min(lo + r, rows), xs, outs, bufs, parts, ci)
-
         nblocks = len(starts)
+        # per thread: its block buffers (kept between calls: fresh ones are faulted in page
+        # by page) and the scalars' filled blocks, taken when the thread runs its first block
+        mine: dict[int, tuple[list[Any], list[Any]]] = {}
+        fills = [("x", xs[k]) if what == "x" else ("c", k) for what, k in self.fills]
+
+        def one(ci: int) -> None:
+            got = mine.get(threading.get_ident())
+            if got is None:
+                got = mine[threading.get_ident()] = self._thread_buffers(fills)
+            lo = starts[ci]
+            with np.errstate(all="ignore"):
+                self.block(lo, min(lo + r, rows), xs, outs, got[0], parts, ci, got[1])
+
         # a hand-off to another thread costs tens of microseconds (and BLAS threads may still
         # be spinning after a matmul): only groups of many blocks are split
         if self.threads > 1 and nblocks >= THREAD_MIN_BLOCKS:
-            step = -(-nblocks // self.threads)
-            pool = _pool(self.threads)
-            futures: list[Future[None]] = [pool.submit(work, range(s, min(s + step, nblocks)))
-                                           for s in range(step, nblocks, step)]
-            work(range(0, min(step, nblocks)))
-            for f in futures:
-                f.result()
+            _HELPERS.run(one, nblocks, self.threads)
         else:
-            work(range(nblocks))
+            for ci in range(nblocks):
+                one(ci)
         for c, i in enumerate(self.cross):
             node = self.nodes[i]
             combined = _combine(node, parts[c], self.group.reduced_count(i))
