@@ -4,12 +4,23 @@ plus the compiler's options), and the share of a steady training step spent in f
 Run: ``.venv/bin/python benchmarks/fusion_chain.py [--repeats 9] [--steps 30]``.
 Timings interleave the devices round by round, so a busy machine slows all of them alike;
 the ratios are the figures to compare.
+
+``--processes N`` instead runs the chain (2^22 float32 unless ``--log2n``) in N fresh
+processes one after another and prints each process's ``fusion<cpu>`` / ``cpu`` ratio, at the
+default device string and at one thread on each side (``fusion<cpu,threads=1>`` with
+``OPENBLAS_NUM_THREADS=1``), with the process's CPU time per call and the load average, then
+the minimum and median over processes: a figure a fresh process may or may not reach shows
+up there, not in one process's median.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 
@@ -62,6 +73,55 @@ def bench_chain(repeats: int) -> dict[str, float]:
     return {k: statistics.median(v) * 1e3 for k, v in times.items()}
 
 
+def bench_fresh(log2n: int, repeats: int) -> dict[str, float]:
+    """One process's figures for `--processes`: median wall and process CPU ms per call of the
+    chain on ``cpu`` and the fused devices, interleaved round by round after one warm call."""
+    a = np.random.default_rng(0).standard_normal(2**log2n).astype(np.float32)
+    devs = ["cpu", "fusion<cpu>", "fusion<cpu,threads=1>"]
+    xs = {d: ember.tensor(a, device=d) for d in devs}
+    ref = chain(xs["cpu"]).numpy()
+    for d in devs[1:]:
+        assert np.array_equal(chain(xs[d]).numpy(), ref), f"{d} differs from cpu"
+    wall: dict[str, list[float]] = {d: [] for d in devs}
+    cpu: dict[str, list[float]] = {d: [] for d in devs}
+    for _ in range(repeats):
+        for d, x in xs.items():
+            t, c = time.perf_counter(), time.process_time()
+            _sync(chain(x))
+            wall[d].append(time.perf_counter() - t)
+            cpu[d].append(time.process_time() - c)
+    out = {f"{d} ms": statistics.median(wall[d]) * 1e3 for d in devs}
+    out.update({f"{d} cpu ms": statistics.median(cpu[d]) * 1e3 for d in devs})
+    return out
+
+
+def fresh_processes(n: int, log2n: int, repeats: int) -> None:
+    """`--processes`: ``n`` fresh processes, each at the default thread settings and at one
+    thread on each side, alternating; each one's ratios, then min and median."""
+    ratios: dict[str, list[float]] = {"default": [], "one thread": []}
+    print(f"7-op chain, 2^{log2n} float32, {n} fresh processes (median of {repeats} rounds "
+          f"each; {os.cpu_count()} cores; load at start {os.getloadavg()[0]:.2f}):")
+    print("  proc  fusion<cpu> / cpu (ms; CPU time)   threads=1 / cpu, 1 thread each   load")
+    for i in range(n):
+        row = []
+        for mode, env in (("default", {}), ("one thread", {"OPENBLAS_NUM_THREADS": "1"})):
+            cmd = [sys.executable, __file__, "--child", str(log2n), "--repeats", str(repeats)]
+            got = subprocess.run(cmd, env={**os.environ, **env}, capture_output=True,
+                                 text=True, check=True)
+            r = json.loads(got.stdout.strip().splitlines()[-1])
+            dev = "fusion<cpu>" if mode == "default" else "fusion<cpu,threads=1>"
+            ratio = r["cpu ms"] / r[f"{dev} ms"]
+            ratios[mode].append(ratio)
+            row.append(f"{ratio:5.2f}x ({r['cpu ms']:5.1f} / {r[f'{dev} ms']:4.1f}; CPU time "
+                       f"{r['cpu cpu ms'] / r[f'{dev} cpu ms']:4.2f}x)")
+        print(f"  {i:4d}  {row[0]}    {row[1]}  {os.getloadavg()[0]:.2f}")
+    for mode, rs in ratios.items():
+        print(f"  {mode:<11} min {min(rs):.2f}x  median {statistics.median(rs):.2f}x  "
+              f"({' '.join(f'{r:.2f}' for r in rs)})")
+    print(f"  load average at end {os.getloadavg()[0]:.2f} "
+          f"(1/5/15 min: {' '.join(f'{v:.2f}' for v in os.getloadavg())})")
+
+
 def bench_training(steps: int, device: str) -> tuple[float, float, ember_fusion.FusionStats]:
     """MLP 784-256-256-10, batch 128, Adam: steady step time and the analysis fraction."""
     nn = ember.nn
@@ -97,7 +157,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--processes", type=int, default=0,
+                        help="run the chain in this many fresh processes (see above)")
+    parser.add_argument("--log2n", type=int, default=22,
+                        help="elements of the chain with --processes, as a power of 2")
+    parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child is not None:
+        print(json.dumps(bench_fresh(args.child, args.repeats)))
+        return
+    if args.processes:
+        fresh_processes(args.processes, args.log2n, args.repeats)
+        return
     ms = bench_chain(args.repeats)
     base = ms["cpu"]
     print(f"7-op chain, 2^24 float32, median of {args.repeats} (ms; speed-up over cpu):")

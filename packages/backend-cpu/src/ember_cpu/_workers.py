@@ -29,7 +29,7 @@ import numpy as np
 
 from . import _blas, _spin
 
-__all__ = ["gemm", "run", "split", "threads"]
+__all__ = ["gemm", "idle_cores", "run", "split", "threads"]
 
 
 class _Job:
@@ -152,6 +152,11 @@ def threads() -> int:
     if limit <= 1:
         return 1
     return max(1, min(limit, round(_idle.cores())))
+
+
+def idle_cores() -> float:
+    """How many cores other processes left idle over the last ~0.1 s (see `threads`)."""
+    return _idle.cores()
 
 
 def run(fn: Callable[[int], object], chunks: int, workers: int | None = None) -> None:
