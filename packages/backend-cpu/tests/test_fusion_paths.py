@@ -82,9 +82,9 @@ def test_blocks_go_to_whichever_thread_is_free(monkeypatch: pytest.MonkeyPatch) 
     seen: list[str] = []
     real = fusion._BlockedKernel._thread_buffers
 
-    def spy(self: fusion._BlockedKernel, fills: list) -> tuple[list, list]:
+    def spy(self: fusion._BlockedKernel, fills: list, fast: bool = False) -> tuple[list, list]:
         seen.append(threading.current_thread().name)
-        return real(self, fills)
+        return real(self, fills, fast)
 
     monkeypatch.setattr(fusion._BlockedKernel, "_thread_buffers", spy)
     a = _edges(4096 * 64)

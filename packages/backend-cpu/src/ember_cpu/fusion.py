@@ -30,7 +30,7 @@ import numpy as np
 from ember import ops
 from ember.backend import numpy_dtype
 
-from . import _scratch, _workers
+from . import _fusion_loops, _scratch, _workers
 
 if TYPE_CHECKING:
     from ember import DType
@@ -74,6 +74,10 @@ EAGER_BLOCKS = 2
 PLAIN_NODES = 2
 #: fewer blocks than this run on the calling thread alone
 THREAD_MIN_BLOCKS = 8
+#: kernels of at least this many blocks compile their arithmetic into loops (`_fusion_loops`)
+LOOP_MIN_BLOCKS = 4
+#: a compiled-loop block is this many chunks
+LOOP_BLOCK_SCALE = 4
 
 
 class _Helpers:
@@ -126,6 +130,8 @@ class CpuFusionCompiler:
     kernels : the cpu backend's op table (its kernels are the reference for every op).
     chunk : elements per block (per node), sized so a block's intermediates fit in L2.
     threads : how many threads share the blocks of one kernel.
+    loops : 1 (default) compiles a flat group's arithmetic into numba loops between numpy's
+        transcendental calls (`_fusion_loops`); 0 keeps every block numpy calls.
 
     Examples
     --------
@@ -136,7 +142,7 @@ class CpuFusionCompiler:
     """
 
     def __init__(self, kernels: dict[Op, Callable[..., Any]] | None = None, chunk: int = 65536,
-                 threads: int = 2, eager: int | None = None) -> None:
+                 threads: int = 2, eager: int | None = None, loops: int = 1) -> None:
         if chunk < 1 or threads < 1:
             raise ValueError(f"fusion<cpu>: chunk and threads must be >= 1, got {chunk}, "
                              f"{threads}")
@@ -149,6 +155,7 @@ class CpuFusionCompiler:
         self.kernels = kernels
         self.chunk = chunk
         self.threads = threads
+        self.loops = bool(loops)
         #: ops on computed inputs with at most this many elements run eagerly (Fusion reads
         #: it): a group that fits one block runs the cpu kernels op by op anyway, and fusing
         #: measured slower than eager numpy up to 2 blocks (docs/fusion.md)
@@ -159,11 +166,13 @@ class CpuFusionCompiler:
 
     def configure(self, kernels: dict[Op, Callable[..., Any]] | None = None,
                   chunk: int | None = None, threads: int | None = None,
-                  eager: int | None = None) -> CpuFusionCompiler:
-        """A compiler for another kernel table, block size, thread count or eager threshold
-        (``fusion<cpu,chunk=4096,threads=1>``; ``eager=0`` records every op)."""
+                  eager: int | None = None, loops: int | None = None) -> CpuFusionCompiler:
+        """A compiler for another kernel table, block size, thread count, eager threshold or
+        loop setting (``fusion<cpu,chunk=4096,threads=1>``; ``eager=0`` records every op;
+        ``loops=0`` numpy calls only)."""
         return CpuFusionCompiler(kernels or self.kernels, chunk or self.chunk,
-                                 threads or self.threads, eager)
+                                 threads or self.threads, eager,
+                                 self.loops if loops is None else loops)
 
     def fusible(self, op: Op, dtype: DType) -> bool:
         # the decorator asks only of ops it records (elementwise, reductions, matmul)
@@ -353,7 +362,8 @@ class _Codegen:
         self.source = whole_src + "\n\n" + block_src
         exec(compile(block_src, "<ember-fusion block>", "exec"), self.ns)  # generated code
         block: Callable[..., None] = self.ns["block"]
-        return _BlockedKernel(self, whole, block, bufs)
+        loops = _fusion_loops.plan(g) if self.c.loops else None
+        return _BlockedKernel(self, whole, block, bufs, loops)
 
 
 def bufs_key(buf: tuple[tuple[int, ...], Any]) -> tuple[Any, ...]:
@@ -373,7 +383,8 @@ class _BlockedKernel:
     """Runs a rows-mode group: whole when it fits one block, else blocks over threads."""
 
     def __init__(self, gen: _Codegen, whole: Callable[..., list[Any]],
-                 block: Callable[..., None], bufs: list[tuple[tuple[int, ...], Any]]) -> None:
+                 block: Callable[..., None], bufs: list[tuple[tuple[int, ...], Any]],
+                 loops: _fusion_loops.LoopPlan | None = None) -> None:
         g = gen.g
         self.source = gen.source
         self.whole = whole
@@ -398,6 +409,39 @@ class _BlockedKernel:
         # a group of 1-2 ops gains nothing from blocks: it runs as the plain cpu kernels
         # (blocked, one op measured 2.4x and two ops 1.0-1.8x eager numpy's time)
         self.plain = len(g.nodes) <= PLAIN_NODES
+        #: the compiled-loop plan, its block function once its module is loaded, and whether
+        #: the module was asked for (on the first call of enough blocks)
+        self.loops = loops
+        self.fast: Callable[..., None] | None = None
+        self.asked = False
+        if loops is not None:
+            self.source += "\n\n# compiled loops\n" + loops.source
+            # a loop block holds fewer live buffers than numpy's: blocks of LOOP_BLOCK_SCALE
+            # chunks (fewer Python calls per element; docs/performance.md)
+            self.loop_rows = self.rows_per_block * LOOP_BLOCK_SCALE
+            self.loop_bufs = [((self.loop_rows,), np.dtype(d)) for d in loops.bufs]
+
+    def _ask_loops(self) -> None:
+        """Use the compiled loops: at once where numba's disk cache has them (importing
+        numba and loading them, ~0.3 s in a fresh process), else from when a background
+        thread has compiled them (~0.5 s a stage pair); numpy's blocks run meanwhile."""
+        self.asked = True
+        assert self.loops is not None
+        if _fusion_loops.cached(self.loops):
+            try:
+                self._loaded(_fusion_loops.load(self.loops))
+            except Exception:  # no numba, an unwritable cache: numpy's path  # noqa: S110
+                pass
+        else:
+            _fusion_loops.load_soon(self.loops, self._loaded)
+
+    def _loaded(self, module: Any) -> None:
+        assert self.loops is not None
+        src = "\n    ".join(["def fast(lo, hi, X, O, B, parts, ci, F):", "n = hi - lo",
+                              *self.loops.lines])
+        ns = {"np": np, "M": module}
+        exec(compile(src, "<ember-fusion loops>", "exec"), ns)  # generated code
+        self.fast = ns["fast"]
 
     def __call__(self, inputs: Sequence[Any]) -> list[Any]:
         with np.errstate(all="ignore"):
@@ -405,9 +449,13 @@ class _BlockedKernel:
                 return self.whole(*inputs)
             return self._blocked(inputs)
 
-    def _thread_buffers(self, fills: list[tuple[str, Any]]) -> tuple[list[Any], list[Any]]:
+    def _thread_buffers(self, fills: list[tuple[str, Any]], fast: bool = False
+                        ) -> tuple[list[Any], list[Any]]:
         """This thread's block buffers and filled scalar blocks for one call (`_scratch`: a
         buffer is only used within the call, and a thread runs one block at a time)."""
+        if fast:
+            return [_scratch.scratch(("ember-fusion-loop", b), shape, dtype)[0]
+                    for b, (shape, dtype) in enumerate(self.loop_bufs)], []
         bufs = [_scratch.scratch(("ember-fusion", b), shape, dtype)[0]
                 for b, (shape, dtype) in enumerate(self.bufs)]
         filled = []
@@ -437,6 +485,13 @@ class _BlockedKernel:
                 outs.append(np.empty(rows, npdt))
             else:
                 outs.append(np.empty(shape, npdt))
+        if self.loops is not None and not self.asked and -(-rows // r) >= LOOP_MIN_BLOCKS:
+            self._ask_loops()
+        fast = self.fast  # one path for the whole call (the block buffers differ)
+        block = fast or self.block
+        if fast is not None:
+            r = self.loop_rows
+            xs = [np.ascontiguousarray(x) if x.ndim else x for x in xs]  # contiguous blocks
         starts = list(range(0, rows, r))
         parts: list[list[Any]] = [[None] * len(starts) for _ in self.cross]
         if self.head:
@@ -454,10 +509,10 @@ class _BlockedKernel:
         def one(ci: int) -> None:
             got = mine.get(threading.get_ident())
             if got is None:
-                got = mine[threading.get_ident()] = self._thread_buffers(fills)
+                got = mine[threading.get_ident()] = self._thread_buffers(fills, fast is not None)
             lo = starts[ci]
             with np.errstate(all="ignore"):
-                self.block(lo, min(lo + r, rows), xs, outs, got[0], parts, ci, got[1])
+                block(lo, min(lo + r, rows), xs, outs, got[0], parts, ci, got[1])
 
         # a hand-off to another thread costs tens of microseconds (and BLAS threads may still
         # be spinning after a matmul): only groups of many blocks are split

@@ -1,0 +1,356 @@
+"""fusion<cpu>'s compiled loops: a flat group's arithmetic as numba loops, its transcendental
+functions as numpy calls, block by block.
+
+Each node of the group is expanded into kernel-IR primitives (`ember.backend.ir.expand`, the
+op's one definition), one DAG for the whole group.  The primitives numba compiles to branch-free
+vector code (arithmetic, comparisons, selects, casts, ``fabs``) run in *loop stages*, one
+compiled loop per stage; the C library's functions (``exp``, ``log``, ``tanh``, ...) stay
+numpy calls over the block (numba's are scalar on the development machine: FACTS), and each
+starts a new stage.  Inside a stage values are registers; only values a later stage, a numpy
+call or the caller reads are written to a block buffer or an output.  For the 7-op chain that
+is one loop (mul, add, max, mul, sub, neg), ``np.exp``, one loop (add, div, mul).
+
+Every primitive rounds to its dtype as numpy's op by op does (float32 stays float32, integers
+wrap to their width), with no fast-math flags and ``error_model="numpy"``: the results are the
+cpu backend's bits.  Only ops whose IR definition was checked bit for bit against the cpu
+kernel (`LOOP_OPS`; e.g. ``sign`` is not: numpy's sign of -0.0 is +0.0) take this path; a group
+with any other op keeps the numpy path whole.
+
+The generated source is written to ``$EMBER_CACHE_DIR/fusion-cpu/`` (default
+``~/.cache/ember``) under the hash of its text and imported from there with numba's
+``cache=True``, so another process loads the machine code from disk instead of compiling it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import math
+import os
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from ember import ops
+from ember.backend import ir
+
+if TYPE_CHECKING:
+    from ember.backend import FusedGroup
+
+__all__ = ["LOOP_OPS", "LoopPlan", "cache_dir", "plan"]
+
+EW = ops.elementwise
+_PLAIN = frozenset({"float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool"})
+#: elementwise ops rendered from their IR definitions (each checked bit for bit against the
+#: cpu kernel by tests/test_fusion_paths.py)
+LOOP_OPS = frozenset({
+    "add", "sub", "mul", "div", "neg", "abs", "maximum", "minimum", "reciprocal", "sigmoid",
+    "rsqrt", "exp", "expm1", "log", "log1p", "sqrt", "sin", "cos", "tan", "tanh", "asin",
+    "acos", "atan", "sinh", "cosh", "floor", "ceil", "round", "trunc", "eq", "ne", "lt", "le",
+    "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not", "isnan", "isinf",
+    "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "where",
+})
+#: IR float functions computed by numpy over a block (the ufunc numpy's cpu kernel calls)
+NUMPY_FUNCTIONS = {"exp": "exp", "expm1": "expm1", "log": "log", "log1p": "log1p",
+                   "sqrt": "sqrt", "sin": "sin", "cos": "cos", "tan": "tan", "tanh": "tanh",
+                   "asin": "arcsin", "acos": "arccos", "atan": "arctan", "sinh": "sinh",
+                   "cosh": "cosh", "floor": "floor", "ceil": "ceil", "rint": "rint",
+                   "trunc": "trunc"}
+_BINARY = {"add": "+", "sub": "-", "mul": "*", "fdiv": "/", "lt": "<", "le": "<=", "eq": "==",
+           "ne": "!=", "gt": ">", "ge": ">=", "and": "&", "or": "|", "xor": "^"}
+_WRAP = frozenset({"add", "sub", "mul", "neg", "invert", "and", "or", "xor"})  # ints: wrap
+_NB = {d: d for d in _PLAIN} | {"bool": "boolean"}  # numba's type names
+#: the fewest loop-stage primitives that make compiling worth it (fewer: numpy is as fast)
+MIN_LOOP_PRIMITIVES = 3
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("EMBER_CACHE_DIR") or os.path.join(
+        os.path.expanduser("~"), ".cache", "ember")
+    return Path(root) / "fusion-cpu"
+
+
+class LoopPlan:
+    """The block function's lines and the numba module source of one group."""
+
+    def __init__(self, source: str, lines: list[str], bufs: list[str], stages: int) -> None:
+        self.source = source
+        #: lines of ``block`` (after ``n = hi - lo``); loops are ``M.L0``... of module ``M``
+        self.lines = lines
+        #: dtype name of each block buffer ``B[i]`` the lines use
+        self.bufs = bufs
+        self.stages = stages
+        self.key = hashlib.sha256(source.encode()).hexdigest()[:24]
+
+
+def _node_value(b: ir.Builder, g: FusedGroup, j: int, vals: dict[int, ir.Value]
+                ) -> ir.Value | None:
+    """Node ``j`` as primitives over ``vals`` (the values of its arguments), or None."""
+    n = g.nodes[j]
+    op = n.op
+    args = [vals[a] for a in n.args]
+    if op is EW.clamp:
+        lo, hi = n.params.get("min"), n.params.get("max")
+        if (lo is None) == (hi is None) or not ir.is_float(n.dtype.name):
+            return None  # two-sided: np.clip's own rule for signed zeros; keep numpy's call
+        # the cpu kernel: np.maximum(x, lo) / np.minimum(x, hi), the bound cast to x's dtype
+        bound = np.asarray(lo if hi is None else hi).astype(n.dtype.name)
+        name, args = ("maximum" if hi is None else "minimum"), [
+            args[0], b.const(float(bound), n.dtype.name)]
+    elif op is ops.creation.cast:
+        src, dst = args[0].dtype, n.dtype.name
+        if ir.is_float(src) and not ir.is_float(dst) and dst != "bool":
+            return None  # float -> int: numpy's (C's) rule for nan and overflow
+        return args[0].to(dst)
+    elif op.group == "elementwise" and op.name in LOOP_OPS:
+        name = op.name
+    else:
+        return None
+    body = ir.expand(name, [v.dtype for v in args])
+    if body.dtype != n.dtype.name:
+        return None
+    mapped: dict[int, ir.Value] = {}
+    for v in ir.schedule(body):
+        if v.op == "input":
+            out = args[v.arg]
+        elif v.op not in _BINARY and v.op not in NUMPY_FUNCTIONS and v.op not in (
+                "const", "neg", "fabs", "isnan", "isinf", "not", "invert", "where", "cast"):
+            return None
+        else:
+            out = b.node(v.op, v.dtype, tuple(mapped[id(s)] for s in v.src), v.arg)
+        mapped[id(v)] = out
+    return mapped[id(body)]
+
+
+def _const(v: ir.Value) -> str:
+    x = v.arg
+    if v.dtype == "bool":
+        return "True" if x else "False"
+    if ir.is_float(v.dtype):
+        text = "np.nan" if math.isnan(x) else ("np.inf" if x == math.inf else
+                                                "-np.inf" if x == -math.inf else repr(x))
+        return f"np.{v.dtype}({text})"
+    return f"np.{v.dtype}({x})"
+
+
+def _spell(v: ir.Value, s: list[str]) -> str:
+    op, dt = v.op, v.dtype
+    if op in _BINARY:
+        text = f"({s[0]} {_BINARY[op]} {s[1]})"
+    elif op == "neg":
+        text = f"(-{s[0]})"
+    elif op == "invert":
+        text = f"(~{s[0]})"
+    elif op == "not":
+        text = f"(not {s[0]})"
+    elif op == "fabs":
+        text = f"abs({s[0]})"
+    elif op == "isnan":
+        text = f"({s[0]} != {s[0]})"
+    elif op == "isinf":
+        text = f"np.isinf({s[0]})"
+    elif op == "where":
+        text = f"({s[1]} if {s[0]} else {s[2]})"
+    elif op == "cast":
+        text = f"({s[0]} != 0)" if dt == "bool" else f"np.{dt}({s[0]})"
+    else:
+        raise AssertionError(op)
+    if op in _WRAP and ir.is_int(dt):  # numba widens small integers: wrap as numpy does
+        text = f"np.{dt}({text})"
+    return text
+
+
+def plan(g: FusedGroup) -> LoopPlan | None:
+    """The compiled-loop plan of a flat group, or None where it keeps the numpy path (an op
+    outside `LOOP_OPS`, a dtype outside the plain ones, too little arithmetic to gain)."""
+    if g.mode != "rows" or not g.flat or g.head:
+        return None
+    shape = g.nodes[0].shape
+    if any(d.name not in _PLAIN for _, d in g.inputs) or any(
+            n.dtype.name not in _PLAIN for n in g.nodes):
+        return None
+    b = ir.Builder()
+    vals: dict[int, ir.Value] = {}
+    arrays: dict[int, int] = {}  # id(input value) -> input index
+    for k, (s, d) in enumerate(g.inputs):
+        if k not in g.used_inputs:
+            continue
+        v = b.input(k, d.name) if s == shape else b.scalar(k, d.name)
+        if s == shape:
+            arrays[id(v)] = k
+        vals[-1 - k] = v
+    for j in range(len(g.nodes)):
+        v = _node_value(b, g, j, vals)
+        if v is None:
+            return None
+        vals[j] = v
+    roots = {j: vals[j] for j in g.outputs}
+    if any(r.op in ("input", "scalar", "const") for r in roots.values()):
+        return None  # an output that is an input: nothing to compute (rare; numpy's path)
+    # every needed primitive, sources first; its stage (functions start the next one)
+    order: list[ir.Value] = []
+    seen: set[int] = set()
+    for r in roots.values():
+        for v in ir.schedule(r):
+            if id(v) not in seen:
+                seen.add(id(v))
+                order.append(v)
+    stage: dict[int, int] = {}
+    for v in order:
+        src = max((stage[id(s)] for s in v.src), default=0)
+        stage[id(v)] = src + 1 if v.op in NUMPY_FUNCTIONS else src
+    loops = [v for v in order if v.op not in NUMPY_FUNCTIONS and v.src]
+    if len(loops) < MIN_LOOP_PRIMITIVES:
+        return None
+    # values read outside the stage that computes them are arrays
+    consumers: dict[int, set[int]] = {}
+    for v in order:
+        for s in v.src:
+            consumers.setdefault(id(s), set()).add(-1 if v.op in NUMPY_FUNCTIONS
+                                                   else stage[id(v)])
+    uses: dict[int, int] = {}
+    for v in order:
+        for s in {id(x) for x in v.src}:
+            uses[s] = uses.get(s, 0) + 1
+    slot = {id(vals[j]): g.slots[j] for j in g.outputs}
+    name: dict[int, str] = {}  # id -> array name in block()
+    bufs: list[str] = []
+    lines: list[str] = []
+    for v in order:
+        if v.op == "input" and id(v) in arrays:
+            name[id(v)] = f"s{v.arg}"
+            lines.append(f"s{v.arg} = X[{v.arg}][lo:hi]")
+    mem = {id(v) for v in order if v.src and (
+        id(v) in slot or v.op in NUMPY_FUNCTIONS
+        or any(c != stage[id(v)] for c in consumers.get(id(v), ())))}
+
+    def array_of(v: ir.Value) -> str:
+        if id(v) not in name:
+            if id(v) in slot:
+                name[id(v)] = f"o{slot[id(v)]}"
+                lines.append(f"o{slot[id(v)]} = O[{slot[id(v)]}][lo:hi]")
+            else:
+                name[id(v)] = f"b{len(bufs)}"
+                lines.append(f"b{len(bufs)} = B[{len(bufs)}][:n]")
+                bufs.append(v.dtype)
+        return name[id(v)]
+
+    src_lines = ["import numba", "import numpy as np", ""]
+    nstages = max(stage[id(v)] for v in order) + 1
+    made = 0
+    for st in range(nstages):
+        body = [v for v in loops if stage[id(v)] == st]
+        if body:
+            reads: list[ir.Value] = []
+            scalars: list[ir.Value] = []
+            for v in body:
+                for s in v.src:
+                    if s.op == "scalar" and s not in scalars:
+                        scalars.append(s)
+                    elif (s.op == "input" or (id(s) in mem and stage[id(s)] != st)
+                          or s.op in NUMPY_FUNCTIONS) and s not in reads:
+                        reads.append(s)
+            writes = [v for v in body if id(v) in mem]
+            params = ([f"a{i}" for i in range(len(reads))] + [f"c{i}" for i in range(len(scalars))]
+                      + [f"w{i}" for i in range(len(writes))])
+            sig = ", ".join([f"{_NB[v.dtype]}[::1]" for v in reads]
+                            + [_NB[v.dtype] for v in scalars]
+                            + [f"{_NB[v.dtype]}[::1]" for v in writes])
+            fn = [f"@numba.njit('void(intp, {sig})', cache=True, nogil=True, "
+                  "error_model='numpy')", f"def L{made}(n, {', '.join(params)}):",
+                  "    for i in range(n):"]
+            local: dict[int, str] = {}
+            for i, v in enumerate(reads):
+                local[id(v)] = f"r{i}"
+                fn.append(f"        r{i} = a{i}[i]")
+            for i, v in enumerate(scalars):
+                local[id(v)] = f"c{i}"
+            for t, v in enumerate(body):
+                srcs = [local[id(s)] if id(s) in local else _const(s) for s in v.src]
+                fn.append(f"        t{t} = {_spell(v, srcs)}")
+                local[id(v)] = f"t{t}"
+            for i, v in enumerate(writes):
+                fn.append(f"        w{i}[i] = {local[id(v)]}")
+            src_lines += [*fn, ""]
+            args = ([array_of(v) if v.op != "input" else name[id(v)] for v in reads]
+                    + [f"X[{v.arg}][()]" for v in scalars] + [array_of(v) for v in writes])
+            lines.append(f"M.L{made}(n, {', '.join(args)})")
+            made += 1
+        for v in order:
+            if v.op in NUMPY_FUNCTIONS and stage[id(v)] == st + 1:
+                s = v.src[0]
+                src = name[id(s)] if s.op == "input" else array_of(s)
+                # in place over a buffer nothing else reads
+                if name[id(s)].startswith("b") and uses[id(s)] == 1 and id(v) not in slot:
+                    name[id(v)] = name[id(s)]
+                out = array_of(v)
+                lines.append(f"np.{NUMPY_FUNCTIONS[v.op]}({src}, out={out})")
+    if made == 0:
+        return None
+    return LoopPlan("\n".join(src_lines), lines, bufs, made)
+
+
+# -- compiling: source files in the cache directory, numba's on-disk cache beside them ---------
+
+_MODULES: dict[str, Any] = {}
+_PENDING: dict[str, threading.Thread] = {}
+_LOCK = threading.Lock()
+
+
+def _module_path(key: str) -> Path:
+    return cache_dir() / f"ember_fused_{key}.py"
+
+
+def cached(p: LoopPlan) -> bool:
+    """Whether this process or an earlier one compiled ``p`` (numba's index file is there)."""
+    if p.key in _MODULES:
+        return True
+    cache = _module_path(p.key).parent / "__pycache__"
+    return cache.is_dir() and any(cache.glob(f"ember_fused_{p.key}.L*.nbi"))
+
+
+def load(p: LoopPlan) -> Any:
+    """The compiled module of ``p``: imported (numba loads or compiles each loop) on first
+    use in this process, the source written first where no earlier process wrote it."""
+    with _LOCK:
+        got = _MODULES.get(p.key)
+        if got is not None:
+            return got
+        path = _module_path(p.key)
+        if not path.exists() or path.read_text() != p.source:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+            tmp.write_text(p.source)
+            os.replace(tmp, path)  # atomic: another process never imports half a file
+        name = f"ember_fused_{p.key}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # numba's cache locates functions through the module
+        spec.loader.exec_module(module)
+        _MODULES[p.key] = module
+        return module
+
+
+def load_soon(p: LoopPlan, ready: Callable[[Any], None]) -> None:
+    """`load` on a background thread, then ``ready(module)``; errors leave numpy's path."""
+    def work() -> None:
+        try:
+            ready(load(p))
+        except Exception:  # no numba, an unwritable cache: the numpy path stays  # noqa: S110
+            pass
+
+    with _LOCK:
+        if p.key in _PENDING:
+            thread = _PENDING[p.key]
+        else:
+            thread = _PENDING[p.key] = threading.Thread(target=work, daemon=True,
+                                                         name="ember-fusion-compile")
+            thread.start()
+            return
+    # another kernel of the same source is compiling it: wait there, then hand over
+    threading.Thread(target=lambda: (thread.join(), work()), daemon=True,
+                     name="ember-fusion-compile").start()
