@@ -376,9 +376,12 @@ def test_convolutions_split_over_two_threads_give_the_one_thread_results(kind, m
     if kind == "blocks":  # partial sums added in order: the same bits on every run
         again = _fused(x, w, [res], stride=stride, padding=padding, residual=True, relu=True)
         np.testing.assert_array_equal(again, outs[1])
-    # chunks change the BLAS's blocking, so the roundings differ a little
+    # chunks change the BLAS's blocking, so the roundings differ a little (Winograd's
+    # transforms amplify them: up to 7e-6 of the largest value with OpenBLAS's SkylakeX
+    # kernels on an AMD EPYC, 2e-6 with its Haswell ones)
     np.testing.assert_allclose(outs[1], outs[0], rtol=0,
-                               atol=2e-6 * (1 + np.abs(outs[0]).max()))
+                               atol=(2e-5 if kind == "winograd" else 2e-6)
+                               * (1 + np.abs(outs[0]).max()))
     want = conv_oracle(x, w, stride, padding)
     if kind != "taps":
         want = np.maximum(want + res, 0)
