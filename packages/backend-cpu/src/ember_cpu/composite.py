@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 from ember.backend import DTypeError, ShapeError
-from ember.ops import check_shapes, composite as cops
+from ember.ops import check_shapes
+from ember.ops import composite as cops
 
 from . import _blas, _conv_jit, optim
 from ._common import F32, F64, LOW, quiet, wide

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 from ember.backend import ShapeError
-from ember.ops import check_shapes, composite as cops
-from ember.ops import nn
+from ember.ops import check_shapes, nn
+from ember.ops import composite as cops
 from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
 from . import _blas, _conv_chunks, _conv_jit, _workers, winograd

@@ -11,8 +11,16 @@ the public face of `ember.ops._shapes`, for backends (a kernel's host-side guard
 
 from . import composite, creation, elementwise, linalg, movement, nn, reduction
 from ._op import Op, registry
-from ._shapes import DATA_DEPENDENT, MAX_NDIM, RULES, Rule, Shape, check_shapes, numel
-from ._shapes import broadcast as broadcast_rule
+from ._shapes import (
+    DATA_DEPENDENT,
+    MAX_NDIM,
+    RULES,
+    Rule,
+    Shape,
+    broadcast as broadcast_rule,
+    check_shapes,
+    numel,
+)
 
 __all__ = ["DATA_DEPENDENT", "MAX_NDIM", "RULES", "Op", "Rule", "Shape", "broadcast_rule",
            "check_shapes",
