@@ -18,7 +18,7 @@ import ember.onnx  # noqa: E402
 
 NP_TO_ONNX = {np.dtype("float32"): TensorProto.FLOAT, np.dtype("float64"): TensorProto.DOUBLE,
               np.dtype("int64"): TensorProto.INT64, np.dtype("int32"): TensorProto.INT32,
-              np.dtype("bool"): TensorProto.BOOL}
+              np.dtype("bool"): TensorProto.BOOL, np.dtype("uint8"): TensorProto.UINT8}
 
 
 def graph_model(nodes: list[Any], inputs: dict[str, Any], outputs: list[str],

@@ -26,7 +26,8 @@ _UNARY: dict[str, tuple[Callable[[Tensor], Tensor], Callable[[np.ndarray], np.nd
     "Erf": (E.erf, None), "Floor": (E.floor, np.floor), "Ceil": (E.ceil, np.ceil),
     "Round": (E.round, np.round), "Sign": (E.sign, np.sign),
     "Not": (E.logical_not, np.logical_not), "IsNaN": (E.isnan, np.isnan),
-    "Relu": (F.relu, None),
+    "Relu": (F.relu, None), "Asinh": (E.asinh, None), "Acosh": (E.acosh, None),
+    "Atanh": (E.atanh, None), "BitwiseNot": (E.bitwise_not, np.invert),
 }
 
 
@@ -151,13 +152,19 @@ def gelu(r: Run, node: Node, x: Any) -> Tensor:
 
 @op("PRelu")
 def prelu(r: Run, node: Node, x: Any, slope: Any) -> Tensor:
-    t = r.tensor(x)
-    return E.where(t < 0, t * r.tensor(slope), t)
+    t, st = r.tensor(x), r.tensor(slope)
+    if st.ndim == 1 and t.ndim > 2 and st.shape[0] == t.shape[1] != t.shape[-1]:
+        # Note: PRelu-6 files (read through the version converter) give one slope per channel
+        st = st.reshape((st.shape[0],) + (1,) * (t.ndim - 2))
+    return E.where(t < 0, t * st, t)
 
 
-@op("Clip")
+@op("Clip", note="min and max as attributes before opset 11, as inputs from 11")
 def clip(r: Run, node: Node, x: Any, lo: Any = None, hi: Any = None) -> Tensor:
     t = r.tensor(x)
+    if node.opset < 11:  # Clip-6: float attributes, unbounded by default
+        lo, hi = node.attrs.get("min"), node.attrs.get("max")
+        return E.clamp(t, None if lo is None else float(lo), None if hi is None else float(hi))
     if lo is None and hi is None:
         return t
     bounds: list[Any] = []
@@ -200,6 +207,9 @@ _BINARY: dict[str, tuple[Callable[[Any, Any], Any], Callable[..., np.ndarray]]] 
     "And": (E.logical_and, lambda node, a, b: np.logical_and(a, b)),
     "Or": (E.logical_or, lambda node, a, b: np.logical_or(a, b)),
     "Xor": (E.logical_xor, lambda node, a, b: np.logical_xor(a, b)),
+    "BitwiseAnd": (E.bitwise_and, lambda node, a, b: np.bitwise_and(a, b)),
+    "BitwiseOr": (E.bitwise_or, lambda node, a, b: np.bitwise_or(a, b)),
+    "BitwiseXor": (E.bitwise_xor, lambda node, a, b: np.bitwise_xor(a, b)),
 }
 
 
@@ -287,3 +297,26 @@ def cast_like(r: Run, node: Node, x: Any, like: Any) -> Tensor:
     return r.tensor(x).to(r.tensor(like).dtype if not isinstance(like, np.ndarray)
                           else r.tensor(np.zeros((), like.dtype)).dtype)
 
+
+
+@op("BitShift", note="uint8 (ember's only unsigned dtype)")
+def bit_shift(r: Run, node: Node, a: Any, b: Any) -> Tensor:
+    ta, tb = r.tensor(a), r.tensor(b)
+    direction = node.attrs["direction"]
+    if direction not in ("LEFT", "RIGHT"):
+        raise ValueError(f"{node.where()}: direction must be LEFT or RIGHT, got {direction!r}")
+    return E.left_shift(ta, tb) if direction == "LEFT" else E.right_shift(ta, tb)
+
+
+@op("Shrink")
+def shrink(r: Run, node: Node, x: Any) -> Tensor:
+    t = r.tensor(x)
+    lambd, bias = _attr(node, "lambd", 0.5), _attr(node, "bias", 0.0)
+    zero = E.zeros_like(t)
+    return E.where(t < -lambd, t + bias, E.where(t > lambd, t - bias, zero)).to(t.dtype)
+
+
+@op("Swish")
+def swish(r: Run, node: Node, x: Any) -> Tensor:
+    t = r.tensor(x)
+    return t * E.sigmoid(t * _attr(node, "alpha", 1.0))

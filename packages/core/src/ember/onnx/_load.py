@@ -59,16 +59,35 @@ def _read(path: Any) -> tuple[Any, str]:
     return model, where
 
 
-def _opset(model: Any, where: str) -> int:
+def _opset(model: Any, where: str) -> tuple[Any, int]:
+    """The model (converted from opset 6 to 7 where needed) and its default-domain opset."""
     versions = {o.domain: o.version for o in model.opset_import}
     v = versions.get("", versions.get("ai.onnx"))
     if v is None:
-        raise ValueError(f"ember.onnx.load: {where} imports no default-domain opset")
+        others = ", ".join(f"{d!r} (version {n})" for d, n in versions.items()) or "none"
+        raise UnsupportedOperatorError(
+            f"ember.onnx.load: {where} imports no default-domain opset, only the domain(s) "
+            f"{others}; ember imports operators of the default domain ('' / 'ai.onnx') only")
+    if v == 6:
+        # Note: opset 7 changed only broadcasting (Add, Mul, Gemm, ... lose `broadcast`/`axis`),
+        # BatchNormalization/Dropout's `is_test` and AveragePool's `count_include_pad`;
+        # onnx's converter rewrites those nodes exactly (the version-6 semantics spelled in
+        # opset 7), so version-6 files are read through it.
+        from onnx import version_converter
+
+        try:
+            model = version_converter.convert_version(model, 7)
+        except Exception as exc:
+            raise ValueError(f"ember.onnx.load: {where} uses opset 6, which ember reads "
+                             "through onnx.version_converter (to opset 7); it failed: "
+                             f"{type(exc).__name__}: {exc}") from exc
+        v = 7
     if not OPSET_MIN <= v <= OPSET_MAX:
         raise ValueError(f"ember.onnx.load: {where} uses opset {v}; ember reads opsets "
-                         f"{OPSET_MIN}-{OPSET_MAX} (onnx.version_converter.convert_version "
-                         "can move a model between opsets)")
-    return int(v)
+                         f"6-{OPSET_MAX} (6 through onnx.version_converter; "
+                         "onnx.version_converter.convert_version can move a model between "
+                         "opsets)")
+    return model, int(v)
 
 
 def _attrs(onnx: Any, node: Any) -> dict[str, Any]:
@@ -103,13 +122,29 @@ def _constant(node: Node) -> np.ndarray:
 
 
 def _check(nodes: list[Node], model: Any, where: str) -> None:
-    """Every node must be supported; one error lists each one that is not."""
+    """Every node must be supported; one error lists each one that is not: an operator of
+    another domain, an operator ember does not import, one the opset does not define, an
+    attribute the operator's schema at that opset does not define, or a subgraph."""
+    from onnx import defs
+
     bad = []
     for n, raw in zip(nodes, model.graph.node, strict=True):
         domain = raw.domain or ""
-        if domain not in ("", "ai.onnx") or (n.op_type not in OPS and n.op_type != "Constant"):
-            dom = f" (domain {domain!r})" if domain not in ("", "ai.onnx") else ""
-            bad.append(f"{n.op_type}{dom} at node {n.name!r}")
+        if domain not in ("", "ai.onnx"):
+            bad.append(f"{n.op_type} (domain {domain!r}) at node {n.name!r}")
+            continue
+        if n.op_type not in OPS and n.op_type != "Constant":
+            bad.append(f"{n.op_type} at node {n.name!r}")
+            continue
+        try:
+            schema = defs.get_schema(n.op_type, n.opset, "")
+        except Exception:
+            bad.append(f"{n.op_type} at node {n.name!r} (not defined at opset {n.opset})")
+            continue
+        unknown = sorted(set(n.attrs) - set(schema.attributes))
+        if unknown:
+            bad.append(f"{n.op_type} at node {n.name!r} (attribute(s) {', '.join(unknown)} "
+                       f"not defined for {n.op_type}-{schema.since_version})")
         elif any(not isinstance(v, str | int | float | list | np.ndarray)
                  for v in n.attrs.values()):
             bad.append(f"{n.op_type} at node {n.name!r} (a subgraph attribute)")
@@ -118,6 +153,29 @@ def _check(nodes: list[Node], model: Any, where: str) -> None:
         raise UnsupportedOperatorError(
             f"ember.onnx.load: {where} (opset {nodes[0].opset}) uses operators ember cannot "
             f"import: {'; '.join(bad)}. Supported ops: {supported}")
+
+
+def _check_values(g: Any, where: str) -> None:
+    """Graph inputs and outputs must be tensors of an ember dtype; sequences, optionals and
+    maps are refused naming the value."""
+    for kind, values in (("input", g.input), ("output", g.output)):
+        for v in values:
+            t = v.type
+            which = t.WhichOneof("value")
+            if which is None:  # no type declared: what the node computes
+                continue
+            if which != "tensor_type":
+                kinds = {"sequence_type": "a sequence", "optional_type": "an optional",
+                         "map_type": "a map", "sparse_tensor_type": "a sparse tensor"}
+                raise TypeError(f"ember.onnx.load: {where}: graph {kind} {v.name!r} is "
+                                f"{kinds.get(which or '', 'of no tensor type')}; ember "
+                                "imports graphs of tensors only (sequence, optional and map "
+                                "values are not supported)")
+            if t.tensor_type.elem_type:  # 0: not declared
+                ember_dtype(t.tensor_type.elem_type, f"ember.onnx.load: {where}: graph "
+                            f"{kind} {v.name!r}")
+    for init in g.initializer:
+        ember_dtype(init.data_type, f"ember.onnx.load: {where}: initializer {init.name!r}")
 
 
 # -- which initializers are trained ----------------------------------------------------------------
@@ -203,8 +261,9 @@ class OnnxModel(Module):
         onnx = _onnx()
         from onnx import numpy_helper
 
-        opset = _opset(model, where)
+        model, opset = _opset(model, where)
         g = model.graph
+        _check_values(g, where)
         nodes = [Node(n.op_type, n.name or f"{n.op_type}_{i}", list(n.input), list(n.output),
                       _attrs(onnx, n), opset) for i, n in enumerate(g.node)]
         _check(nodes, model, where)
@@ -370,8 +429,9 @@ def _value_type(v: Any, where: str) -> tuple[Any, list[Any] | None]:
 
 def _check_input(name: str, v: Any, expect: tuple[Any, list[Any] | None], dev: Device) -> Any:
     dtype, dims = expect
-    if isinstance(v, np.ndarray):
-        v = _tensor(v, device=dev)
+    if isinstance(v, np.ndarray | np.generic):
+        a = np.asarray(v)
+        v = _tensor(a if a.flags.c_contiguous else a.copy(), device=dev)
     if not isinstance(v, Tensor):
         raise TypeError(f"input {name!r}: expected an ember.Tensor or numpy array, got "
                         f"{type(v).__name__}")

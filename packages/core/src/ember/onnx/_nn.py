@@ -246,8 +246,11 @@ def _per_channel(v: Tensor, ndim: int) -> Tensor:
 @op("BatchNormalization", state_inputs=(3, 4), note="inference (training_mode=0)")
 def batch_norm(r: Run, node: Node, x: Any, scale: Any, bias: Any, mean: Any,
                var: Any) -> Tensor:
-    if node.attrs.get("training_mode", 0):
-        raise NotImplementedError(f"{node.where()}: training_mode=1 is not supported")
+    if node.attrs.get("training_mode", 0) or len([o for o in node.outputs if o]) > 1:
+        raise NotImplementedError(f"{node.where()}: training_mode=1 (running statistics "
+                                  "outputs) is not supported")
+    if not node.attrs.get("spatial", 1):  # BatchNormalization-7 and -9: per-element stats
+        raise NotImplementedError(f"{node.where()}: spatial=0 is not supported")
     t = r.tensor(x)
     eps = float(node.attrs.get("epsilon", 1e-5))
     s, b, m, v = (_per_channel(r.tensor(a), t.ndim) for a in (scale, bias, mean, var))
@@ -266,24 +269,84 @@ def instance_norm(r: Run, node: Node, x: Any, scale: Any, bias: Any) -> Tensor:
         _per_channel(r.tensor(bias), t.ndim)
 
 
-@op("LayerNormalization", note="the Y output (not Mean, InvStdDev)")
-def layer_norm(r: Run, node: Node, x: Any, scale: Any, bias: Any = None) -> Tensor:
-    if len([o for o in node.outputs if o]) > 1:
-        raise NotImplementedError(f"{node.where()}: the Mean and InvStdDev outputs are not "
-                                  "supported")
+@op("LayerNormalization", note="Y, Mean and InvStdDev (statistics in float32)")
+def layer_norm(r: Run, node: Node, x: Any, scale: Any, bias: Any = None) -> Any:
     t = r.tensor(x)
     a = node.attrs.get("axis", -1) % t.ndim
     eps = float(node.attrs.get("epsilon", 1e-5))
     s = r.tensor(scale)
     bt = r.tensor(bias) if bias is not None else None
     norm = t.shape[a:]
-    if s.shape == norm and (bt is None or bt.shape == norm):
+    extra = len([o for o in node.outputs if o]) > 1
+    if not extra and s.shape == norm and (bt is None or bt.shape == norm):
         return F.layer_norm(t, norm, s, bt, eps=eps)
+    if int(node.attrs.get("stash_type", 1)) != 1:
+        raise NotImplementedError(f"{node.where()}: stash_type must be 1 (float32)")
     dims = tuple(range(a, t.ndim))
-    mu = R.mean(t, dim=dims, keepdim=True)
-    d = t - mu
-    y = d * E.rsqrt(R.mean(d * d, dim=dims, keepdim=True) + eps) * s
-    return y + bt if bt is not None else y
+    x32 = t.float()
+    mu = R.mean(x32, dim=dims, keepdim=True)
+    d = x32 - mu
+    inv = E.rsqrt(R.mean(d * d, dim=dims, keepdim=True) + eps)
+    y = (d * inv).to(t.dtype) * s
+    y = y + bt if bt is not None else y
+    return (y, mu, inv) if extra else y
+
+
+@op("RMSNormalization", note="statistics in float32 (stash_type 1)")
+def rms_norm(r: Run, node: Node, x: Any, scale: Any) -> Tensor:
+    t = r.tensor(x)
+    a = node.attrs.get("axis", -1) % t.ndim
+    eps = float(node.attrs.get("epsilon", 1e-5))
+    if int(node.attrs.get("stash_type", 1)) != 1:
+        raise NotImplementedError(f"{node.where()}: stash_type must be 1 (float32)")
+    x32 = t.float()
+    ms = R.mean(x32 * x32, dim=tuple(range(a, t.ndim)), keepdim=True)
+    return (x32 * E.rsqrt(ms + eps)).to(t.dtype) * r.tensor(scale)
+
+
+@op("MeanVarianceNormalization")
+def mean_variance_norm(r: Run, node: Node, x: Any) -> Tensor:
+    t = r.tensor(x)
+    axes = tuple(a % t.ndim for a in node.attrs.get("axes", [0, 2, 3]))
+    mu = R.mean(t, dim=axes, keepdim=True)
+    var = R.mean(t * t, dim=axes, keepdim=True) - mu * mu  # as ONNX's function body
+    return (t - mu) / (E.sqrt(var) + 1e-9)
+
+
+# -- losses ------------------------------------------------------------------------------------
+
+def _nll(node: Node, logp: Tensor, target: Tensor, weight: Tensor | None) -> Tensor:
+    """NegativeLogLikelihoodLoss of log-probabilities ``logp`` [N, C, d...]."""
+    red = node.attrs.get("reduction", "mean")
+    if red not in ("none", "sum", "mean"):
+        raise ValueError(f"{node.where()}: reduction must be none, sum or mean, got {red!r}")
+    ignore = node.attrs.get("ignore_index")
+    keep = E.ones_like(target).bool() if ignore is None else E.ne(target, int(ignore))
+    safe = E.where(keep, target, E.zeros_like(target)).to(E.int64)
+    picked = M.gather(logp, 1, safe.unsqueeze(1)).squeeze(1)
+    w = keep.to(logp.dtype)
+    if weight is not None:
+        w = w * M.index_select(weight, 0, safe.reshape(-1)).reshape(safe.shape)
+    loss = -picked * w
+    if red == "none":
+        return loss
+    if red == "sum":
+        return R.sum(loss)
+    return R.sum(loss) / R.sum(w)
+
+
+@op("NegativeLogLikelihoodLoss", note="reduction none, sum, mean; weight; ignore_index")
+def nll_loss(r: Run, node: Node, x: Any, target: Any, weight: Any = None) -> Tensor:
+    return _nll(node, r.tensor(x), r.tensor(target),
+                r.tensor(weight) if weight is not None else None)
+
+
+@op("SoftmaxCrossEntropyLoss", note="reduction none, sum, mean; weight; ignore_index")
+def softmax_cross_entropy(r: Run, node: Node, x: Any, target: Any,
+                          weight: Any = None) -> Any:
+    logp = r.tensor(x).log_softmax(dim=1)
+    loss = _nll(node, logp, r.tensor(target), r.tensor(weight) if weight is not None else None)
+    return (loss, logp) if len(node.outputs) > 1 else loss
 
 
 # -- Resize ------------------------------------------------------------------------------------
@@ -299,8 +362,8 @@ def _source(mode: str, out: int, size: int, scale: float) -> np.ndarray:
         return (x + 0.5) / scale - 0.5
     if mode == "pytorch_half_pixel":
         return (x + 0.5) / scale - 0.5 if out > 1 else np.zeros(out)
-    if mode == "align_corners":
-        return x * ((size - 1) / (out - 1)) if out > 1 else np.zeros(out)
+    if mode == "align_corners":  # ONNX divides by the unrounded output length, size * scale
+        return x * ((size - 1) / (size * scale - 1)) if out > 1 else np.zeros(out)
     if mode == "asymmetric":
         return x / scale
     return (x + 0.5) / scale  # tf_half_pixel_for_nn
@@ -312,6 +375,9 @@ def resize(r: Run, node: Node, x: Any, roi: Any = None, scales: Any = None,
            sizes: Any = None) -> Tensor:
     t = r.tensor(x)
     at = node.attrs
+    if node.opset < 11:  # Resize-10: (X, scales), as Upsample: asymmetric, floor
+        roi, scales, sizes = None, roi, None
+        at = {**at, "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
     mode = at.get("mode", "nearest")
     coord = at.get("coordinate_transformation_mode", "half_pixel")
     nearest = at.get("nearest_mode", "round_prefer_floor")
@@ -393,7 +459,8 @@ def lp_normalization(r: Run, node: Node, x: Any) -> Tensor:
         norm = E.sqrt(R.sum(t * t, dim=a, keepdim=True))
     else:
         raise ValueError(f"{node.where()}: p must be 1 or 2, got {p}")
-    return t / norm
+    zero = E.eq(norm, 0.0)  # ONNX: an all-zero slice normalizes to zeros, not 0/0
+    return E.where(zero, E.zeros_like(t), t / E.where(zero, E.ones_like(norm), norm))
 
 
 @op("DepthToSpace", note="modes DCR and CRD")
@@ -408,10 +475,24 @@ def depth_to_space(r: Run, node: Node, x: Any) -> Tensor:
     return y.reshape(n, c // (b * b), h * b, w * b)
 
 
-@op("SpaceToDepth")
+@op("SpaceToDepth", note="modes DCR and CRD")
 def space_to_depth(r: Run, node: Node, x: Any) -> Tensor:
     t = r.tensor(x)
     b = int(node.attrs["blocksize"])
     n, c, h, w = t.shape
-    y = t.reshape(n, c, h // b, b, w // b, b).permute(0, 3, 5, 1, 2, 4)
+    mode = node.attrs.get("mode", "DCR")
+    if mode not in ("DCR", "CRD"):
+        raise ValueError(f"{node.where()}: mode must be DCR or CRD, got {mode!r}")
+    y = t.reshape(n, c, h // b, b, w // b, b)
+    y = y.permute(0, 3, 5, 1, 2, 4) if mode == "DCR" else y.permute(0, 1, 3, 5, 2, 4)
     return y.reshape(n, c * b * b, h // b, w // b)
+
+
+@op("Upsample", host_inputs=(1,), note="opsets 7-9 (deprecated at 10): nearest, linear")
+def upsample(r: Run, node: Node, x: Any, scales: Any = None) -> Tensor:
+    if scales is None:  # Upsample-7: scales as an attribute
+        scales = np.asarray(node.attrs["scales"], np.float32)
+    at = {**node.attrs, "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
+    at.pop("scales", None)
+    plain = Node("Resize", node.name, node.inputs, node.outputs, at, 11)
+    return resize(r, plain, x, None, np.asarray(scales))  # type: ignore[no-any-return]

@@ -20,8 +20,9 @@ if TYPE_CHECKING:
 
 __all__ = ["OPSET_MAX", "OPSET_MIN", "OPS", "Node", "OpRule", "Run", "op", "supported_ops"]
 
-#: the default-domain opsets ember reads and writes (what current exporters emit)
-OPSET_MIN, OPSET_MAX = 13, 21
+#: the default-domain opsets ember reads (onnx 1.23 knows opsets up to 28); older models are
+#: refused, except opset 6, which `onnx.version_converter` moves to 7 (see `_load._opset`)
+OPSET_MIN, OPSET_MAX = 7, 28
 
 Value = Any  # an ember Tensor (on the run's device) or a numpy array (known on the host)
 

@@ -35,7 +35,8 @@ def _shape_of(node: Node, shape: Sequence[int]) -> np.ndarray:
     n = len(shape)
     start = node.attrs.get("start", 0)
     end = node.attrs.get("end", n)
-    start, end = max(0, min(n, start % n if start < 0 else start)), \
+    # a negative bound counts from the end; then both are clamped to [0, rank]
+    start, end = max(0, min(n, start + n if start < 0 else start)), \
         max(0, min(n, end + n if end < 0 else end))
     return np.array(list(shape)[start:end], dtype=np.int64)
 
@@ -209,10 +210,20 @@ def _slice_args(xs: Sequence[Any]) -> tuple[list[int], list[int], list[int] | No
             _ints(steps) if steps is not None else None)
 
 
-@op("Slice", host=lambda node, x, *a: x[_slices(node, x.shape, *_slice_args(a))],
-    host_inputs=(1, 2, 3, 4))
+def _slice_attrs(node: Node) -> list[Any]:
+    """Slice-1 (before opset 10): starts, ends and axes are attributes."""
+    at = node.attrs
+    return [np.asarray(at["starts"]), np.asarray(at["ends"]),
+            np.asarray(at["axes"]) if "axes" in at else None]
+
+
+@op("Slice", host=lambda node, x, *a: x[_slices(node, x.shape, *_slice_args(
+    _slice_attrs(node) if node.opset < 10 else a))], host_inputs=(1, 2, 3, 4),
+    note="starts, ends, axes as attributes before opset 10")
 def slice_(r: Run, node: Node, x: Any, *a: Any) -> Tensor:
     t = r.tensor(x)
+    if node.opset < 10:
+        a = tuple(_slice_attrs(node))
     return t[_slices(node, t.shape, *_slice_args([r.host(v) if v is not None else None
                                                    for v in a]))]
 
@@ -342,9 +353,24 @@ def cumsum(r: Run, node: Node, x: Any, axis: Any) -> Tensor:
     rev, excl = node.attrs.get("reverse", 0), node.attrs.get("exclusive", 0)
     if rev:
         t = M.flip(t, a)
-    out = R.cumsum(t, a)
+    out = R.cumsum(t, a).to(t.dtype)  # Note: ember sums integers in int64, ONNX keeps the type
     if excl:
         out = out - t
+    return M.flip(out, a) if rev else out
+
+
+@op("CumProd", host_inputs=(1,))
+def cumprod(r: Run, node: Node, x: Any, axis: Any) -> Tensor:
+    t = r.tensor(x)
+    a = _axis(r.ints(axis)[0], t.ndim, node)
+    rev, excl = node.attrs.get("reverse", 0), node.attrs.get("exclusive", 0)
+    if rev:
+        t = M.flip(t, a)
+    if excl:  # shift by one along the axis, a 1 first
+        n = t.shape[a]
+        ones = E.ones_like(M.narrow(t, a, 0, 1)) if n else t
+        t = M.cat([ones, M.narrow(t, a, 0, n - 1)], dim=a) if n else t
+    out = R.cumprod(t, a).to(t.dtype)
     return M.flip(out, a) if rev else out
 
 
@@ -422,3 +448,58 @@ def one_hot(r: Run, node: Node, idx: Any, depth: Any, values: Any) -> Tensor:
     a = node.attrs.get("axis", -1)
     a = a % out.ndim
     return out if a == out.ndim - 1 else E.movedim(out, -1, a)
+
+
+# -- values that depend on shapes or on data -------------------------------------------------------
+
+def _eye_like(node: Node, shape: Sequence[int], dtype: Any) -> np.ndarray:
+    from ._dtypes import numpy_dtype
+
+    if len(shape) != 2:
+        raise ValueError(f"{node.where()}: the input must be 2-D, got shape {tuple(shape)}")
+    want = numpy_dtype(int(node.attrs["dtype"]), node.where()) if "dtype" in node.attrs \
+        else dtype
+    return np.eye(shape[0], shape[1], int(node.attrs.get("k", 0)), dtype=want)
+
+
+@op("EyeLike", host=lambda node, x: _eye_like(node, x.shape, x.dtype))
+def eye_like(r: Run, node: Node, x: Any) -> np.ndarray:
+    from .._host import numpy_dtype
+
+    return _eye_like(node, x.shape, numpy_dtype(x.dtype))
+
+
+@op("NonZero", host=lambda node, x: np.array(np.nonzero(x), np.int64).reshape(x.ndim, -1),
+    note="reads its input back to the host (the result's size depends on the data)")
+def non_zero(r: Run, node: Node, x: Any) -> np.ndarray:
+    h = r.host(x)
+    return np.array(np.nonzero(h), np.int64).reshape(h.ndim, -1)
+
+
+@op("Compress", host_inputs=(1,), note="reads the condition back to the host")
+def compress(r: Run, node: Node, x: Any, cond: Any) -> Tensor:
+    t = r.tensor(x)
+    c = r.host(cond).reshape(-1).astype(bool)
+    axis = node.attrs.get("axis")
+    if axis is None:
+        t, a = t.reshape(-1), 0
+    else:
+        a = _axis(int(axis), t.ndim, node)
+    keep = np.nonzero(c[:t.shape[a]])[0].astype(np.int64)
+    return M.index_select(t, a, r.tensor(keep))
+
+
+@op("ReverseSequence", host_inputs=(1,))
+def reverse_sequence(r: Run, node: Node, x: Any, lens: Any) -> Tensor:
+    t = r.tensor(x)
+    b_ax = _axis(node.attrs.get("batch_axis", 1), t.ndim, node)
+    t_ax = _axis(node.attrs.get("time_axis", 0), t.ndim, node)
+    n = r.ints(lens)
+    steps = np.arange(t.shape[t_ax])
+    rows = np.array([np.where(steps < k, k - 1 - steps, steps) for k in n], np.int64)
+    if t_ax < b_ax:
+        rows = rows.T  # [time, batch]
+    shape = [1] * t.ndim
+    shape[b_ax], shape[t_ax] = t.shape[b_ax], t.shape[t_ax]
+    idx = np.broadcast_to(rows.reshape(shape), t.shape)
+    return M.gather(t, t_ax, r.tensor(np.ascontiguousarray(idx)))
