@@ -40,7 +40,7 @@ from ember.backend import ir
 if TYPE_CHECKING:
     from ember.backend import FusedGroup
 
-__all__ = ["LOOP_OPS", "LoopPlan", "cache_dir", "plan"]
+__all__ = ["LOOP_OPS", "LoopPlan", "cache_dir", "cached", "load", "load_soon", "plan", "wait"]
 
 EW = ops.elementwise
 _PLAIN = frozenset({"float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool"})
@@ -297,6 +297,9 @@ def plan(g: FusedGroup) -> LoopPlan | None:
 
 _MODULES: dict[str, Any] = {}
 _PENDING: dict[str, threading.Thread] = {}
+_STARTED: list[threading.Thread] = []
+#: why a module could not be loaded, by source hash (its kernels keep numpy's path)
+FAILED: dict[str, BaseException] = {}
 _LOCK = threading.Lock()
 
 
@@ -340,17 +343,25 @@ def load_soon(p: LoopPlan, ready: Callable[[Any], None]) -> None:
     def work() -> None:
         try:
             ready(load(p))
-        except Exception:  # no numba, an unwritable cache: the numpy path stays  # noqa: S110
-            pass
+        except Exception as e:  # no numba, an unwritable cache: the numpy path stays
+            FAILED[p.key] = e
 
     with _LOCK:
-        if p.key in _PENDING:
-            thread = _PENDING[p.key]
-        else:
-            thread = _PENDING[p.key] = threading.Thread(target=work, daemon=True,
-                                                         name="ember-fusion-compile")
-            thread.start()
-            return
-    # another kernel of the same source is compiling it: wait there, then hand over
-    threading.Thread(target=lambda: (thread.join(), work()), daemon=True,
-                     name="ember-fusion-compile").start()
+        first = _PENDING.get(p.key)
+        if first is None:
+            thread = threading.Thread(target=work, daemon=True, name="ember-fusion-compile")
+            _PENDING[p.key] = thread
+        else:  # another kernel of the same source is compiling it: wait there, then load
+            thread = threading.Thread(target=lambda: (first.join(), work()), daemon=True,
+                                      name="ember-fusion-compile")
+        _STARTED[:] = [t for t in _STARTED if t.is_alive()]
+        _STARTED.append(thread)
+    thread.start()
+
+
+def wait(timeout: float | None = None) -> None:
+    """Wait for the background compilations started so far (tests, benchmarks)."""
+    with _LOCK:
+        threads = list(_STARTED)
+    for thread in threads:
+        thread.join(timeout)

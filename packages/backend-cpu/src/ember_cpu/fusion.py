@@ -430,8 +430,8 @@ class _BlockedKernel:
         if _fusion_loops.cached(self.loops):
             try:
                 self._loaded(_fusion_loops.load(self.loops))
-            except Exception:  # no numba, an unwritable cache: numpy's path  # noqa: S110
-                pass
+            except Exception as e:  # no numba, an unwritable cache: numpy's path
+                _fusion_loops.FAILED[self.loops.key] = e
         else:
             _fusion_loops.load_soon(self.loops, self._loaded)
 
