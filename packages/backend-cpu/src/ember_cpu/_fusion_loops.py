@@ -175,18 +175,18 @@ def plan(g: FusedGroup) -> LoopPlan | None:
     b = ir.Builder()
     vals: dict[int, ir.Value] = {}
     arrays: dict[int, int] = {}  # id(input value) -> input index
-    for k, (s, d) in enumerate(g.inputs):
+    for k, (in_shape, d) in enumerate(g.inputs):
         if k not in g.used_inputs:
             continue
-        v = b.input(k, d.name) if s == shape else b.scalar(k, d.name)
-        if s == shape:
+        v = b.input(k, d.name) if in_shape == shape else b.scalar(k, d.name)
+        if in_shape == shape:
             arrays[id(v)] = k
         vals[-1 - k] = v
     for j in range(len(g.nodes)):
-        v = _node_value(b, g, j, vals)
-        if v is None:
+        nv = _node_value(b, g, j, vals)
+        if nv is None:
             return None
-        vals[j] = v
+        vals[j] = nv
     roots = {j: vals[j] for j in g.outputs}
     if any(r.op in ("input", "scalar", "const") for r in roots.values()):
         return None  # an output that is an input: nothing to compute (rare; numpy's path)
@@ -200,8 +200,8 @@ def plan(g: FusedGroup) -> LoopPlan | None:
                 order.append(v)
     stage: dict[int, int] = {}
     for v in order:
-        src = max((stage[id(s)] for s in v.src), default=0)
-        stage[id(v)] = src + 1 if v.op in NUMPY_FUNCTIONS else src
+        after = max((stage[id(s)] for s in v.src), default=0)
+        stage[id(v)] = after + 1 if v.op in NUMPY_FUNCTIONS else after
     loops = [v for v in order if v.op not in NUMPY_FUNCTIONS and v.src]
     if len(loops) < MIN_LOOP_PRIMITIVES:
         return None
@@ -213,8 +213,8 @@ def plan(g: FusedGroup) -> LoopPlan | None:
                                                    else stage[id(v)])
     uses: dict[int, int] = {}
     for v in order:
-        for s in {id(x) for x in v.src}:
-            uses[s] = uses.get(s, 0) + 1
+        for ref in {id(x) for x in v.src}:
+            uses[ref] = uses.get(ref, 0) + 1
     slot = {id(vals[j]): g.slots[j] for j in g.outputs}
     name: dict[int, str] = {}  # id -> array name in block()
     bufs: list[str] = []
@@ -282,12 +282,12 @@ def plan(g: FusedGroup) -> LoopPlan | None:
         for v in order:
             if v.op in NUMPY_FUNCTIONS and stage[id(v)] == st + 1:
                 s = v.src[0]
-                src = name[id(s)] if s.op == "input" else array_of(s)
+                arg = name[id(s)] if s.op == "input" else array_of(s)
                 # in place over a buffer nothing else reads
                 if name[id(s)].startswith("b") and uses[id(s)] == 1 and id(v) not in slot:
                     name[id(v)] = name[id(s)]
                 out = array_of(v)
-                lines.append(f"np.{NUMPY_FUNCTIONS[v.op]}({src}, out={out})")
+                lines.append(f"np.{NUMPY_FUNCTIONS[v.op]}({arg}, out={out})")
     if made == 0:
         return None
     return LoopPlan("\n".join(src_lines), lines, bufs, made)
@@ -352,8 +352,11 @@ def load_soon(p: LoopPlan, ready: Callable[[Any], None]) -> None:
             thread = threading.Thread(target=work, daemon=True, name="ember-fusion-compile")
             _PENDING[p.key] = thread
         else:  # another kernel of the same source is compiling it: wait there, then load
-            thread = threading.Thread(target=lambda: (first.join(), work()), daemon=True,
-                                      name="ember-fusion-compile")
+            def after() -> None:
+                first.join()
+                work()
+
+            thread = threading.Thread(target=after, daemon=True, name="ember-fusion-compile")
         _STARTED[:] = [t for t in _STARTED if t.is_alive()]
         _STARTED.append(thread)
     thread.start()
