@@ -131,6 +131,7 @@ def write_exclusions(outcomes: dict[str, dict[str, Any]], path: str) -> None:
         if o["status"] in ("wrong", "refused"):
             groups[o["reason"]].append(name)
     lines = [
+        "# ruff: noqa: E501  # generated data: each reason is one string",
         '"""onnx backend-suite cases ember does not pass, grouped by reason (written by',
         "``python scripts/onnx_suite_counts.py --write-exclusions``; edit the reasons by hand",
         "where a better one is known).  `test_backend_suite` skips each listed case with its",
