@@ -8,9 +8,11 @@ the ratios are the figures to compare.
 ``--processes N`` instead runs the chain (2^22 float32 unless ``--log2n``) in N fresh
 processes one after another and prints each process's ``fusion<cpu>`` / ``cpu`` ratio, at the
 default device string and at one thread on each side (``fusion<cpu,threads=1>`` with
-``OPENBLAS_NUM_THREADS=1``), with the process's CPU time per call and the load average, then
-the minimum and median over processes: a figure a fresh process may or may not reach shows
-up there, not in one process's median.
+``OPENBLAS_NUM_THREADS=1``), with the process's CPU time per call, the first fused call's time
+(numba's import and disk-cache load of the compiled loops) and the load average, then the
+minimum and median over processes: a figure a fresh process may or may not reach shows up
+there, not in one process's median.  ``--loops 0`` runs the same with ``loops=0`` (numpy's
+blocks only) for comparison.
 """
 
 from __future__ import annotations
@@ -73,15 +75,24 @@ def bench_chain(repeats: int) -> dict[str, float]:
     return {k: statistics.median(v) * 1e3 for k, v in times.items()}
 
 
-def bench_fresh(log2n: int, repeats: int) -> dict[str, float]:
+def _fused(loops: int, threads: int | None = None) -> str:
+    opts = ([] if threads is None else [f"threads={threads}"]) + ([] if loops else ["loops=0"])
+    return f"fusion<cpu{''.join(',' + o for o in opts)}>"
+
+
+def bench_fresh(log2n: int, repeats: int, loops: int = 1) -> dict[str, float]:
     """One process's figures for `--processes`: median wall and process CPU ms per call of the
     chain on ``cpu`` and the fused devices, interleaved round by round after one warm call."""
     a = np.random.default_rng(0).standard_normal(2**log2n).astype(np.float32)
-    devs = ["cpu", "fusion<cpu>", "fusion<cpu,threads=1>"]
+    devs = ["cpu", _fused(loops), _fused(loops, 1)]
     xs = {d: ember.tensor(a, device=d) for d in devs}
     ref = chain(xs["cpu"]).numpy()
+    first: dict[str, float] = {}
     for d in devs[1:]:
-        assert np.array_equal(chain(xs[d]).numpy(), ref), f"{d} differs from cpu"
+        t = time.perf_counter()
+        got = chain(xs[d]).numpy()
+        first[d] = time.perf_counter() - t
+        assert np.array_equal(got, ref), f"{d} differs from cpu"
     wall: dict[str, list[float]] = {d: [] for d in devs}
     cpu: dict[str, list[float]] = {d: [] for d in devs}
     for _ in range(repeats):
@@ -90,22 +101,29 @@ def bench_fresh(log2n: int, repeats: int) -> dict[str, float]:
             _sync(chain(x))
             wall[d].append(time.perf_counter() - t)
             cpu[d].append(time.process_time() - c)
-    out = {f"{d} ms": statistics.median(wall[d]) * 1e3 for d in devs}
-    out.update({f"{d} cpu ms": statistics.median(cpu[d]) * 1e3 for d in devs})
+    names = dict(zip(devs, ["cpu", "fusion<cpu>", "fusion<cpu,threads=1>"], strict=True))
+    out = {f"{names[d]} ms": statistics.median(wall[d]) * 1e3 for d in devs}
+    out.update({f"{names[d]} cpu ms": statistics.median(cpu[d]) * 1e3 for d in devs})
+    # the first call: with compiled loops, numba's import and a load from its disk cache
+    # (or, where no earlier process compiled them, numpy's blocks while a thread compiles)
+    out.update({f"{names[d]} first ms": v * 1e3 for d, v in first.items()})
     return out
 
 
-def fresh_processes(n: int, log2n: int, repeats: int) -> None:
+def fresh_processes(n: int, log2n: int, repeats: int, loops: int = 1) -> None:
     """`--processes`: ``n`` fresh processes, each at the default thread settings and at one
     thread on each side, alternating; each one's ratios, then min and median."""
     ratios: dict[str, list[float]] = {"default": [], "one thread": []}
     print(f"7-op chain, 2^{log2n} float32, {n} fresh processes (median of {repeats} rounds "
-          f"each; {os.cpu_count()} cores; load at start {os.getloadavg()[0]:.2f}):")
-    print("  proc  fusion<cpu> / cpu (ms; CPU time)   threads=1 / cpu, 1 thread each   load")
+          f"each; {os.cpu_count()} cores; load at start {os.getloadavg()[0]:.2f}"
+          f"{'' if loops else '; loops=0'}):")
+    print("  proc  fusion<cpu> / cpu (ms; CPU time; first call ms)   "
+          "threads=1 / cpu, 1 thread each   load")
     for i in range(n):
         row = []
         for mode, env in (("default", {}), ("one thread", {"OPENBLAS_NUM_THREADS": "1"})):
-            cmd = [sys.executable, __file__, "--child", str(log2n), "--repeats", str(repeats)]
+            cmd = [sys.executable, __file__, "--child", str(log2n), "--repeats", str(repeats),
+                   "--loops", str(loops)]
             got = subprocess.run(cmd, env={**os.environ, **env}, capture_output=True,
                                  text=True, check=True)
             r = json.loads(got.stdout.strip().splitlines()[-1])
@@ -113,7 +131,8 @@ def fresh_processes(n: int, log2n: int, repeats: int) -> None:
             ratio = r["cpu ms"] / r[f"{dev} ms"]
             ratios[mode].append(ratio)
             row.append(f"{ratio:5.2f}x ({r['cpu ms']:5.1f} / {r[f'{dev} ms']:4.1f}; CPU time "
-                       f"{r['cpu cpu ms'] / r[f'{dev} cpu ms']:4.2f}x)")
+                       f"{r['cpu cpu ms'] / r[f'{dev} cpu ms']:4.2f}x"
+                       + (f"; {r[f'{dev} first ms']:4.0f})" if mode == "default" else ")"))
         print(f"  {i:4d}  {row[0]}    {row[1]}  {os.getloadavg()[0]:.2f}")
     for mode, rs in ratios.items():
         print(f"  {mode:<11} min {min(rs):.2f}x  median {statistics.median(rs):.2f}x  "
@@ -161,13 +180,15 @@ def main() -> None:
                         help="run the chain in this many fresh processes (see above)")
     parser.add_argument("--log2n", type=int, default=22,
                         help="elements of the chain with --processes, as a power of 2")
+    parser.add_argument("--loops", type=int, default=1,
+                        help="with --processes: 0 runs fusion<cpu,loops=0> (numpy blocks only)")
     parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
-        print(json.dumps(bench_fresh(args.child, args.repeats)))
+        print(json.dumps(bench_fresh(args.child, args.repeats, args.loops)))
         return
     if args.processes:
-        fresh_processes(args.processes, args.log2n, args.repeats)
+        fresh_processes(args.processes, args.log2n, args.repeats, args.loops)
         return
     ms = bench_chain(args.repeats)
     base = ms["cpu"]

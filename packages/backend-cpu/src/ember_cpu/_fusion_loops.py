@@ -300,6 +300,18 @@ _PENDING: dict[str, threading.Thread] = {}
 _STARTED: list[threading.Thread] = []
 #: why a module could not be loaded, by source hash (its kernels keep numpy's path)
 FAILED: dict[str, BaseException] = {}
+
+
+def _after_fork() -> None:
+    # a forked child has none of the parent's compile threads, and maybe a held lock
+    global _LOCK
+    _LOCK = threading.Lock()
+    _PENDING.clear()
+    _STARTED.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
 _LOCK = threading.Lock()
 
 

@@ -11,6 +11,12 @@ from its nodes:
   the cpu kernel on the block.  Reductions over inner axes run per block; reductions over axis
   0 (``cross``) keep one partial per block, combined pairwise at the end.  The blocks are split
   between threads (numpy releases the GIL inside ufunc loops).
+- ``fast(lo, hi, ...)``, for a flat group of ops with kernel-IR definitions checked against the
+  cpu's bits (`_fusion_loops`): its arithmetic as numba loops (no GIL), its ``exp``/``log``/...
+  as numpy calls, over blocks of `LOOP_BLOCK_SCALE` chunks.  A kernel of at least
+  `LOOP_MIN_BLOCKS` blocks asks for it on its first call: loaded at once where an earlier
+  process left it in numba's disk cache (~0.3 s, most of it importing numba), else compiled on
+  a background thread while numpy's blocks run (~0.5-1 s).
 
 Defaults measured on the 2-core development machine (docs/performance.md): blocks of 64 Ki
 elements (256 KiB of float32, so the few live blocks fit L2) and 2 threads.  numexpr was
