@@ -261,10 +261,12 @@ def test_scalar_and_one_element_inputs_in_compiled_loops(paths: list[bool]) -> N
     _same(_fused(f, [a, one], paths), _cpu(f, [a, one]))
 
 
-def test_clamp_one_sided_in_compiled_loops_keeps_the_bound_sign(paths: list[bool]) -> None:
+def test_clamp_in_compiled_loops_keeps_numpys_signed_zero_and_nan_rules(paths: list[bool]) -> None:
     a = _edges(N, 9)
     a[8:12] = [0.0, -0.0, 0.0, -0.0]
-    for i, (lo, hi) in enumerate(((-0.0, None), (None, -0.0), (0.0, None), (None, 0.5))):
+    cases = ((-0.0, None), (None, -0.0), (0.0, None), (None, 0.5), (0.0, -0.0), (-0.0, 0.0),
+             (-0.5, 0.5), (1.0, -1.0), (float("nan"), 1.0), (0.0, float("inf")))
+    for i, (lo, hi) in enumerate(cases):
         def f(x: ember.Tensor, lo: float | None = lo, hi: float | None = hi) -> ember.Tensor:
             return (x * 2 + 0.0).clamp(min=lo, max=hi) - x
 

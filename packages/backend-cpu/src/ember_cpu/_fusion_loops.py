@@ -94,12 +94,14 @@ def _node_value(b: ir.Builder, g: FusedGroup, j: int, vals: dict[int, ir.Value]
     args = [vals[a] for a in n.args]
     if op is EW.clamp:
         lo, hi = n.params.get("min"), n.params.get("max")
-        if (lo is None) == (hi is None) or not ir.is_float(n.dtype.name):
-            return None  # two-sided: np.clip's own rule for signed zeros; keep numpy's call
+        dt = n.dtype.name
+        if (lo is None and hi is None) or not ir.is_float(dt):
+            return None
+        if lo is not None and hi is not None:
+            return _clip(args[0], *(float(np.asarray(v).astype(dt)) for v in (lo, hi)))
         # the cpu kernel: np.maximum(x, lo) / np.minimum(x, hi), the bound cast to x's dtype
-        bound = np.asarray(lo if hi is None else hi).astype(n.dtype.name)
-        name, args = ("maximum" if hi is None else "minimum"), [
-            args[0], b.const(float(bound), n.dtype.name)]
+        bound = np.asarray(lo if hi is None else hi).astype(dt)
+        name, args = ("maximum" if hi is None else "minimum"), [args[0], b.const(float(bound), dt)]
     elif op is ops.creation.cast:
         src, dst = args[0].dtype, n.dtype.name
         if ir.is_float(src) and not ir.is_float(dst) and dst != "bool":
@@ -123,6 +125,17 @@ def _node_value(b: ir.Builder, g: FusedGroup, j: int, vals: dict[int, ir.Value]
             out = b.node(v.op, v.dtype, tuple(mapped[id(s)] for s in v.src), v.arg)
         mapped[id(v)] = out
     return mapped[id(body)]
+
+
+def _clip(x: ir.Value, lo: float, hi: float) -> ir.Value:
+    """numpy's float ``np.clip`` (the cpu's two-sided clamp), checked on every combination of
+    signed zeros, infinities and nan: nan where ``x`` or a bound is nan; ``x`` equal to a
+    bound stays ``x`` (``clip(-0.0, 0.0, 1.0)`` is -0.0); the upper bound wins when
+    ``lo > hi``."""
+    if math.isnan(lo) or math.isnan(hi):
+        return x + math.nan
+    y = ir.where(x.lt(lo), lo, x)
+    return ir.where(y.gt(hi), hi, y)
 
 
 def _const(v: ir.Value) -> str:
