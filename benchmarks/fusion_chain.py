@@ -9,7 +9,8 @@ the ratios are the figures to compare.
 processes one after another and prints each process's ``fusion<cpu>`` / ``cpu`` ratio, at the
 default device string and at one thread on each side (``fusion<cpu,threads=1>`` with
 ``OPENBLAS_NUM_THREADS=1``), with the process's CPU time per call, the first fused call's time
-(numba's import and disk-cache load of the compiled loops) and the load average, then the
+and the further wait until the compiled loops were loaded in the background (numba's import
+and disk cache; timing starts after it) and the load average, then the
 minimum and median over processes: a figure a fresh process may or may not reach shows up
 there, not in one process's median.  ``--loops 0`` runs the same with ``loops=0`` (numpy's
 blocks only) for comparison.
@@ -29,6 +30,7 @@ from collections.abc import Callable
 import numpy as np
 
 import ember
+import ember_cpu.fusion
 import ember_fusion
 
 N = 2**24
@@ -93,6 +95,13 @@ def bench_fresh(log2n: int, repeats: int, loops: int = 1) -> dict[str, float]:
         got = chain(xs[d]).numpy()
         first[d] = time.perf_counter() - t
         assert np.array_equal(got, ref), f"{d} differs from cpu"
+    # the steady state: the compiled loops the first calls asked for are loaded in the
+    # background (numba's import and disk cache, or a compile); wait for them, and time it
+    t = time.perf_counter()
+    ember_cpu.fusion.wait_for_loops()
+    loaded = time.perf_counter() - t
+    for d in devs[1:]:
+        assert np.array_equal(chain(xs[d]).numpy(), ref), f"{d} differs from cpu"
     wall: dict[str, list[float]] = {d: [] for d in devs}
     cpu: dict[str, list[float]] = {d: [] for d in devs}
     for _ in range(repeats):
@@ -104,9 +113,10 @@ def bench_fresh(log2n: int, repeats: int, loops: int = 1) -> dict[str, float]:
     names = dict(zip(devs, ["cpu", "fusion<cpu>", "fusion<cpu,threads=1>"], strict=True))
     out = {f"{names[d]} ms": statistics.median(wall[d]) * 1e3 for d in devs}
     out.update({f"{names[d]} cpu ms": statistics.median(cpu[d]) * 1e3 for d in devs})
-    # the first call: with compiled loops, numba's import and a load from its disk cache
-    # (or, where no earlier process compiled them, numpy's blocks while a thread compiles)
+    # the first call (numpy's blocks; the loops are asked for), and the further wait until
+    # the loops were loaded
     out.update({f"{names[d]} first ms": v * 1e3 for d, v in first.items()})
+    out["loops ms"] = loaded * 1e3
     return out
 
 
@@ -117,7 +127,7 @@ def fresh_processes(n: int, log2n: int, repeats: int, loops: int = 1) -> None:
     print(f"7-op chain, 2^{log2n} float32, {n} fresh processes (median of {repeats} rounds "
           f"each; {os.cpu_count()} cores; load at start {os.getloadavg()[0]:.2f}"
           f"{'' if loops else '; loops=0'}):")
-    print("  proc  fusion<cpu> / cpu (ms; CPU time; first call ms)   "
+    print("  proc  fusion<cpu> / cpu (ms; CPU time; first call + wait for loops, ms)   "
           "threads=1 / cpu, 1 thread each   load")
     for i in range(n):
         row = []
@@ -132,7 +142,8 @@ def fresh_processes(n: int, log2n: int, repeats: int, loops: int = 1) -> None:
             ratios[mode].append(ratio)
             row.append(f"{ratio:5.2f}x ({r['cpu ms']:5.1f} / {r[f'{dev} ms']:4.1f}; CPU time "
                        f"{r['cpu cpu ms'] / r[f'{dev} cpu ms']:4.2f}x"
-                       + (f"; {r[f'{dev} first ms']:4.0f})" if mode == "default" else ")"))
+                       + (f"; {r[f'{dev} first ms']:3.0f}+{r['loops ms']:3.0f})"
+                          if mode == "default" else ")"))
         print(f"  {i:4d}  {row[0]}    {row[1]}  {os.getloadavg()[0]:.2f}")
     for mode, rs in ratios.items():
         print(f"  {mode:<11} min {min(rs):.2f}x  median {statistics.median(rs):.2f}x  "

@@ -14,9 +14,9 @@ from its nodes:
 - ``fast(lo, hi, ...)``, for a flat group of ops with kernel-IR definitions checked against the
   cpu's bits (`_fusion_loops`): its arithmetic as numba loops (no GIL), its ``exp``/``log``/...
   as numpy calls, over blocks of `LOOP_BLOCK_SCALE` chunks.  A kernel of at least
-  `LOOP_MIN_BLOCKS` blocks asks for it on its first call: loaded at once where an earlier
-  process left it in numba's disk cache (~0.3 s, most of it importing numba), else compiled on
-  a background thread while numpy's blocks run (~0.5-1 s).
+  `LOOP_MIN_BLOCKS` blocks asks for it on its first call and runs numpy's blocks until a
+  background thread has loaded it from numba's disk cache (an earlier process compiled it) or
+  compiled it (`wait_for_loops` waits for that).
 
 Defaults measured on the 2-core development machine (docs/performance.md): blocks of 64 Ki
 elements (256 KiB of float32, so the few live blocks fit L2) and 2 threads.  numexpr was
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from ember.backend import FusedGroup, FusedKernel
     from ember.ops import Op
 
-__all__ = ["CpuFusionCompiler"]
+__all__ = ["CpuFusionCompiler", "wait_for_loops"]
 
 EW = ops.elementwise
 RD = ops.reduction
@@ -372,6 +372,12 @@ class _Codegen:
         return _BlockedKernel(self, whole, block, bufs, loops)
 
 
+def wait_for_loops(timeout: float | None = None) -> None:
+    """Wait until the compiled loops asked for so far are loaded (or failed to load: those
+    kernels keep numpy's blocks); a benchmark's warm-up calls it before timing."""
+    _fusion_loops.wait(timeout)
+
+
 def bufs_key(buf: tuple[tuple[int, ...], Any]) -> tuple[Any, ...]:
     shape, dtype = buf
     return (dtype, shape[1:])
@@ -428,16 +434,15 @@ class _BlockedKernel:
             self.loop_bufs = [((self.loop_rows,), np.dtype(d)) for d in loops.bufs]
 
     def _ask_loops(self) -> None:
-        """Use the compiled loops: at once where numba's disk cache has them (importing
-        numba and loading them, ~0.3 s in a fresh process), else from when a background
-        thread has compiled them (~0.5 s a stage pair); numpy's blocks run meanwhile."""
+        """Use the compiled loops from when their module is loaded: at once where this process
+        has it, else from when a background thread has loaded it from numba's disk cache
+        (~0.3 s in a fresh process, most of it importing numba and starting LLVM) or compiled
+        it (~0.6-1.5 s); numpy's blocks run meanwhile, so a first call never waits."""
         self.asked = True
         assert self.loops is not None
-        if _fusion_loops.cached(self.loops):
-            try:
-                self._loaded(_fusion_loops.load(self.loops))
-            except Exception as e:  # no numba, an unwritable cache: numpy's path
-                _fusion_loops.FAILED[self.loops.key] = e
+        module = _fusion_loops.loaded(self.loops)
+        if module is not None:
+            self._loaded(module)
         else:
             _fusion_loops.load_soon(self.loops, self._loaded)
 
