@@ -149,9 +149,10 @@ def paths(loop_cache: object, monkeypatch: pytest.MonkeyPatch) -> list[bool]:
 
 def _fused(f: object, arrays: list[np.ndarray], seen: list[bool], device: str = DEVICE
            ) -> np.ndarray:
-    """``f`` on ``device`` once compiled: the first call asks for the loops, the next runs them
-    (asserted, so that a test of the loops never passes on numpy's path)."""
-    f(*(ember.tensor(a, device=device) for a in arrays)).numpy()  # type: ignore[operator]
+    """``f`` on ``device`` once compiled: the second call asks for the loops, the third runs
+    them (asserted, so that a test of the loops never passes on numpy's path)."""
+    for _ in range(fusion.LOOP_AFTER_CALLS):
+        f(*(ember.tensor(a, device=device) for a in arrays)).numpy()  # type: ignore[operator]
     _fusion_loops.wait()
     assert not _fusion_loops.FAILED, _fusion_loops.FAILED
     del seen[:]
@@ -293,7 +294,8 @@ def test_a_group_with_an_op_outside_the_loops_keeps_numpy_blocks(paths: list[boo
         return ember.sign(x * 2 + 1) * x - 1  # numpy's sign of -0.0 is +0.0, the IR's -0.0
 
     x = ember.tensor(a, device=DEVICE)
-    f(x).numpy()
+    for _ in range(fusion.LOOP_AFTER_CALLS):
+        f(x).numpy()
     _fusion_loops.wait()
     del paths[:]
     _same(f(x).numpy(), _cpu(f, [a]))
@@ -307,5 +309,22 @@ def test_small_groups_never_compile(paths: list[bool], monkeypatch: pytest.Monke
     monkeypatch.setattr(_fusion_loops, "load_soon", refuse)
     monkeypatch.setattr(_fusion_loops, "load", refuse)
     a = _edges(4096 * (fusion.LOOP_MIN_BLOCKS - 1), 11)
-    _same(chain(ember.tensor(a, device=DEVICE)).numpy(), _cpu(chain, [a]))
+    for _ in range(3):
+        _same(chain(ember.tensor(a, device=DEVICE)).numpy(), _cpu(chain, [a]))
     assert not any(paths)
+
+
+def test_a_chain_run_once_never_loads_loops(paths: list[bool],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[object] = []
+    monkeypatch.setattr(_fusion_loops, "load_soon", lambda *args: asked.append(args))
+    a = _edges(N, 12)
+
+    def f(x: ember.Tensor) -> ember.Tensor:
+        return (x * 3 + 2) * x - 7.5  # a chain no other test compiles
+
+    x = ember.tensor(a, device=DEVICE)
+    _same(f(x).numpy(), _cpu(f, [a]))
+    assert not asked
+    _same(f(x).numpy(), _cpu(f, [a]))  # it recurs: now the loops are asked for
+    assert len(asked) == 1

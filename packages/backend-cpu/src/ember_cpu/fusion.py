@@ -14,7 +14,7 @@ from its nodes:
 - ``fast(lo, hi, ...)``, for a flat group of ops with kernel-IR definitions checked against the
   cpu's bits (`_fusion_loops`): its arithmetic as numba loops (no GIL), its ``exp``/``log``/...
   as numpy calls, over blocks of `LOOP_BLOCK_SCALE` chunks.  A kernel of at least
-  `LOOP_MIN_BLOCKS` blocks asks for it on its first call and runs numpy's blocks until a
+  `LOOP_MIN_BLOCKS` blocks asks for it on its second call and runs numpy's blocks until a
   background thread has loaded it from numba's disk cache (an earlier process compiled it) or
   compiled it (`wait_for_loops` waits for that).
 
@@ -84,6 +84,8 @@ THREAD_MIN_BLOCKS = 8
 LOOP_MIN_BLOCKS = 4
 #: a compiled-loop block is this many chunks
 LOOP_BLOCK_SCALE = 4
+#: a kernel asks for its loops on this call (a chain run once never imports numba)
+LOOP_AFTER_CALLS = 2
 
 
 class _Helpers:
@@ -426,6 +428,7 @@ class _BlockedKernel:
         self.loops = loops
         self.fast: Callable[..., None] | None = None
         self.asked = False
+        self.calls = 0
         if loops is not None:
             self.source += "\n\n# compiled loops\n" + loops.source
             # a loop block holds fewer live buffers than numpy's: blocks of LOOP_BLOCK_SCALE
@@ -497,7 +500,9 @@ class _BlockedKernel:
             else:
                 outs.append(np.empty(shape, npdt))
         if self.loops is not None and not self.asked and -(-rows // r) >= LOOP_MIN_BLOCKS:
-            self._ask_loops()
+            self.calls += 1
+            if self.calls >= LOOP_AFTER_CALLS:
+                self._ask_loops()
         fast = self.fast  # one path for the whole call (the block buffers differ)
         block = fast or self.block
         if fast is not None:
