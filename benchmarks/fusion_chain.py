@@ -8,10 +8,10 @@ the ratios are the figures to compare.
 ``--processes N`` instead runs the chain (2^22 float32 unless ``--log2n``) in N fresh
 processes one after another and prints each process's ``fusion<cpu>`` / ``cpu`` ratio, at the
 default device string and at one thread on each side (``fusion<cpu,threads=1>`` with
-``OPENBLAS_NUM_THREADS=1``), with the process's CPU time per call, the first call on each
-fused device (a second call asks for the compiled loops, and the second device's first call
-runs while a background thread loads them, holding the GIL for much of numba's import), the
-further wait until they are loaded (timing starts after it) and the load average, then the
+``OPENBLAS_NUM_THREADS=1``), with the process's CPU time per call, the first ``fusion<cpu>``
+call and the time from the fused devices' second calls (which ask for the compiled loops) until
+a background thread has loaded them (numba's import and disk cache; timing starts after it),
+and the load average, then the
 minimum and median over processes: a figure a fresh process may or may not reach shows up
 there, not in one process's median.  ``--loops 0`` runs the same with ``loops=0`` (numpy's
 blocks only) for comparison.
@@ -96,11 +96,12 @@ def bench_fresh(log2n: int, repeats: int, loops: int = 1) -> dict[str, float]:
         got = chain(xs[d]).numpy()
         first[d] = time.perf_counter() - t
         assert np.array_equal(got, ref), f"{d} differs from cpu"
-        # a recurring chain asks for its compiled loops (on its second call)
-        assert np.array_equal(chain(xs[d]).numpy(), ref), f"{d} differs from cpu"
-    # the steady state: the compiled loops the first calls asked for are loaded in the
-    # background (numba's import and disk cache, or a compile); wait for them, and time it
+    # a recurring chain asks for its compiled loops (on its second call), loaded in the
+    # background (numba's import and disk cache, or a compile): the second calls and the wait
+    # for the loops, timed together, then the steady state
     t = time.perf_counter()
+    for d in devs[1:]:
+        assert np.array_equal(chain(xs[d]).numpy(), ref), f"{d} differs from cpu"
     ember_cpu.fusion.wait_for_loops()
     loaded = time.perf_counter() - t
     for d in devs[1:]:
@@ -130,7 +131,7 @@ def fresh_processes(n: int, log2n: int, repeats: int, loops: int = 1) -> None:
     print(f"7-op chain, 2^{log2n} float32, {n} fresh processes (median of {repeats} rounds "
           f"each; {os.cpu_count()} cores; load at start {os.getloadavg()[0]:.2f}"
           f"{'' if loops else '; loops=0'}):")
-    print("  proc  fusion<cpu> / cpu (ms; CPU time; first calls, then wait for loops, ms)   "
+    print("  proc  fusion<cpu> / cpu (ms; CPU time; first call + till loops, ms)   "
           "threads=1 / cpu, 1 thread each   load")
     for i in range(n):
         row = []
@@ -145,8 +146,7 @@ def fresh_processes(n: int, log2n: int, repeats: int, loops: int = 1) -> None:
             ratios[mode].append(ratio)
             row.append(f"{ratio:5.2f}x ({r['cpu ms']:5.1f} / {r[f'{dev} ms']:4.1f}; CPU time "
                        f"{r['cpu cpu ms'] / r[f'{dev} cpu ms']:4.2f}x"
-                       + (f"; {r['fusion<cpu> first ms']:3.0f} "
-                          f"{r['fusion<cpu,threads=1> first ms']:3.0f} +{r['loops ms']:3.0f})"
+                       + (f"; {r['fusion<cpu> first ms']:3.0f} +{r['loops ms']:4.0f})"
                           if mode == "default" else ")"))
         print(f"  {i:4d}  {row[0]}    {row[1]}  {os.getloadavg()[0]:.2f}")
     for mode, rs in ratios.items():
