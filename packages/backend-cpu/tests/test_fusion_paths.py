@@ -287,11 +287,35 @@ def test_clamp_bound_of_minus_zero_after_plus_zero_gives_the_cpu_bits() -> None:
         _same((ember.tensor(a, device=dev) * 1 + 0).clamp(max=hi).numpy(), want)
 
 
-def test_a_group_with_an_op_outside_the_loops_keeps_numpy_blocks(paths: list[bool]) -> None:
+@pytest.mark.parametrize("name", ["sign", "pow", "floordiv", "remainder", "erf", "to_int",
+                                  "clamp_int"])
+def test_ops_outside_the_loops_run_as_cpu_kernels_between_them(name: str,
+                                                                paths: list[bool]) -> None:
     a = _edges(N, 10)
+    b = _edges(N, 13)
+
+    def f(x: ember.Tensor, y: ember.Tensor) -> ember.Tensor:
+        v = x * 2 + 1
+        if name == "sign":  # numpy's sign of -0.0 is +0.0, the IR's -0.0: the cpu kernel runs
+            w = ember.sign(v)
+        elif name == "erf":
+            w = ember.erf(v)
+        elif name == "to_int":  # float -> int: numpy's rule for nan and overflow
+            w = (v * 1e9).to(ember.int32).to(ember.float32)
+        elif name == "clamp_int":
+            w = (v * 4).to(ember.int16).clamp(min=-3, max=5).to(ember.float32)
+        else:
+            w = getattr(ember, name)(v, y - 0.5)
+        return w * x - y  # an output computed after it, in a loop
+
+    _same(_fused(f, [a, b], paths), _cpu(f, [a, b]))
+
+
+def test_a_group_without_enough_arithmetic_keeps_numpy_blocks(paths: list[bool]) -> None:
+    a = _edges(N, 14)
 
     def f(x: ember.Tensor) -> ember.Tensor:
-        return ember.sign(x * 2 + 1) * x - 1  # numpy's sign of -0.0 is +0.0, the IR's -0.0
+        return ember.exp(ember.sign(ember.tanh(x))) + 1  # one loop primitive: nothing to gain
 
     x = ember.tensor(a, device=DEVICE)
     for _ in range(fusion.LOOP_AFTER_CALLS):

@@ -13,8 +13,9 @@ is one loop (mul, add, max, mul, sub, neg), ``np.exp``, one loop (add, div, mul)
 Every primitive rounds to its dtype as numpy's op by op does (float32 stays float32, integers
 wrap to their width), with no fast-math flags and ``error_model="numpy"``: the results are the
 cpu backend's bits.  Only ops whose IR definition was checked bit for bit against the cpu
-kernel (`LOOP_OPS`; e.g. ``sign`` is not: numpy's sign of -0.0 is +0.0) take this path; a group
-with any other op keeps the numpy path whole.
+kernel (`LOOP_OPS`; e.g. ``sign`` is not: numpy's sign of -0.0 is +0.0) are expanded; any
+other op of the group runs as the cpu kernel itself on the block, between two loops, like a
+function.
 
 The generated source is written to ``$EMBER_CACHE_DIR/fusion-cpu/`` (default
 ``~/.cache/ember``) under the hash of its text and imported from there with numba's
@@ -79,8 +80,11 @@ def cache_dir() -> Path:
 class LoopPlan:
     """The block function's lines and the numba module source of one group."""
 
-    def __init__(self, source: str, lines: list[str], bufs: list[str], stages: int) -> None:
+    def __init__(self, source: str, lines: list[str], bufs: list[str], stages: int,
+                 ns: dict[str, Any] | None = None) -> None:
         self.source = source
+        #: names the lines use besides ``np`` and ``M``: cpu kernels ``K<j>``, params ``P<j>``
+        self.ns = ns or {}
         #: lines of ``block`` (after ``n = hi - lo``); loops are ``M.L0``... of module ``M``
         self.lines = lines
         #: dtype name of each block buffer ``B[i]`` the lines use
@@ -179,9 +183,18 @@ def _spell(v: ir.Value, s: list[str]) -> str:
     return text
 
 
-def plan(g: FusedGroup) -> LoopPlan | None:
-    """The compiled-loop plan of a flat group, or None where it keeps the numpy path (an op
-    outside `LOOP_OPS`, a dtype outside the plain ones, too little arithmetic to gain)."""
+def _numpy_step(v: ir.Value) -> bool:
+    """Whether ``v`` is computed by numpy over the block: a float function, or a node outside
+    `LOOP_OPS` (``call``: the cpu kernel of node ``v.arg``)."""
+    return v.op in NUMPY_FUNCTIONS or v.op == "call"
+
+
+def plan(g: FusedGroup, kernels: dict[Any, Callable[..., Any]] | None = None
+         ) -> LoopPlan | None:
+    """The compiled-loop plan of a flat group, or None where it keeps the numpy path (a dtype
+    outside the plain ones, too little arithmetic to gain).  A node outside `LOOP_OPS` runs
+    as its cpu kernel (from ``kernels``) on the block between two loops, like a function;
+    without ``kernels`` such a group keeps the numpy path."""
     if g.mode != "rows" or not g.flat or g.head:
         return None
     shape = g.nodes[0].shape
@@ -190,6 +203,7 @@ def plan(g: FusedGroup) -> LoopPlan | None:
         return None
     b = ir.Builder()
     vals: dict[int, ir.Value] = {}
+    ns: dict[str, Any] = {}  # the cpu kernels (and their params) the block calls
     arrays: dict[int, int] = {}  # id(input value) -> input index
     for k, (in_shape, d) in enumerate(g.inputs):
         if k not in g.used_inputs:
@@ -201,7 +215,14 @@ def plan(g: FusedGroup) -> LoopPlan | None:
     for j in range(len(g.nodes)):
         nv = _node_value(b, g, j, vals)
         if nv is None:
-            return None
+            n = g.nodes[j]
+            node_args = tuple(vals[a] for a in n.args)
+            if kernels is None or n.op not in kernels or any(
+                    v.op == "const" for v in node_args):
+                return None
+            # not a primitive: outside the builder (never shared), rendered by its kernel
+            nv = ir.Value(b, "call", n.dtype.name, node_args, j)
+            ns[f"K{j}"], ns[f"P{j}"] = kernels[n.op], n.params
         vals[j] = nv
     roots = {j: vals[j] for j in g.outputs}
     if any(r.op in ("input", "scalar", "const") for r in roots.values()):
@@ -217,15 +238,15 @@ def plan(g: FusedGroup) -> LoopPlan | None:
     stage: dict[int, int] = {}
     for v in order:
         after = max((stage[id(s)] for s in v.src), default=0)
-        stage[id(v)] = after + 1 if v.op in NUMPY_FUNCTIONS else after
-    loops = [v for v in order if v.op not in NUMPY_FUNCTIONS and v.src]
+        stage[id(v)] = after + 1 if _numpy_step(v) else after
+    loops = [v for v in order if not _numpy_step(v) and v.src]
     if len(loops) < MIN_LOOP_PRIMITIVES:
         return None
     # values read outside the stage that computes them are arrays
     consumers: dict[int, set[int]] = {}
     for v in order:
         for s in v.src:
-            consumers.setdefault(id(s), set()).add(-1 if v.op in NUMPY_FUNCTIONS
+            consumers.setdefault(id(s), set()).add(-1 if _numpy_step(v)
                                                    else stage[id(v)])
     uses: dict[int, int] = {}
     for v in order:
@@ -240,7 +261,7 @@ def plan(g: FusedGroup) -> LoopPlan | None:
             name[id(v)] = f"s{v.arg}"
             lines.append(f"s{v.arg} = X[{v.arg}][lo:hi]")
     mem = {id(v) for v in order if v.src and (
-        id(v) in slot or v.op in NUMPY_FUNCTIONS
+        id(v) in slot or _numpy_step(v)
         or any(c != stage[id(v)] for c in consumers.get(id(v), ())))}
 
     def array_of(v: ir.Value) -> str:
@@ -267,7 +288,7 @@ def plan(g: FusedGroup) -> LoopPlan | None:
                     if s.op == "scalar" and s not in scalars:
                         scalars.append(s)
                     elif (s.op == "input" or (id(s) in mem and stage[id(s)] != st)
-                          or s.op in NUMPY_FUNCTIONS) and s not in reads:
+                          or _numpy_step(s)) and s not in reads:
                         reads.append(s)
             writes = [v for v in body if id(v) in mem]
             params = ([f"a{i}" for i in range(len(reads))] + [f"c{i}" for i in range(len(scalars))]
@@ -296,7 +317,16 @@ def plan(g: FusedGroup) -> LoopPlan | None:
             lines.append(f"M.L{made}(n, {', '.join(args)})")
             made += 1
         for v in order:
-            if v.op in NUMPY_FUNCTIONS and stage[id(v)] == st + 1:
+            if v.op == "call" and stage[id(v)] == st + 1:
+                args = [f"X[{s.arg}]" if s.op == "scalar" else name[id(s)] if s.op == "input"
+                        else array_of(s) for s in v.src]
+                call = f"K{v.arg}({', '.join(args)}, **P{v.arg})"
+                if id(v) in slot:
+                    lines.append(f"np.copyto({array_of(v)}, {call})")
+                else:
+                    name[id(v)] = f"k{v.arg}"
+                    lines.append(f"k{v.arg} = {call}")
+            elif v.op in NUMPY_FUNCTIONS and stage[id(v)] == st + 1:
                 s = v.src[0]
                 arg = name[id(s)] if s.op == "input" else array_of(s)
                 # in place over a buffer nothing else reads
@@ -306,7 +336,7 @@ def plan(g: FusedGroup) -> LoopPlan | None:
                 lines.append(f"np.{NUMPY_FUNCTIONS[v.op]}({arg}, out={out})")
     if made == 0:
         return None
-    return LoopPlan("\n".join(src_lines), lines, bufs, made)
+    return LoopPlan("\n".join(src_lines), lines, bufs, made, ns)
 
 
 # -- compiling: source files in the cache directory, numba's on-disk cache beside them ---------

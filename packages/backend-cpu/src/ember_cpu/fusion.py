@@ -370,7 +370,7 @@ class _Codegen:
         self.source = whole_src + "\n\n" + block_src
         exec(compile(block_src, "<ember-fusion block>", "exec"), self.ns)  # generated code
         block: Callable[..., None] = self.ns["block"]
-        loops = _fusion_loops.plan(g) if self.c.loops else None
+        loops = _fusion_loops.plan(g, self.c.kernels) if self.c.loops else None
         return _BlockedKernel(self, whole, block, bufs, loops)
 
 
@@ -453,7 +453,7 @@ class _BlockedKernel:
         assert self.loops is not None
         src = "\n    ".join(["def fast(lo, hi, X, O, B, parts, ci, F):", "n = hi - lo",
                               *self.loops.lines])
-        ns = {"np": np, "M": module}
+        ns = {"np": np, "M": module, **self.loops.ns}
         exec(compile(src, "<ember-fusion loops>", "exec"), ns)  # generated code
         self.fast = ns["fast"]
 
