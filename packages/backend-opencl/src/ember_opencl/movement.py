@@ -13,6 +13,7 @@ import math
 from typing import Any
 
 import numpy as np
+from ember.backend.strided import flip, permute, slice_view
 from ember.ops import movement as mv
 
 from .runtime import (
@@ -28,7 +29,7 @@ from .runtime import (
 )
 from .strided import contiguous, copy_into, run_map
 
-__all__ = ["gather", "kernels", "sort"]
+__all__ = ["flip", "gather", "kernels", "permute", "slice_view", "sort"]
 
 I64 = np.dtype(np.int64)
 
@@ -36,32 +37,6 @@ I64 = np.dtype(np.int64)
 def reshape(rt: Runtime, x: CLArray, shape: tuple[int, ...]) -> CLArray:
     x = contiguous(rt, x)
     return x.view(tuple(shape), contiguous_strides(tuple(shape)), x.offset)
-
-
-def permute(x: CLArray, dims: tuple[int, ...]) -> CLArray:
-    return x.view(tuple(x.shape[d] for d in dims), tuple(x.strides[d] for d in dims), x.offset)
-
-
-def slice_view(x: CLArray, starts: Any, stops: Any, steps: Any) -> CLArray:
-    offset = x.offset
-    shape, strides = [], []
-    for s, a, b, c in zip(x.strides, starts, stops, steps, strict=True):
-        m = len(range(a, b, c))
-        shape.append(m)
-        strides.append(s * c)
-        if m:
-            offset += a * s
-    return x.view(tuple(shape), tuple(strides), offset)
-
-
-def flip(x: CLArray, dims: tuple[int, ...]) -> CLArray:
-    offset = x.offset
-    strides = list(x.strides)
-    for d in dims:
-        if x.shape[d] > 0:
-            offset += (x.shape[d] - 1) * strides[d]
-        strides[d] = -strides[d]
-    return x.view(x.shape, tuple(strides), offset)
 
 
 def _fill(rt: Runtime, shape: tuple[int, ...], dtype: np.dtype[Any], value: Any) -> CLArray:

@@ -15,6 +15,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.tools as cl_tools
 from ember.backend import allocation_error
+from ember.backend.strided import StridedView, contiguous_strides, is_float
 
 GROUP = 64
 
@@ -23,8 +24,8 @@ _ALLOCATION_FAILURES = frozenset({
     cl.status_code.INVALID_BUFFER_SIZE, cl.status_code.MEM_OBJECT_ALLOCATION_FAILURE,
     cl.status_code.OUT_OF_RESOURCES, cl.status_code.OUT_OF_HOST_MEMORY})
 
-__all__ = ["GROUP", "CLArray", "Runtime", "compute_type", "ctype", "is_float",
-           "list_devices", "load_expr", "select_devices", "store_expr"]
+__all__ = ["GROUP", "CLArray", "Runtime", "compute_type", "contiguous_strides", "ctype",
+           "is_float", "list_devices", "load_expr", "select_devices", "store_expr"]
 
 # float16 and bfloat16 are stored as their 16 bits in a ``ushort`` (ember has no uint16 dtype,
 # so the C type names them unambiguously) and computed in float: loads widen exactly, stores
@@ -62,12 +63,6 @@ def compute_type(dtype: np.dtype[Any]) -> str:
     """The type arithmetic happens in: the 16-bit floats compute in ``float``."""
     t = ctype(dtype)
     return "float" if t == "ushort" else t
-
-
-def is_float(dtype: np.dtype[Any]) -> bool:
-    """Whether ``dtype`` is a floating type (ml_dtypes' bfloat16 reports kind ``V``)."""
-    dt = np.dtype(dtype)
-    return dt.kind == "f" or dt.name == "bfloat16"
 
 
 def load_expr(dtype: np.dtype[Any], value: str) -> str:
@@ -113,15 +108,7 @@ def select_devices() -> list[tuple[int, int, cl.Device]]:
     return [row for row in devs if row[0] == int(p) and (not d or row[1] == int(d))]
 
 
-def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    strides, acc = [], 1
-    for n in reversed(shape):
-        strides.append(acc)
-        acc *= max(n, 1)
-    return tuple(reversed(strides))
-
-
-class CLArray:
+class CLArray(StridedView):
     """A strided view of an OpenCL buffer: ``shape``, ``strides`` and ``offset`` in elements.
 
     Tensors are immutable, so views share buffers freely; no kernel writes into an input.
@@ -136,18 +123,6 @@ class CLArray:
         self.dtype = np.dtype(dtype)
         self.strides = contiguous_strides(self.shape) if strides is None else tuple(strides)
         self.offset = offset
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    def is_contiguous(self) -> bool:
-        return all(s == c for s, c, n in zip(self.strides, contiguous_strides(self.shape),
-                                             self.shape, strict=True) if n != 1)
 
     def view(self, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> CLArray:
         return CLArray(self.buffer, shape, self.dtype, strides, offset)

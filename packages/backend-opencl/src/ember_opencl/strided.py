@@ -14,40 +14,13 @@ from typing import Any
 
 import numpy as np
 import pyopencl.cltypes as cltypes
+from ember.backend.strided import broadcast_view, collapse
 
 from .runtime import GROUP, CLArray, Runtime, compute_type, ctype, load_expr, store_expr
 
 __all__ = ["broadcast_view", "collapse", "copy_into", "run_map"]
 
 _NAMES = ("a", "b", "c", "d")
-
-
-def broadcast_view(x: CLArray, shape: tuple[int, ...]) -> CLArray:
-    """``x`` seen with ``shape`` (numpy broadcasting: leading axes added, size-1 axes stride 0)."""
-    lead = len(shape) - x.ndim
-    strides = [0] * lead
-    for n, s, target in zip(x.shape, x.strides, shape[lead:], strict=True):
-        strides.append(0 if n == 1 and target != 1 else s)
-    return x.view(shape, tuple(strides), x.offset)
-
-
-def collapse(shape: Sequence[int], strides: Sequence[Sequence[int]]
-             ) -> tuple[list[int], list[list[int]]]:
-    """Drop size-1 axes and merge neighbours every operand steps through contiguously."""
-    keep = [d for d, n in enumerate(shape) if n != 1]
-    dims = [shape[d] for d in keep]
-    sts = [[s[d] for d in keep] for s in strides]
-    i = 0
-    while i + 1 < len(dims):
-        if all(s[i] == s[i + 1] * dims[i + 1] for s in sts):
-            dims[i] *= dims[i + 1]
-            for s in sts:
-                s[i] = s[i + 1]
-                del s[i + 1]
-            del dims[i + 1]
-        else:
-            i += 1
-    return dims, sts
 
 
 _CACHE: dict[tuple[Any, ...], Any] = {}

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ember.backend import ir
+from ember.backend.strided import flip, permute, slice_view
 from ember.ops import movement as mv, nn
 
 from . import sort
@@ -26,38 +27,12 @@ from .strided import (
     wgsl_storage,
 )
 
-__all__ = ["kernels"]
+__all__ = ["flip", "kernels", "permute", "slice_view"]
 
 
 def reshape(rt: Runtime, x: WGArray, shape: tuple[int, ...]) -> WGArray:
     x = contiguous(rt, x)
     return x.view(tuple(shape), contiguous_strides(tuple(shape)), x.offset)
-
-
-def permute(x: WGArray, dims: tuple[int, ...]) -> WGArray:
-    return x.view(tuple(x.shape[d] for d in dims), tuple(x.strides[d] for d in dims), x.offset)
-
-
-def slice_view(x: WGArray, starts: Any, stops: Any, steps: Any) -> WGArray:
-    offset = x.offset
-    shape, strides = [], []
-    for s, a, b, c in zip(x.strides, starts, stops, steps, strict=True):
-        m = len(range(a, b, c))
-        shape.append(m)
-        strides.append(s * c)
-        if m:
-            offset += a * s
-    return x.view(tuple(shape), tuple(strides), offset)
-
-
-def flip(x: WGArray, dims: tuple[int, ...]) -> WGArray:
-    offset = x.offset
-    strides = list(x.strides)
-    for d in dims:
-        if x.shape[d] > 0:
-            offset += (x.shape[d] - 1) * strides[d]
-        strides[d] = -strides[d]
-    return x.view(x.shape, tuple(strides), offset)
 
 
 def expand(x: WGArray, shape: tuple[int, ...]) -> WGArray:

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ember.backend import allocation_error
+from ember.backend.strided import StridedView, contiguous_strides
 
 __all__ = ["GROUP", "MAXD", "STORAGE", "WGArray", "Runtime", "adapters", "contiguous_strides",
            "storage_dtype"]
@@ -109,14 +110,6 @@ def describe(adapter: Any) -> str:
     return f"{info['device']} ({info['adapter_type']}, {info['backend_type']})"
 
 
-def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
-    strides, acc = [], 1
-    for n in reversed(shape):
-        strides.append(acc)
-        acc *= max(n, 1)
-    return tuple(reversed(strides))
-
-
 class Block:
     """One pooled storage buffer; gives itself back to the pool when the last view dies.
 
@@ -134,7 +127,7 @@ class Block:
         self.pool.setdefault(self.nbytes, []).append(self.buffer)
 
 
-class WGArray:
+class WGArray(StridedView):
     """A strided view of a storage buffer: ``shape``, ``strides`` and ``offset`` in elements;
     ``dtype`` is the ember (numpy) dtype, stored as `storage_dtype` of it.
 
@@ -154,18 +147,6 @@ class WGArray:
     @property
     def buffer(self) -> Any:
         return self.block.buffer
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    def is_contiguous(self) -> bool:
-        return all(s == c for s, c, n in zip(self.strides, contiguous_strides(self.shape),
-                                             self.shape, strict=True) if n != 1)
 
     def view(self, shape: Sequence[int], strides: Sequence[int], offset: int) -> WGArray:
         return WGArray(self.block, shape, self.dtype, strides, offset)

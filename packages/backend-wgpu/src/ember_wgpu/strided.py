@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from ember.backend.strided import broadcast_view, collapse, is_float
+
 from .render import WGSL_TYPES, prelude, wrap
 from .runtime import GROUP, MAXD, STORAGE, Runtime, WGArray, storage_dtype
 
@@ -31,12 +33,6 @@ def wgsl_compute(dtype: np.dtype[Any]) -> str:
     """The WGSL type values of ``dtype`` compute in (float16 in f32, bool as bool)."""
     name = np.dtype(dtype).name
     return "bool" if name == "bool" else ("f32" if name == "float16" else STORAGE[name][0])
-
-
-def is_float(dtype: np.dtype[Any]) -> bool:
-    """Whether ``dtype`` is a floating type (ml_dtypes' bfloat16 reports kind ``V``)."""
-    dt = np.dtype(dtype)
-    return dt.kind == "f" or dt.name == "bfloat16"
 
 
 def ir_name(dtype: np.dtype[Any]) -> str:
@@ -149,34 +145,6 @@ def _map_main(body: Sequence[str], hoisted: Sequence[str], i: str = "i") -> str:
         *hoisted, f"    let first = {first};",
         f"    for (var u = 0; u < {PER}; u = u + 1) {{", f"    let {i} = first + u * {WIDE};",
         *body, "    }"]) + "\n}\n"
-
-
-def broadcast_view(x: WGArray, shape: Sequence[int]) -> WGArray:
-    """``x`` seen with ``shape`` (numpy broadcasting: leading axes added, size-1 axes stride 0)."""
-    lead = len(shape) - x.ndim
-    strides = [0] * lead
-    for n, s, target in zip(x.shape, x.strides, shape[lead:], strict=True):
-        strides.append(0 if n == 1 and target != 1 else s)
-    return x.view(tuple(shape), tuple(strides), x.offset)
-
-
-def collapse(shape: Sequence[int], strides: Sequence[Sequence[int]]
-             ) -> tuple[list[int], list[list[int]]]:
-    """Drop size-1 axes and merge neighbours every operand steps through contiguously."""
-    keep = [d for d, n in enumerate(shape) if n != 1]
-    dims = [shape[d] for d in keep]
-    sts = [[s[d] for d in keep] for s in strides]
-    i = 0
-    while i + 1 < len(dims):
-        if all(s[i] == s[i + 1] * dims[i + 1] for s in sts):
-            dims[i] *= dims[i + 1]
-            for s in sts:
-                s[i] = s[i + 1]
-                del s[i + 1]
-            del dims[i + 1]
-        else:
-            i += 1
-    return dims, sts
 
 
 _SOURCES: dict[tuple[Any, ...], str] = {}

@@ -31,6 +31,10 @@ core's in-place writes are redirected.
 **Kernel IR** — `ir`: every elementwise op's semantics as a small expression DAG that each
 backend renders in its own language (see `ember.backend.ir`).
 
+**Strided views** — `strided`: the host-side planning of strided device arrays that the
+device backends share (dense strides, broadcast views, merging contiguous axes, and the
+`strided.StridedView` base of an array class; see `ember.backend.strided`).
+
 **Fused groups** — `FusedGroup` (with `GroupNode`): what the Fusion decorator hands a
 backend's fusion compiler, the one description of a fused kernel that each backend renders;
 `FusedKernel` is what a compiler returns; `op_by_op` (the group unfused) and `HeadFirst` (a
@@ -66,7 +70,7 @@ from .._host import dtype_of_numpy, numpy_dtype
 from .._plugins import conformance_skips, extra_kernels, plugin_manager
 from .._tensor import Tensor
 from .._trace import TRACE, HostFloat, HostInt
-from . import ir
+from . import ir, strided
 from .fused import FusedGroup, FusedKernel, GroupNode, HeadFirst, op_by_op
 from .guard import GUARDED_OPS, guard_kernels, guarded
 
@@ -89,6 +93,8 @@ __all__ = [
     "plugin_manager", "extra_kernels", "conformance_skips",
     # the kernel IR (`ember.backend.ir`)
     "ir",
+    # strided views and index planning (`ember.backend.strided`)
+    "strided",
 ]
 
 ir.on_define(adopt_everywhere)
