@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 from ember.backend import ShapeError
+from ember.backend.geometry import linear_weights, nearest_index, pool_output_size
 from ember.ops import check_shapes, nn
 from ember.ops import composite as cops
 from numpy.lib.stride_tricks import as_strided, sliding_window_view
@@ -458,16 +459,6 @@ def _conv_transpose1d(x: np.ndarray, w: np.ndarray, stride: tuple[int] = (1,),
 
 # -- pooling ----------------------------------------------------------------------------------
 
-def _pool_size(n: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int:
-    span = d * (k - 1) + 1
-    if ceil_mode:
-        out = -(-(n + 2 * p - span) // s) + 1
-        if (out - 1) * s >= n + p:  # the last window must start inside the input or left pad
-            out -= 1
-        return out
-    return (n + 2 * p - span) // s + 1
-
-
 def _lowest(dt: np.dtype[Any]) -> Any:
     if dt.kind == "f":
         return -np.inf
@@ -486,8 +477,8 @@ def _max_pool2d(x: np.ndarray, kernel_size: Pair = (1, 1), stride: Pair = (1, 1)
     xs = x.astype(F32) if dt in LOW else x
     n, c, h, w = x.shape
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel_size, stride, padding, dilation
-    oh = _pool_size(h, kh, sh, ph, dh, ceil_mode)
-    ow = _pool_size(w, kw, sw, pw, dw, ceil_mode)
+    oh = pool_output_size(h, kh, sh, ph, dh, ceil_mode)
+    ow = pool_output_size(w, kw, sw, pw, dw, ceil_mode)
     # pad so that every (possibly ceil-mode) window lies inside the array
     if (xs.dtype == F32 or xs.dtype == F64) and min(n, c, oh, ow) > 0:
         values = np.empty((n, c, oh, ow), xs.dtype)
@@ -535,8 +526,8 @@ def max_pool2d_values(x: np.ndarray, kernel_size: Pair = (1, 1), stride: Pair = 
     xs = x.astype(F32) if dt in LOW else x
     n, c, h, w = x.shape
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel_size, stride, padding, dilation
-    oh = _pool_size(h, kh, sh, ph, dh, ceil_mode)
-    ow = _pool_size(w, kw, sw, pw, dw, ceil_mode)
+    oh = pool_output_size(h, kh, sh, ph, dh, ceil_mode)
+    ow = pool_output_size(w, kw, sw, pw, dw, ceil_mode)
     if min(n, c, oh, ow) <= 0:
         return np.empty((n, c, max(oh, 0), max(ow, 0)), dt)
     if xs.dtype == F32 or xs.dtype == F64:
@@ -593,8 +584,8 @@ def _avg_pool2d(x: np.ndarray, kernel_size: Pair = (1, 1), stride: Pair = (1, 1)
     xs = x.astype(F32) if dt in LOW else x
     h, w = x.shape[2:]
     (kh, kw), (sh, sw), (ph, pw) = kernel_size, stride, padding
-    oh = _pool_size(h, kh, sh, ph, 1, ceil_mode)
-    ow = _pool_size(w, kw, sw, pw, 1, ceil_mode)
+    oh = pool_output_size(h, kh, sh, ph, 1, ceil_mode)
+    ow = pool_output_size(w, kw, sw, pw, 1, ceil_mode)
     eh = max((oh - 1) * sh + kh - (h + 2 * ph), 0)
     ew = max((ow - 1) * sw + kw - (w + 2 * pw), 0)
     xp = _zero_pad(xs, (ph, pw), (ph + eh, pw + ew))
@@ -632,25 +623,6 @@ def _embedding(weight: np.ndarray, indices: np.ndarray) -> np.ndarray:
 
 # -- interpolation ----------------------------------------------------------------------------
 
-def _nearest_index(n: int, o: int) -> np.ndarray:
-    # PyTorch's legacy "nearest": float32 scale, floor, clamp
-    scale = np.float32(n) / np.float32(o)
-    index: np.ndarray = np.minimum(np.floor(np.arange(o, dtype=F32) * scale).astype(np.int64),
-                                   n - 1)
-    return index
-
-
-def _linear_weights(n: int, o: int, align_corners: bool) -> tuple[Any, Any, Any]:
-    dst = np.arange(o, dtype=F64)
-    if align_corners:
-        src = dst * ((n - 1) / (o - 1)) if o > 1 else np.zeros(o)
-    else:
-        src = np.maximum((dst + 0.5) * (n / o) - 0.5, 0.0)
-    i0 = np.minimum(np.floor(src).astype(np.int64), n - 1)
-    i1 = np.minimum(i0 + 1, n - 1)
-    return i0, i1, src - i0
-
-
 def _interpolate(x: np.ndarray, size: tuple[int, ...] = (), mode: str = "nearest",
                  align_corners: bool | None = None) -> np.ndarray:
     check_shapes(nn.interpolate, [x.shape], dict(size=size, mode=mode,
@@ -660,11 +632,11 @@ def _interpolate(x: np.ndarray, size: tuple[int, ...] = (), mode: str = "nearest
     for axis, o in enumerate(size, start=2):
         n = x.shape[axis]
         if mode == "nearest":
-            out = np.take(out, _nearest_index(n, o), axis=axis)
+            out = np.take(out, nearest_index(n, o), axis=axis)
             continue
         if mode not in ("linear", "bilinear"):
             raise ValueError(f"interpolate: unsupported mode {mode!r} on cpu")
-        i0, i1, lam = _linear_weights(n, o, bool(align_corners))
+        i0, i1, lam = linear_weights(n, o, bool(align_corners))
         shape = [1] * out.ndim
         shape[axis] = o
         lam = lam.reshape(shape).astype(out.dtype)

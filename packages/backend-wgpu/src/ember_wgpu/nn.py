@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ember.backend import ir
+from ember.backend.geometry import linear_weights, nearest_index, pool_output_size
 from ember.ops import nn
 
 from . import conv, movement
@@ -120,16 +121,6 @@ def _squeeze2(x: WGArray) -> WGArray:
 
 # -- pooling ----------------------------------------------------------------------------------
 
-def _pool_size(n: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int:
-    span = d * (k - 1) + 1
-    if ceil_mode:
-        out = -(-(n + 2 * p - span) // s) + 1
-        if (out - 1) * s >= n + p:
-            out -= 1
-        return out
-    return (n + 2 * p - span) // s + 1
-
-
 # b0: x at (n, c); outputs at the output element; i walks [N, C, OH, OW].  Words: OW, OH, H,
 # W, kh, kw, sh, sw, ph, pw, dh, dw, include_pad, x's strides along H and W.
 _POOL_HEAD = """let OW = P[X]; let OH = P[X + 1]; let H = P[X + 2]; let W = P[X + 3];
@@ -211,21 +202,12 @@ def _interpolate(rt: Runtime, x: WGArray, size: tuple[int, ...], mode: str,
     for axis, o in enumerate(size, start=2):
         n = out.shape[axis]
         if mode == "nearest":
-            scale = np.float32(n) / np.float32(o)
-            idx = np.minimum(np.floor(np.arange(o, dtype=np.float32) * scale).astype(np.int64),
-                             n - 1)
-            out = movement.index_select(rt, out, rt.upload(idx), axis)
+            out = movement.index_select(rt, out, rt.upload(nearest_index(n, o)), axis)
             continue
         if mode not in ("linear", "bilinear"):
             raise ValueError(f"interpolate: unsupported mode {mode!r} on wgpu")
-        dst = np.arange(o, dtype=np.float64)
-        if align_corners:
-            src = dst * ((n - 1) / (o - 1)) if o > 1 else np.zeros(o)
-        else:
-            src = np.maximum((dst + 0.5) * (n / o) - 0.5, 0.0)
-        i0 = np.minimum(np.floor(src).astype(np.int64), n - 1)
-        i1 = np.minimum(i0 + 1, n - 1)
-        lam = (src - i0).astype(x.dtype)
+        i0, i1, lam = linear_weights(n, o, bool(align_corners))
+        lam = lam.astype(x.dtype)
         shape = [1] * out.ndim
         shape[axis] = o
         lo = movement.index_select(rt, out, rt.upload(i0), axis)
@@ -253,8 +235,8 @@ def kernels(rt: Runtime) -> dict[Any, Any]:
                    padding: Pair = (0, 0), dilation: Pair = (1, 1),
                    ceil_mode: bool = False) -> tuple[WGArray, WGArray]:
         h, w = x.shape[2:]
-        oh = _pool_size(h, kernel_size[0], stride[0], padding[0], dilation[0], ceil_mode)
-        ow = _pool_size(w, kernel_size[1], stride[1], padding[1], dilation[1], ceil_mode)
+        oh = pool_output_size(h, kernel_size[0], stride[0], padding[0], dilation[0], ceil_mode)
+        ow = pool_output_size(w, kernel_size[1], stride[1], padding[1], dilation[1], ceil_mode)
         v, i = _pool(rt, _MAX_BODY, x, oh, ow, kernel_size, stride, padding, dilation, True,
                      True)
         assert i is not None
@@ -264,8 +246,8 @@ def kernels(rt: Runtime) -> dict[Any, Any]:
                    padding: Pair = (0, 0), ceil_mode: bool = False,
                    count_include_pad: bool = True) -> WGArray:
         h, w = x.shape[2:]
-        oh = _pool_size(h, kernel_size[0], stride[0], padding[0], 1, ceil_mode)
-        ow = _pool_size(w, kernel_size[1], stride[1], padding[1], 1, ceil_mode)
+        oh = pool_output_size(h, kernel_size[0], stride[0], padding[0], 1, ceil_mode)
+        ow = pool_output_size(w, kernel_size[1], stride[1], padding[1], 1, ceil_mode)
         return _pool(rt, _AVG_BODY, x, oh, ow, kernel_size, stride, padding, (1, 1),
                      count_include_pad, False)[0]
 

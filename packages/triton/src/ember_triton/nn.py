@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from ember.backend.geometry import linear_weights, nearest_index, pool_output_size
 from ember.ops import composite as cops
 from ember.ops import nn
 
@@ -172,23 +173,13 @@ def _conv_transpose1d(be: TritonBackend, x: DeviceArray, w: DeviceArray,
 
 # -- pooling ----------------------------------------------------------------------------------
 
-def _pool_size(n: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int:
-    span = d * (k - 1) + 1
-    if ceil_mode:
-        out = -(-(n + 2 * p - span) // s) + 1
-        if (out - 1) * s >= n + p:  # the last window must start inside the input or left pad
-            out -= 1
-        return out
-    return (n + 2 * p - span) // s + 1
-
-
 def _max_pool2d(be: TritonBackend, x: DeviceArray, kernel_size: Pair = (1, 1),
                 stride: Pair = (1, 1), padding: Pair = (0, 0), dilation: Pair = (1, 1),
                 ceil_mode: bool = False) -> tuple[DeviceArray, DeviceArray]:
     n, c, h, w = x.shape
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel_size, stride, padding, dilation
-    oh = _pool_size(h, kh, sh, ph, dh, ceil_mode)
-    ow = _pool_size(w, kw, sw, pw, dw, ceil_mode)
+    oh = pool_output_size(h, kh, sh, ph, dh, ceil_mode)
+    ow = pool_output_size(w, kw, sw, pw, dw, ceil_mode)
     from .creation import cast
 
     dtype, x = x.dtype, exact_compare(be, x)
@@ -223,8 +214,8 @@ def _avg_pool2d(be: TritonBackend, x: DeviceArray, kernel_size: Pair = (1, 1),
                 count_include_pad: bool = True) -> DeviceArray:
     n, c, h, w = x.shape
     (kh, kw), (sh, sw), (ph, pw) = kernel_size, stride, padding
-    oh = _pool_size(h, kh, sh, ph, 1, ceil_mode)
-    ow = _pool_size(w, kw, sw, pw, 1, ceil_mode)
+    oh = pool_output_size(h, kh, sh, ph, 1, ceil_mode)
+    ow = pool_output_size(w, kw, sw, pw, 1, ceil_mode)
     out = be.empty((n, c, oh, ow), x.dtype)
     total = out.size
     if total:
@@ -257,24 +248,6 @@ def _embedding(be: TritonBackend, weight: DeviceArray, indices: DeviceArray) -> 
 
 # -- interpolation ----------------------------------------------------------------------------
 
-def _nearest_index(n: int, o: int) -> np.ndarray:
-    scale = np.float32(n) / np.float32(o)
-    index: np.ndarray = np.minimum(np.floor(np.arange(o, dtype=np.float32) * scale)
-                                   .astype(np.int64), n - 1)
-    return index
-
-
-def _linear_weights(n: int, o: int, align_corners: bool) -> tuple[Any, Any, Any]:
-    dst = np.arange(o, dtype=np.float64)
-    if align_corners:
-        src = dst * ((n - 1) / (o - 1)) if o > 1 else np.zeros(o)
-    else:
-        src = np.maximum((dst + 0.5) * (n / o) - 0.5, 0.0)
-    i0 = np.minimum(np.floor(src).astype(np.int64), n - 1)
-    i1 = np.minimum(i0 + 1, n - 1)
-    return i0, i1, src - i0
-
-
 def _interpolate(be: TritonBackend, x: DeviceArray, size: tuple[int, ...] = (),
                  mode: str = "nearest", align_corners: bool | None = None) -> DeviceArray:
     if mode not in ("nearest", "linear", "bilinear"):
@@ -283,9 +256,9 @@ def _interpolate(be: TritonBackend, x: DeviceArray, size: tuple[int, ...] = (),
     for axis, o in enumerate(size, start=2):
         n = x.shape[axis]
         if mode == "nearest":
-            out = _index_select(be, out, be.memory.from_numpy(_nearest_index(n, o)), axis)
+            out = _index_select(be, out, be.memory.from_numpy(nearest_index(n, o)), axis)
             continue
-        i0, i1, lam = _linear_weights(n, o, bool(align_corners))
+        i0, i1, lam = linear_weights(n, o, bool(align_corners))
         lo = _index_select(be, out, be.memory.from_numpy(i0), axis)
         hi = _index_select(be, out, be.memory.from_numpy(i1), axis)
         lam_dt = np.float64 if dtype_name(x.dtype) == "float64" else np.float32

@@ -35,6 +35,10 @@ backend renders in its own language (see `ember.backend.ir`).
 device backends share (dense strides, broadcast views, merging contiguous axes, and the
 `strided.StridedView` base of an array class; see `ember.backend.strided`).
 
+**nn geometry** — `geometry`: what a pooling window or an interpolation reads, planned on the
+host the same way for every backend (`geometry.pool_output_size`, `geometry.nearest_index`,
+`geometry.linear_weights`).
+
 **Fused groups** — `FusedGroup` (with `GroupNode`): what the Fusion decorator hands a
 backend's fusion compiler, the one description of a fused kernel that each backend renders;
 `FusedKernel` is what a compiler returns; `op_by_op` (the group unfused) and `HeadFirst` (a
@@ -70,7 +74,7 @@ from .._host import dtype_of_numpy, numpy_dtype
 from .._plugins import conformance_skips, extra_kernels, plugin_manager
 from .._tensor import Tensor
 from .._trace import TRACE, HostFloat, HostInt
-from . import ir, strided
+from . import geometry, ir, strided
 from .fused import FusedGroup, FusedKernel, GroupNode, HeadFirst, op_by_op
 from .guard import GUARDED_OPS, guard_kernels, guarded
 
@@ -95,6 +99,8 @@ __all__ = [
     "ir",
     # strided views and index planning (`ember.backend.strided`)
     "strided",
+    # host-side geometry of the nn ops (`ember.backend.geometry`)
+    "geometry",
 ]
 
 ir.on_define(adopt_everywhere)
