@@ -11,9 +11,10 @@ from its nodes:
   the cpu kernel on the block.  Reductions over inner axes run per block; reductions over axis
   0 (``cross``) keep one partial per block, combined pairwise at the end.  The blocks are split
   between threads (numpy releases the GIL inside ufunc loops).
-- ``fast(lo, hi, ...)``, for a flat group of ops with kernel-IR definitions checked against the
-  cpu's bits (`_fusion_loops`): its arithmetic as numba loops (no GIL), its ``exp``/``log``/...
-  as numpy calls, over blocks of `LOOP_BLOCK_SCALE` chunks.  A kernel of at least
+- ``fast(lo, hi, ...)``, for a flat group (`_fusion_loops`): the arithmetic of its ops whose
+  kernel-IR definitions match the cpu's bits as numba loops (no GIL), their ``exp``/``log``/...
+  and every other op (its cpu kernel) as numpy calls between the loops, over blocks of
+  `LOOP_BLOCK_SCALE` chunks.  A kernel of at least
   `LOOP_MIN_BLOCKS` blocks asks for it on its second call and runs numpy's blocks until a
   background thread has loaded it from numba's disk cache (an earlier process compiled it) or
   compiled it (`wait_for_loops` waits for that).
@@ -423,8 +424,8 @@ class _BlockedKernel:
         # a group of 1-2 ops gains nothing from blocks: it runs as the plain cpu kernels
         # (blocked, one op measured 2.4x and two ops 1.0-1.8x eager numpy's time)
         self.plain = len(g.nodes) <= PLAIN_NODES
-        #: the compiled-loop plan, its block function once its module is loaded, and whether
-        #: the module was asked for (on the first call of enough blocks)
+        #: the compiled-loop plan, its block function once its module is loaded, whether the
+        #: module was asked for, and the calls of enough blocks so far (see LOOP_AFTER_CALLS)
         self.loops = loops
         self.fast: Callable[..., None] | None = None
         self.asked = False
