@@ -276,9 +276,6 @@ def test_clamp_in_compiled_loops_keeps_numpys_signed_zero_and_nan_rules(paths: l
         _same(_fused(f, [a], paths, dev), _cpu(f, [a]))
 
 
-@pytest.mark.xfail(strict=True, reason="ember_fusion's _params_key holds clamp's bounds as "
-                   "Python floats, and 0.0 == -0.0: the kernel compiled for max=0.0 is reused "
-                   "for max=-0.0 (the cpu gives -0.0 for clamp(0.0, max=-0.0))")
 def test_clamp_bound_of_minus_zero_after_plus_zero_gives_the_cpu_bits() -> None:
     a = np.array([0.0, -0.0, 1.0, -1.0] * 4096, np.float32)
     dev = "fusion<cpu,chunk=4096,eager=0>"

@@ -181,3 +181,16 @@ VIEW_RULES: dict[Op, ShapeRule] = {
 
 def numel(shape: Shape) -> int:
     return math.prod(shape)
+
+
+def params_key(params: dict[str, Any]) -> tuple[Any, ...]:
+    """``params`` as a key for compiled kernels and plans: its items, except that a float
+    ``-0.0`` is told apart from ``0.0`` (they compare and hash equal, but a kernel that bakes
+    ``clamp(max=-0.0)`` in gives other bits than one for ``max=0.0``)."""
+    items = tuple(params.items())
+    for _, v in items:
+        if type(v) is float and v == 0.0 and math.copysign(1.0, v) < 0:
+            return tuple((k, ("-0.0",)) if type(v) is float and v == 0.0
+                         and math.copysign(1.0, v) < 0 else (k, v) for k, v in items)
+    return items
+

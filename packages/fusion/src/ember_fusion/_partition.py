@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from ember import ops
 
 from ._compiler import FusedGroup, FusedKernel, GroupNode
-from ._graph import VIEW_RULES, Node, Shape, numel
+from ._graph import VIEW_RULES, Node, Shape, numel, params_key
 
 if TYPE_CHECKING:
     from ember import DType
@@ -312,7 +312,7 @@ def _group_step(g: _Group, p: _Partitioner, needed: list[bool], users: list[list
 
 def _params_key(params: dict[str, Any]) -> Any:
     try:
-        key = tuple(params.items())
+        key = params_key(params)
         hash(key)
     except TypeError:
         return repr(sorted(params.items()))

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ember.backend import TRACE
 
-from ._graph import Handle, Node, Shape, pending
+from ._graph import Handle, Node, Shape, params_key, pending
 from ._partition import Plan, analyse
 
 if TYPE_CHECKING:
@@ -126,7 +126,7 @@ class Stream:
             index = len(nodes)
             handle = pending(shape, dtype, op, params, self, index)  # held: not dead yet
             nodes.append(handle.node)
-            self.sig.append((op, tuple(params.items()) if params else (), dtype, shape,
+            self.sig.append((op, params_key(params) if params else (), dtype, shape,
                              tuple(refs)))
             if index + 1 >= MAX_PENDING:
                 self.flush()
