@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from ember import ops
 from ember.backend import HeadFirst, op_by_op
+from ember.backend.schedule import outer_space
 
 from .fusion_source import LANES, KernelSource
 from .runtime import CLArray, Runtime
@@ -126,46 +127,11 @@ def _generated_ok(group: FusedGroup) -> bool:
 
 # -- planning and running a group ------------------------------------------------------------
 
-def _ancestors(g: FusedGroup, targets: Sequence[int]) -> set[int]:
-    nodes = g.nodes
-    seen: set[int] = set()
-    stack = list(targets)
-    while stack:
-        j = stack.pop()
-        if j in seen:
-            continue
-        seen.add(j)
-        stack.extend(a for a in nodes[j].args if a >= 0)
-    return seen
-
-
 def _plan(g: FusedGroup, targets: Sequence[int]) -> tuple[tuple[int, ...], int]:
-    """The outer space of the kernel computing ``targets`` and its lanes per position.
-
-    Outer axes are leading axes no needed reduction reduces and every needed node shares; the
-    rest are loops.  Positions with much work (long rows) get a work-group of `LANES` lanes.
-    """
-    nodes = g.nodes
-    need = _ancestors(g, targets)
-    shapes = [nodes[j].shape for j in need]
-    m = min(len(s) for s in shapes)
-    work = max(math.prod(g.shape(t)[m:]) for t in targets)
-    for j in need:
-        node = nodes[j]
-        if node.kind == "reduction":
-            ash = g.shape(node.args[0])
-            dims = g.reduced_dims(j)
-            if dims:
-                m = min(m, min(dims))
-            work = max(work, math.prod(ash[d] for d in dims))
-    outer: list[int] = []
-    for d in range(m):
-        ext = {s[d] for s in shapes} - {1}
-        if len(ext) > 1:
-            break
-        outer.append(ext.pop() if ext else 1)
-    work = max(work, max(math.prod(g.shape(t)[len(outer):]) for t in targets))
-    return tuple(outer), (LANES if work >= TREE_MIN else 1)
+    """The outer space of the kernel computing ``targets`` (`outer_space`) and its lanes per
+    position: positions with much work (long rows) get a work-group of `LANES` lanes."""
+    outer, work = outer_space(g, targets)
+    return outer, (LANES if work >= TREE_MIN else 1)
 
 
 class _Launch:

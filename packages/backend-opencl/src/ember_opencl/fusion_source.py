@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from ember import ops
 from ember.backend import numpy_dtype
+from ember.backend.schedule import RowSchedule, Scope
 
 from .elementwise import cast_expr, clamp_expr, op_expr
 from .reduction import _arg_helper, _spec
-from .runtime import compute_type, contiguous_strides, ctype
+from .runtime import compute_type, ctype
 
 if TYPE_CHECKING:
     from ember.backend import FusedGroup
@@ -49,39 +50,23 @@ def _literal(t: str, value: Any) -> str:
 _NP_OF = {"float": np.float32, "double": np.float64, "long": np.int64}
 
 
-class _Scope:
-    __slots__ = ("lines", "memo")
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.memo: dict[tuple[int, tuple[str, ...]], str] = {}
-
-
-class KernelSource:
+class KernelSource(RowSchedule):
     """Writes one kernel computing ``targets`` over an outer space ``outer`` (the leading axes
-    every target shares); see the module docstring."""
+    every target shares) in OpenCL C; `RowSchedule` schedules it (see the module docstring)."""
+
+    DECL = "const long {var} = {value};"
+    LANE_ZERO = "lid == 0"
+    ANCESTORS_FIRST = False
 
     def __init__(self, g: FusedGroup, targets: Sequence[int], outer: tuple[int, ...],
                  lanes: int) -> None:
-        self.g = g
-        self.targets = list(targets)
-        self.outer = outer
+        super().__init__(g, targets, outer)
         self.lanes = lanes
         self.params: list[str] = []
         self.values: list[Any] = []
-        self.helpers: dict[str, None] = {}
-        self.decls: list[str] = []
         self.inputs: dict[int, tuple[int, ...]] = {}  # input -> axes whose strides it takes
-        self.depth: dict[str, int] = {}
-        self.top = _Scope()
-        self.chain = [self.top]
-        self.count = 0
 
-    # -- names ---------------------------------------------------------------------------------
-
-    def fresh(self, prefix: str) -> str:
-        self.count += 1
-        return f"{prefix}{self.count}"
+    # -- spelling ------------------------------------------------------------------------------
 
     def sym(self, value: Any, t: str = "long") -> str:
         """A kernel argument carrying ``value`` (so sizes never enter the source)."""
@@ -90,30 +75,15 @@ class KernelSource:
         self.values.append(_NP_OF[t](value))
         return name
 
-    def define(self, var: str, depth: int) -> None:
-        self.depth[var] = depth
+    def work_group(self) -> bool:
+        return self.lanes > 1
+
+    def for_loop(self, k: str, total: str, body: list[str]) -> list[str]:
+        return _for(k, total, self.lanes > 1, body)
 
     # -- values --------------------------------------------------------------------------------
 
-    def value(self, r: int, idx: Sequence[str]) -> str:
-        """A C name holding ref ``r`` at index ``idx`` (emitted once per scope and index)."""
-        shape = self.g.shape(r)
-        key_idx = tuple("0" if n == 1 else v for n, v in zip(shape, idx, strict=True))
-        depth = max((self.depth[v] for v in key_idx if v != "0"), default=0)
-        scope = self.chain[depth]
-        name = scope.memo.get((r, key_idx))
-        if name is not None:
-            return name
-        if r < 0:
-            name = self.load(-1 - r, key_idx, scope)
-        elif self.g.nodes[r].kind == "reduction":
-            name = self.reduce(r, key_idx, depth)
-        else:
-            name = self.elementwise(r, key_idx, scope)
-        scope.memo[(r, key_idx)] = name
-        return name
-
-    def load(self, k: int, idx: tuple[str, ...], scope: _Scope) -> str:
+    def load(self, k: int, idx: tuple[str, ...], scope: Scope) -> str:
         shape = self.g.inputs[k][0]
         self.inputs[k] = tuple(d for d, n in enumerate(shape) if n != 1)
         addr = " + ".join([f"po{k}"] + [f"{v} * pq{k}_{d}" for d, v in enumerate(idx)
@@ -122,11 +92,11 @@ class KernelSource:
         scope.lines.append(f"const {ctype(self.g.numpy_dtype(-1 - k))} {name} = p{k}[{addr}];")
         return name
 
-    def elementwise(self, j: int, idx: tuple[str, ...], scope: _Scope) -> str:
+    def elementwise(self, j: int, idx: tuple[str, ...], scope: Scope) -> str:
         g = self.g
         node = g.nodes[j]
         op = node.op
-        vals = [self.value(r, idx[len(idx) - len(g.shape(r)):]) for r in node.args]
+        vals = self.args(j, idx)
         dts = g.arg_dtypes(j)
         scalars: list[tuple[str, Any]] = []
         if op is EW.where:
@@ -153,14 +123,8 @@ class KernelSource:
         g = self.g
         node = g.nodes[j]
         kind = node.op.name
-        a = node.args[0]
+        a, dims, aidx = self.reduction_index(j, idx)
         ashape = g.shape(a)
-        dims = g.reduced_dims(j)
-        kept = [d for d in range(len(ashape)) if d not in dims]
-        if node.params.get("keepdim"):
-            aidx: dict[int, str] = {d: idx[d] for d in kept}
-        else:
-            aidx = dict(zip(kept, idx, strict=True))
         n = math.prod(ashape[d] for d in dims)
         out_t = ctype(numpy_dtype(node.dtype))
         if kind == "var":
@@ -188,27 +152,7 @@ class KernelSource:
         scope = self.chain[depth]
         c = self.fresh("")
         acc, k = f"r{c}", f"k{c}"
-        # the loop body sees the scopes up to `depth` and its own
-        saved = self.chain
-        self.chain = [*saved[:depth + 1], _Scope()]
-        body = self.chain[-1]
-        self.define(k, depth + 1)
-        full = dict(aidx)
-        red = [d for d in dims if ashape[d] != 1]
-        rest = k
-        for pos, d in enumerate(reversed(red)):
-            var = f"j{c}_{d}"
-            self.define(var, depth + 1)
-            if pos == len(red) - 1:
-                body.lines.append(f"const long {var} = {rest};")
-            else:
-                ext = self.sym(ashape[d])
-                body.lines.append(f"const long {var} = {rest} % {ext};")
-                rest = f"({rest} / {ext})"
-            full[d] = var
-        for d in dims:
-            full.setdefault(d, "0")
-        v = self.value(a, tuple(full[d] for d in range(len(ashape))))
+        v, body, saved = self.loop_value(a, aidx, dims, depth, c, k)
         if center is not None:
             body.lines.append(f"const {t} w{c} = ({v} - {center}) * ({v} - {center});")
             v = f"w{c}"
@@ -258,31 +202,13 @@ class KernelSource:
 
     def build(self) -> str:
         g = self.g
-        lid = "const int lid = get_local_id(0);" if self.lanes > 1 else ""
+        lanes = self.lanes > 1
+        lid = "const int lid = get_local_id(0);" if lanes else ""
         pos = self.sym(math.prod(self.outer))
-        head = [f"const long gid = {'get_group_id(0)' if self.lanes > 1 else 'get_global_id(0)'};",
-                lid]
-        if self.lanes == 1:
+        head = [f"const long gid = {'get_group_id(0)' if lanes else 'get_global_id(0)'};", lid]
+        if not lanes:
             head.append(f"if (gid >= {pos}) return;")
-        rest = "gid"
-        live = [d for d, n in enumerate(self.outer) if n != 1]
-        for i, d in enumerate(reversed(live)):
-            self.define(f"o{d}", 0)
-            if i == len(live) - 1:
-                head.append(f"const long o{d} = {rest};")
-            else:
-                ext = self.sym(self.outer[d])
-                head.append(f"const long o{d} = {rest} % {ext};")
-                rest = f"({rest} / {ext})"
-        m = len(self.outer)
-        by_inner: dict[tuple[tuple[int, ...], tuple[int, ...]], list[int]] = {}
-        for t in self.targets:
-            s = g.shape(t)
-            guard = tuple(d for d in range(m) if s[d] == 1 and self.outer[d] != 1)
-            by_inner.setdefault((s[m:], guard), []).append(t)
-        outs = {t: i for i, t in enumerate(self.targets)}
-        for (inner, guard), ts in by_inner.items():
-            self.store(ts, inner, guard, outs)
+        self.store_targets(head, "gid")
         out_params = [f"__global {ctype(g.numpy_dtype(t))}* out{i}"
                       for i, t in enumerate(self.targets)]
         in_params = []
@@ -294,50 +220,11 @@ class KernelSource:
                 f"__kernel void fused({', '.join(out_params + in_params + self.params)})\n"
                 f"{{\n    {body}\n}}\n")
 
-    def store(self, targets: list[int], inner: tuple[int, ...], guard: tuple[int, ...],
-              outs: dict[int, int]) -> None:
-        cond = [f"o{d} == 0" for d in guard]
-        live = [d for d, n in enumerate(inner) if n != 1]
-        if not live:
-            if self.lanes > 1:
-                cond.append("lid == 0")
-            for t in targets:
-                self.store_one(t, ("0",) * len(inner), outs, self.top, cond)
-            return
-        loop = _Scope()
-        self.chain = [self.top, loop]
-        k = self.fresh("t")
-        self.define(k, 1)
-        inner_idx = ["0"] * len(inner)
-        rest = k
-        for i, d in enumerate(reversed(live)):
-            var = f"{k}_{d}"
-            self.define(var, 1)
-            if i == len(live) - 1:
-                loop.lines.append(f"const long {var} = {rest};")
-            else:
-                ext = self.sym(inner[d])
-                loop.lines.append(f"const long {var} = {rest} % {ext};")
-                rest = f"({rest} / {ext})"
-            inner_idx[d] = var
-        for t in targets:
-            self.store_one(t, tuple(inner_idx), outs, loop, [])
-        self.chain = [self.top]
-        total = self.sym(math.prod(inner))
-        lines = _for(k, total, self.lanes > 1, loop.lines)
-        if cond:
-            lines = [f"if ({' && '.join(cond)}) {{", *("    " + line for line in lines), "}"]
-        self.top.lines.extend(lines)
-
-    def store_one(self, t: int, inner_idx: tuple[str, ...], outs: dict[int, int], scope: _Scope,
+    def store_one(self, t: int, inner_idx: tuple[str, ...], outs: dict[int, int], scope: Scope,
                   cond: list[str]) -> None:
-        s = self.g.shape(t)
-        m = len(self.outer)
-        idx = tuple("0" if s[d] == 1 else f"o{d}" for d in range(m)) + inner_idx
+        idx = self.out_index(t, inner_idx)
         v = self.value(t, idx)
-        strides = contiguous_strides(s)
-        addr = " + ".join(["0"] + [f"{x} * {self.sym(strides[d])}" for d, x in enumerate(idx)
-                                   if x != "0"])
+        addr = self.out_address(self.g.shape(t), idx)
         store = f"out{outs[t]}[{addr}] = {v};"
         scope.lines.append(f"if ({' && '.join(cond)}) {store}" if cond else store)
 

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from ember.backend import FusedGroup, GroupNode, dtype_of_numpy
+from ember.backend.schedule import ancestors, outer_space
 
 from .fusion_source import ARG, NodeBody, Refused, RowSource, dense
 from .reduction import COMBINE, FLAT_OUTPUTS, FLAT_ROW, SPLIT_MIN, SPLIT_OUTPUTS, lanes_for
@@ -49,41 +50,6 @@ SUBGROUPS = True
 
 
 # -- planning and running ----------------------------------------------------------------------
-
-def _ancestors(g: FusedGroup, targets: Sequence[int]) -> set[int]:
-    seen: set[int] = set()
-    stack = list(targets)
-    while stack:
-        j = stack.pop()
-        if j not in seen:
-            seen.add(j)
-            stack.extend(a for a in g.nodes[j].args if a >= 0)
-    return seen
-
-
-def _plan(g: FusedGroup, targets: Sequence[int]) -> tuple[tuple[int, ...], int]:
-    """The outer space of the kernel computing ``targets`` and the elements of work of each
-    position: outer axes are leading axes no needed reduction reduces and every needed node
-    shares."""
-    need = _ancestors(g, targets)
-    shapes = [g.nodes[j].shape for j in need]
-    m = min(len(s) for s in shapes)
-    work = 0
-    for j in need:
-        if g.nodes[j].kind == "reduction":
-            dims = g.reduced_dims(j)
-            if dims:
-                m = min(m, min(dims))
-            work = max(work, g.reduced_count(j))
-    outer: list[int] = []
-    for d in range(m):
-        ext = {s[d] for s in shapes} - {1}
-        if len(ext) > 1:
-            break
-        outer.append(ext.pop() if ext else 1)
-    work = max(work, max(math.prod(g.shape(t)[len(outer):]) for t in targets))
-    return tuple(outer), work
-
 
 class _Launch:
     """One generated kernel: the nodes it stores, the inputs it binds, its fixed words."""
@@ -161,13 +127,13 @@ def _split(g: FusedGroup, targets: Sequence[int], node_body: NodeBody,
            subgroups: bool, software: bool) -> _SplitLaunch | None:
     """The two passes of a launch whose one reduction has few long rows, or None where the
     launch is no elementwise prologue, one reduction and an epilogue over its result."""
-    need = _ancestors(g, targets)
+    need = ancestors(g, targets)
     reds = [j for j in need if g.nodes[j].kind == "reduction"]
     if len(reds) != 1 or g.nodes[reds[0]].op.name not in COMBINE:
         return None
     jr = reds[0]
     node = g.nodes[jr]
-    pro = sorted(_ancestors(g, [jr]) - {jr})
+    pro = sorted(ancestors(g, [jr]) - {jr})
     epi = sorted(need - set(pro) - {jr})
     if any(t in pro for t in targets) or any(
             g.nodes[j].shape != node.shape or any(a in pro for a in g.nodes[j].args)
@@ -254,7 +220,7 @@ def compile_rows(g: FusedGroup, rt: Runtime, node_body: NodeBody) -> RowKernel |
     main = [j for j in g.outputs if j not in g.cross]
     plans: list[tuple[list[int], tuple[int, ...], int]] = []
     if main:
-        outer, work = _plan(g, main)
+        outer, work = outer_space(g, main)
         plans.append((main, outer, work))
     for c in sorted(g.cross):
         if c in g.outputs:

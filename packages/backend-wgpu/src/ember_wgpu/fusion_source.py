@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 
 from ember.backend import FusedGroup, ir
+from ember.backend.schedule import RowSchedule, Scope
+from ember.backend.strided import contiguous_strides
 
 from .reduction import _combine_fn, _identity
 from .render import const, render
@@ -39,35 +41,25 @@ NodeBody = Callable[["FusedGroup", int], "ir.Value | None"]
 ARG = ("argmax", "argmin")
 
 
-class _Scope:
-    __slots__ = ("lines", "memo")
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.memo: dict[tuple[int, tuple[str, ...]], str] = {}
-
-
 class Refused(Exception):
     """A node the generator does not cover (the group then runs op by op)."""
 
 
-class RowSource:
-    """Writes one kernel computing ``targets`` over the outer space ``outer`` (see the module
-    docstring).  Parameter words: the number of positions, then each input's offset and the
-    strides of its axes longer than 1 (`in_words`), then the sizes the source needs
-    (``sym``)."""
+class RowSource(RowSchedule):
+    """Writes one kernel computing ``targets`` over the outer space ``outer`` in WGSL;
+    `RowSchedule` schedules it (see the module docstring).  Parameter words: the number of
+    positions, then each input's offset and the strides of its axes longer than 1
+    (`in_words`), then the sizes the source needs (``sym``)."""
 
     def __init__(self, g: FusedGroup, targets: Sequence[int], outer: tuple[int, ...],
                  lanes: bool, node_body: NodeBody, chunk: int = 0, parts: int = 1,
                  subgroups: bool = False, width: int = GROUP) -> None:
-        self.g = g
+        super().__init__(g, targets, outer)
         #: the lanes of a position's work-group (with ``lanes``; `reduction.lanes_for`)
         self.width = width if lanes else GROUP
         #: whether the trees may start with subgroup shuffles (the device offers them)
         self.subgroups = subgroups
         self.uses_subgroups = False
-        self.targets = list(targets)
-        self.outer = outer
         self.lanes = lanes
         self.node_body = node_body
         #: with a chunk, each position is (outer position, part): the reductions at the outer
@@ -83,18 +75,11 @@ class RowSource:
         self.sym_at = at
         self.syms: list[int] = []
         self.loaded: set[int] = set()
-        self.helpers: dict[str, None] = {}
-        self.decls: list[str] = []
-        self.depth: dict[str, int] = {}
-        self.top = _Scope()
-        self.chain = [self.top]
-        self.count = 0
 
-    # -- names ---------------------------------------------------------------------------------
+    # -- spelling ------------------------------------------------------------------------------
 
-    def fresh(self, prefix: str) -> str:
-        self.count += 1
-        return f"{prefix}{self.count}"
+    DECL = "let {var} = {value};"
+    LANE_ZERO = "lid == 0u"
 
     def sym(self, value: Any, dtype: str = "int32") -> str:
         """A parameter word carrying ``value`` (so sizes never enter the source)."""
@@ -102,59 +87,18 @@ class RowSource:
         self.syms += scalar_words(dtype, value) if dtype == "float32" else [int(value)]
         return f"bitcast<f32>(P[{at}])" if dtype == "float32" else f"P[{at}]"
 
+    def work_group(self) -> bool:
+        return self.lanes
+
+    def for_loop(self, k: str, total: str, body: list[str]) -> list[str]:
+        return _for(k, total, self.width if self.lanes else 0, body)
+
+    def store_guard(self) -> list[str]:
+        return ["live"] if self.lanes else []
+
     # -- values --------------------------------------------------------------------------------
 
-    def _where(self, r: int, idx: Sequence[str]) -> tuple[tuple[str, ...], int, _Scope]:
-        """Ref ``r``'s index with its broadcast axes at 0, and the loop depth and scope a
-        value at it belongs to."""
-        shape = self.g.shape(r)
-        key_idx = tuple("0" if n == 1 else v for n, v in zip(shape, idx, strict=True))
-        depth = max((self.depth[v] for v in key_idx if v != "0"), default=0)
-        return key_idx, depth, self.chain[depth]
-
-    def value(self, r: int, idx: Sequence[str]) -> str:
-        """A WGSL name holding ref ``r`` at index ``idx`` (emitted once per scope and index)."""
-        key_idx, depth, scope = self._where(r, idx)
-        name = scope.memo.get((r, key_idx))
-        if name is not None:
-            return name
-        if r >= 0 and self.g.nodes[r].kind != "reduction":
-            self._ancestors_first(r, key_idx)
-        return self._emit(r, key_idx, depth, scope)
-
-    def _ancestors_first(self, r: int, idx: tuple[str, ...]) -> None:
-        """Emit the elementwise nodes ``r`` depends on before it, deepest first, from an
-        explicit stack: each then finds its arguments emitted, so a chain of thousands of
-        ops does not recurse thousands of calls deep (loads and reductions are left to
-        `value`, whose recursion through them is shallow)."""
-        g = self.g
-        stack = [(r, idx, False)]
-        while stack:
-            j, jidx, ready = stack.pop()
-            key_idx, depth, scope = self._where(j, jidx)
-            if (j, key_idx) in scope.memo:
-                continue
-            if ready:
-                self._emit(j, key_idx, depth, scope)
-            elif j >= 0 and g.nodes[j].kind != "reduction":
-                stack.append((j, key_idx, True))
-                stack += [(a, key_idx[len(key_idx) - len(g.shape(a)):], False)
-                          for a in reversed(g.nodes[j].args)]
-
-    def _emit(self, r: int, key_idx: tuple[str, ...], depth: int, scope: _Scope) -> str:
-        name = scope.memo.get((r, key_idx))
-        if name is not None:
-            return name
-        if r < 0:
-            name = self.load(-1 - r, key_idx, scope)
-        elif self.g.nodes[r].kind == "reduction":
-            name = self.reduce(r, key_idx, depth)
-        else:
-            name = self.elementwise(r, key_idx, scope)
-        scope.memo[(r, key_idx)] = name
-        return name
-
-    def load(self, k: int, idx: tuple[str, ...], scope: _Scope) -> str:
+    def load(self, k: int, idx: tuple[str, ...], scope: Scope) -> str:
         shape = self.g.inputs[k][0]
         self.loaded.add(k)
         at = self.in_at[k]
@@ -165,13 +109,13 @@ class RowSource:
         scope.lines.append(f"let {name} = {load(self.g.numpy_dtype(-1 - k), f'in{k}[{addr}]')};")
         return name
 
-    def elementwise(self, j: int, idx: tuple[str, ...], scope: _Scope) -> str:
+    def elementwise(self, j: int, idx: tuple[str, ...], scope: Scope) -> str:
         g = self.g
         node = g.nodes[j]
         body = self.node_body(g, j)
         if body is None:
             raise Refused(node.op.name)
-        vals = [self.value(r, idx[len(idx) - len(g.shape(r)):]) for r in node.args]
+        vals = self.args(j, idx)
         name = self.fresh("v")
         r = render(body, vals, prefix=f"{name}_")
         scope.lines += r.lines
@@ -184,14 +128,8 @@ class RowSource:
         g = self.g
         node = g.nodes[j]
         kind = node.op.name
-        a = node.args[0]
+        a, dims, aidx = self.reduction_index(j, idx)
         ashape = g.shape(a)
-        dims = g.reduced_dims(j)
-        kept = [d for d in range(len(ashape)) if d not in dims]
-        if node.params.get("keepdim"):
-            aidx: dict[int, str] = {d: idx[d] for d in kept}
-        else:
-            aidx = dict(zip(kept, idx, strict=True))
         # ``count``: a second pass's mean divides by the elements of the first's rows
         n = node.params.get("count", math.prod(ashape[d] for d in dims))
         out = node.dtype.name
@@ -223,27 +161,7 @@ class RowSource:
         else:
             comb = f"comb_{kind}_{adt.name}"
             self.helpers[_combine_fn(kind, adt).replace("fn comb(", f"fn {comb}(")] = None
-        # the loop body sees the scopes up to `depth` and its own
-        saved = self.chain
-        self.chain = [*saved[:depth + 1], _Scope()]
-        body = self.chain[-1]
-        self.depth[k] = depth + 1
-        full = dict(aidx)
-        red = [d for d in dims if ashape[d] != 1]
-        rest = k
-        for pos, d in enumerate(reversed(red)):
-            var = f"j{c}_{d}"
-            self.depth[var] = depth + 1
-            if pos == len(red) - 1:
-                body.lines.append(f"let {var} = {rest};")
-            else:
-                ext = self.sym(ashape[d])
-                body.lines.append(f"let {var} = {rest} % {ext};")
-                rest = f"({rest} / {ext})"
-            full[d] = var
-        for d in dims:
-            full.setdefault(d, "0")
-        v = self.value(a, tuple(full[d] for d in range(len(ashape))))
+        v, body, saved = self.loop_value(a, aidx, dims, depth, c, k)
         if center is not None:
             body.lines.append(f"let w{c} = ({v} - {center}) * ({v} - {center});")
             v = f"w{c}"
@@ -332,24 +250,7 @@ class RowSource:
             parts = self.sym(self.parts)
             head += [f"let part = gid % {parts};", f"let row = gid / {parts};"]
             rest = "row"
-        live = [d for d, n in enumerate(self.outer) if n != 1]
-        for i, d in enumerate(reversed(live)):
-            self.depth[f"o{d}"] = 0
-            if i == len(live) - 1:
-                head.append(f"let o{d} = {rest};")
-            else:
-                ext = self.sym(self.outer[d])
-                head.append(f"let o{d} = {rest} % {ext};")
-                rest = f"({rest} / {ext})"
-        m = len(self.outer)
-        by_inner: dict[tuple[tuple[int, ...], tuple[int, ...]], list[int]] = {}
-        for t in self.targets:
-            s = g.shape(t)
-            guard = tuple(d for d in range(m) if s[d] == 1 and self.outer[d] != 1)
-            by_inner.setdefault((s[m:], guard), []).append(t)
-        outs = {t: i for i, t in enumerate(self.targets)}
-        for (inner, guard), ts in by_inner.items():
-            self.store(ts, inner, guard, outs)
+        self.store_targets(head, rest)
         n_in = len(self.loaded)
         binds: list[str] = []
         storage: list[str] = []
@@ -378,64 +279,22 @@ class RowSource:
         return "\n".join([*enable, *binds, *self.decls, *self.helpers,
                           f"@compute @workgroup_size({self.width})", *entry, body, "}"]) + "\n"
 
-    def store(self, targets: list[int], inner: tuple[int, ...], guard: tuple[int, ...],
-              outs: dict[int, int]) -> None:
-        cond = [f"o{d} == 0" for d in guard] + (["live"] if self.lanes else [])
-        live = [d for d, n in enumerate(inner) if n != 1]
-        if not live:
-            if self.lanes:
-                cond.append("lid == 0u")
-            for t in targets:
-                self.store_one(t, ("0",) * len(inner), outs, self.top, cond)
-            return
-        loop = _Scope()
-        self.chain = [self.top, loop]
-        k = self.fresh("t")
-        self.depth[k] = 1
-        inner_idx = ["0"] * len(inner)
-        rest = k
-        for i, d in enumerate(reversed(live)):
-            var = f"{k}_{d}"
-            self.depth[var] = 1
-            if i == len(live) - 1:
-                loop.lines.append(f"let {var} = {rest};")
-            else:
-                ext = self.sym(inner[d])
-                loop.lines.append(f"let {var} = {rest} % {ext};")
-                rest = f"({rest} / {ext})"
-            inner_idx[d] = var
-        for t in targets:
-            self.store_one(t, tuple(inner_idx), outs, loop, [])
-        self.chain = [self.top]
-        total = self.sym(math.prod(inner))
-        lines = _for(k, total, self.width if self.lanes else 0, loop.lines)
-        if cond:
-            lines = [f"if ({' && '.join(cond)}) {{", *("    " + line for line in lines), "}"]
-        self.top.lines.extend(lines)
-
     def store_one(self, t: int, inner_idx: tuple[str, ...], outs: dict[int, int],
-                  scope: _Scope, cond: list[str]) -> None:
-        s = self.g.shape(t)
-        m = len(self.outer)
-        idx = tuple("0" if s[d] == 1 else f"o{d}" for d in range(m)) + inner_idx
+                  scope: Scope, cond: list[str]) -> None:
+        idx = self.out_index(t, inner_idx)
         v = self.value(t, idx)
         if self.chunk:  # the partial of (row, part), at the position
             line = f"out{outs[t]}[gid] = {store(self.g.numpy_dtype(t), v)};"
             scope.lines.append(f"if ({' && '.join(cond)}) {{ {line} }}" if cond else line)
             return
-        strides = dense(s)
-        addr = " + ".join(["0"] + [f"{x} * {self.sym(strides[d])}" for d, x in enumerate(idx)
-                                   if x != "0"])
+        addr = self.out_address(self.g.shape(t), idx)
         line = f"out{outs[t]}[{addr}] = {store(self.g.numpy_dtype(t), v)};"
         scope.lines.append(f"if ({' && '.join(cond)}) {{ {line} }}" if cond else line)
 
 
 def dense(shape: Sequence[int]) -> list[int]:
-    out, acc = [], 1
-    for n in reversed(shape):
-        out.append(acc)
-        acc *= max(n, 1)
-    return out[::-1]
+    """The row-major strides of ``shape``, as a list."""
+    return list(contiguous_strides(shape))
 
 
 def _rounded(dtype: str, value: str) -> str:

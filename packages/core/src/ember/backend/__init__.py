@@ -45,6 +45,11 @@ backend's fusion compiler, the one description of a fused kernel that each backe
 matmul head by the backend's kernel, then the rest) are runners compilers share (see
 `ember.backend.fused`).
 
+**Row-kernel scheduling** — `schedule`: the one scheduling loop of the C-like fusion
+renderers (a group's outer space, values hoisted to the outermost loop scope that can hold
+them, flat counters unravelled, targets stored); a language subclasses
+`schedule.RowSchedule` and supplies only its spelling (see `ember.backend.schedule`).
+
 **Kernel guards** — `guard_kernels` wraps a backend's table entries for the ops of
 `GUARDED_OPS` (kernels that compute addresses from params or read index tensors) so that a
 direct call runs the op's shape rule and checks index values, as dispatch does (see
@@ -74,7 +79,7 @@ from .._host import dtype_of_numpy, numpy_dtype
 from .._plugins import conformance_skips, extra_kernels, plugin_manager
 from .._tensor import Tensor
 from .._trace import TRACE, HostFloat, HostInt
-from . import geometry, ir, strided
+from . import geometry, ir, schedule, strided
 from .fused import FusedGroup, FusedKernel, GroupNode, HeadFirst, op_by_op
 from .guard import GUARDED_OPS, guard_kernels, guarded
 
@@ -101,6 +106,8 @@ __all__ = [
     "strided",
     # host-side geometry of the nn ops (`ember.backend.geometry`)
     "geometry",
+    # the scheduling loop of the C-like fusion renderers (`ember.backend.schedule`)
+    "schedule",
 ]
 
 ir.on_define(adopt_everywhere)
