@@ -13,6 +13,7 @@ import functools
 from typing import Any
 
 import numpy as np
+from ember.backend.geometry import attention_operands_ok
 from ember.ops import composite
 
 from ._common import F32, LOW, quiet, wide
@@ -24,15 +25,7 @@ _OP = "scaled_dot_product_attention"
 
 def _check(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None,
            name: str) -> None:
-    ok = (q.ndim >= 2 and k.ndim == q.ndim and v.ndim == q.ndim
-          and q.shape[:-2] == k.shape[:-2] == v.shape[:-2] and q.shape[-1] == k.shape[-1]
-          and k.shape[-2] == v.shape[-2] and q.dtype == k.dtype == v.dtype)
-    if ok and mask is not None:
-        scores = (*q.shape[:-1], k.shape[-2])
-        ok = (mask.ndim <= len(scores) and (mask.dtype == np.bool_ or mask.dtype == q.dtype)
-              and all(m in (1, n) for m, n in zip(mask.shape[::-1], scores[::-1],
-                                                  strict=False)))
-    if not ok:
+    if not attention_operands_ok(q, k, v, mask):
         shapes = ", ".join(f"{a.shape} {a.dtype}" for a in (q, k, v) + (
             (mask,) if mask is not None else ()))
         raise ValueError(f"{name}: expected q[..., L, D], k[..., S, D], v[..., S, Dv] of one "

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 from ember.backend import ShapeError
-from ember.backend.geometry import linear_weights, nearest_index, pool_output_size
+from ember.backend.geometry import interpolate, pool_output_size
 from ember.ops import check_shapes, nn
 from ember.ops import composite as cops
 from numpy.lib.stride_tricks import as_strided, sliding_window_view
@@ -628,20 +628,17 @@ def _interpolate(x: np.ndarray, size: tuple[int, ...] = (), mode: str = "nearest
     check_shapes(nn.interpolate, [x.shape], dict(size=size, mode=mode,
                                                  align_corners=align_corners))
     dt = x.dtype
-    out = x.astype(F32) if dt in LOW else x
-    for axis, o in enumerate(size, start=2):
-        n = x.shape[axis]
-        if mode == "nearest":
-            out = np.take(out, nearest_index(n, o), axis=axis)
-            continue
-        if mode not in ("linear", "bilinear"):
-            raise ValueError(f"interpolate: unsupported mode {mode!r} on cpu")
-        i0, i1, lam = linear_weights(n, o, bool(align_corners))
-        shape = [1] * out.ndim
-        shape[axis] = o
-        lam = lam.reshape(shape).astype(out.dtype)
-        lo, hi = np.take(out, i0, axis=axis), np.take(out, i1, axis=axis)
-        out = lo * (1 - lam) + hi * lam
+
+    def lerp(lo: np.ndarray, hi: np.ndarray, lam: np.ndarray, axis: int) -> np.ndarray:
+        shape = [1] * lo.ndim
+        shape[axis] = lam.size
+        w = lam.reshape(shape).astype(lo.dtype)
+        out: np.ndarray = lo * (1 - w) + hi * w
+        return out
+
+    out = interpolate(x.astype(F32) if dt in LOW else x, x.shape, size, mode, align_corners,
+                      take=lambda a, index, axis: np.take(a, index, axis=axis), lerp=lerp,
+                      device="cpu")
     return out.astype(dt, copy=False)
 
 

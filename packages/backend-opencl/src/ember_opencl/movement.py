@@ -13,7 +13,14 @@ import math
 from typing import Any
 
 import numpy as np
-from ember.backend.strided import flip, permute, slice_view
+from ember.backend.strided import (
+    cat_parts,
+    flip,
+    pad_interior,
+    padded_shape,
+    permute,
+    slice_view,
+)
 from ember.ops import movement as mv
 
 from .runtime import (
@@ -50,12 +57,8 @@ def _fill(rt: Runtime, shape: tuple[int, ...], dtype: np.dtype[Any], value: Any)
 
 
 def pad(rt: Runtime, x: CLArray, widths: Any, value: Any) -> CLArray:
-    shape = tuple(n + a + b for n, (a, b) in zip(x.shape, widths, strict=True))
-    out = _fill(rt, shape, x.dtype, value)
-    inner = slice_view(out, [a for a, _ in widths], [a + n for n, (a, _) in
-                                                      zip(x.shape, widths, strict=True)],
-                       [1] * x.ndim)
-    copy_into(rt, inner, x)
+    out = _fill(rt, padded_shape(x.shape, widths), x.dtype, value)
+    copy_into(rt, pad_interior(out, x.shape, widths), x)
     return out
 
 
@@ -63,14 +66,8 @@ def cat(rt: Runtime, xs: tuple[CLArray, ...], dim: int) -> CLArray:
     shape = list(xs[0].shape)
     shape[dim] = sum(x.shape[dim] for x in xs)
     out = rt.empty(tuple(shape), xs[0].dtype)
-    start = 0
-    for x in xs:
-        n = x.shape[dim]
-        starts = [0] * len(shape)
-        stops = list(shape)
-        starts[dim], stops[dim] = start, start + n
-        copy_into(rt, slice_view(out, starts, stops, [1] * len(shape)), x)
-        start += n
+    for part, x in zip(cat_parts(out, [x.shape[dim] for x in xs], dim), xs, strict=True):
+        copy_into(rt, part, x)
     return out
 
 

@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 import numpy as np
-from ember.backend.geometry import linear_weights, nearest_index, pool_output_size
+from ember.backend.geometry import interpolate, pool_output_size
 from ember.ops import nn
 
 from . import movement
@@ -205,23 +205,17 @@ __kernel void apool(__global {t}* out, __global const {t}* x, long xo, long xs0,
 
 def _interpolate(rt: Runtime, x: CLArray, size: tuple[int, ...], mode: str,
                  align_corners: bool | None) -> CLArray:
-    out = x
-    for axis, o in enumerate(size, start=2):
-        n = out.shape[axis]
-        if mode == "nearest":
-            out = movement.index_select(rt, out, rt.upload(nearest_index(n, o)), axis)
-            continue
-        if mode not in ("linear", "bilinear"):
-            raise ValueError(f"interpolate: unsupported mode {mode!r} on opencl")
-        i0, i1, lam = linear_weights(n, o, bool(align_corners))
-        lam = lam.astype(x.dtype)
-        shape = [1] * out.ndim
-        shape[axis] = o
-        lo = movement.index_select(rt, out, rt.upload(i0), axis)
-        hi = movement.index_select(rt, out, rt.upload(i1), axis)
-        lv = rt.upload(lam.reshape(shape))
-        out = run_map(rt, "a * (1 - c) + b * c", [lo, hi, lv], shape=lo.shape)
-    return out
+    def take(a: CLArray, index: np.ndarray, axis: int) -> CLArray:
+        return movement.index_select(rt, a, rt.upload(index), axis)
+
+    def lerp(lo: CLArray, hi: CLArray, lam: np.ndarray, axis: int) -> CLArray:
+        shape = [1] * lo.ndim
+        shape[axis] = lam.size
+        lv = rt.upload(lam.astype(x.dtype).reshape(shape))
+        return run_map(rt, "a * (1 - c) + b * c", [lo, hi, lv], shape=lo.shape)
+
+    return interpolate(x, x.shape, size, mode, align_corners, take=take, lerp=lerp,
+                       device="opencl")
 
 
 def kernels(rt: Runtime) -> dict[Any, Any]:

@@ -12,7 +12,14 @@ from typing import Any
 import numpy as np
 
 from ember.backend import ir
-from ember.backend.strided import flip, permute, slice_view
+from ember.backend.strided import (
+    cat_parts,
+    flip,
+    pad_interior,
+    padded_shape,
+    permute,
+    slice_view,
+)
 from ember.ops import movement as mv, nn
 
 from . import sort
@@ -46,11 +53,8 @@ def fill(rt: Runtime, shape: tuple[int, ...], dtype: np.dtype[Any], value: Any) 
 
 
 def pad(rt: Runtime, x: WGArray, widths: Any, value: Any) -> WGArray:
-    shape = tuple(n + a + b for n, (a, b) in zip(x.shape, widths, strict=True))
-    out = fill(rt, shape, x.dtype, value)
-    inner = slice_view(out, [a for a, _ in widths],
-                       [a + n for n, (a, _) in zip(x.shape, widths, strict=True)], [1] * x.ndim)
-    copy_into(rt, inner, x)
+    out = fill(rt, padded_shape(x.shape, widths), x.dtype, value)
+    copy_into(rt, pad_interior(out, x.shape, widths), x)
     return out
 
 
@@ -58,14 +62,8 @@ def cat(rt: Runtime, xs: tuple[WGArray, ...], dim: int) -> WGArray:
     shape = list(xs[0].shape)
     shape[dim] = sum(x.shape[dim] for x in xs)
     out = rt.empty(tuple(shape), xs[0].dtype)
-    start = 0
-    for x in xs:
-        n = x.shape[dim]
-        starts = [0] * len(shape)
-        stops = list(shape)
-        starts[dim], stops[dim] = start, start + n
-        copy_into(rt, slice_view(out, starts, stops, [1] * len(shape)), x)
-        start += n
+    for part, x in zip(cat_parts(out, [x.shape[dim] for x in xs], dim), xs, strict=True):
+        copy_into(rt, part, x)
     return out
 
 

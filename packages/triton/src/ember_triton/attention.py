@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from ember.backend.geometry import attention_operands_ok
 from ember.ops import composite as cops
 
 from ._array import DeviceArray, contiguous_strides, dtype_name
@@ -132,15 +133,8 @@ def _configs(kind: str, family: str, d: int) -> list[Config]:
 
 def _check(q: DeviceArray, k: DeviceArray, v: DeviceArray, mask: DeviceArray | None,
            name: str) -> None:
-    ok = (q.ndim >= 2 and k.ndim == q.ndim and v.ndim == q.ndim
-          and q.shape[:-2] == k.shape[:-2] == v.shape[:-2] and q.shape[-1] == k.shape[-1]
-          and k.shape[-2] == v.shape[-2] and q.dtype == k.dtype == v.dtype
+    ok = (attention_operands_ok(q, k, v, mask)
           and dtype_name(q.dtype) in ("float16", "bfloat16", "float32", "float64"))
-    if ok and mask is not None:
-        scores = (*q.shape[:-1], k.shape[-2])
-        ok = (mask.ndim <= len(scores) and (mask.dtype == np.bool_ or mask.dtype == q.dtype)
-              and all(m in (1, n) for m, n in zip(mask.shape[::-1], scores[::-1],
-                                                  strict=False)))
     if not ok:
         shapes = ", ".join(f"{a.shape} {a.dtype}" for a in (q, k, v) + (
             (mask,) if mask is not None else ()))

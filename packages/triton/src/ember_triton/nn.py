@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from ember.backend.geometry import linear_weights, nearest_index, pool_output_size
+from ember.backend.geometry import interpolate, pool_output_size
 from ember.ops import composite as cops
 from ember.ops import nn
 
@@ -252,19 +252,18 @@ def _interpolate(be: TritonBackend, x: DeviceArray, size: tuple[int, ...] = (),
                  mode: str = "nearest", align_corners: bool | None = None) -> DeviceArray:
     if mode not in ("nearest", "linear", "bilinear"):
         raise ValueError(f"interpolate: unsupported mode {mode!r} on {be.name}")
-    out = x
-    for axis, o in enumerate(size, start=2):
-        n = x.shape[axis]
-        if mode == "nearest":
-            out = _index_select(be, out, be.memory.from_numpy(nearest_index(n, o)), axis)
-            continue
-        i0, i1, lam = linear_weights(n, o, bool(align_corners))
-        lo = _index_select(be, out, be.memory.from_numpy(i0), axis)
-        hi = _index_select(be, out, be.memory.from_numpy(i1), axis)
-        lam_dt = np.float64 if dtype_name(x.dtype) == "float64" else np.float32
+    lam_dt = np.float64 if dtype_name(x.dtype) == "float64" else np.float32
+
+    def take(a: DeviceArray, index: np.ndarray, axis: int) -> DeviceArray:
+        return _index_select(be, a, be.memory.from_numpy(index), axis)
+
+    def lerp(lo: DeviceArray, hi: DeviceArray, lam: np.ndarray, axis: int) -> DeviceArray:
         la = be.memory.from_numpy(lam.astype(lam_dt))
         lav = la.view(lo.shape, tuple(1 if i == axis else 0 for i in range(lo.ndim)), la.offset)
-        out = elementwise(be, "r = x0 * (1 - x2) + x1 * x2", [lo, hi, lav], x.dtype)
+        return elementwise(be, "r = x0 * (1 - x2) + x1 * x2", [lo, hi, lav], x.dtype)
+
+    out = interpolate(x, x.shape, size, mode, align_corners, take=take, lerp=lerp,
+                      device=be.name)
     return contiguous(be, out)
 
 

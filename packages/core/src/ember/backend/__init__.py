@@ -36,8 +36,9 @@ device backends share (dense strides, broadcast views, merging contiguous axes, 
 `strided.StridedView` base of an array class; see `ember.backend.strided`).
 
 **nn geometry** — `geometry`: what a pooling window or an interpolation reads, planned on the
-host the same way for every backend (`geometry.pool_output_size`, `geometry.nearest_index`,
-`geometry.linear_weights`).
+host the same way for every backend (`geometry.pool_output_size`, `geometry.interpolate` over
+`geometry.nearest_index` / `geometry.linear_weights`), and the check of attention's operands
+(`geometry.attention_operands_ok`).
 
 **Fused groups** — `FusedGroup` (with `GroupNode`): what the Fusion decorator hands a
 backend's fusion compiler, the one description of a fused kernel that each backend renders;

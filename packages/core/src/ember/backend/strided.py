@@ -19,8 +19,9 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-__all__ = ["StridedView", "broadcast_strides", "broadcast_view", "collapse",
-           "contiguous_strides", "flip", "is_float", "permute", "slice_view"]
+__all__ = ["StridedView", "broadcast_strides", "broadcast_view", "cat_parts", "collapse",
+           "contiguous_strides", "flip", "is_float", "pad_interior", "padded_shape", "permute",
+           "slice_view"]
 
 
 def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
@@ -93,6 +94,30 @@ def flip(x: V, dims: Sequence[int]) -> V:
         strides[d] = -strides[d]
     out: V = x.view(x.shape, tuple(strides), offset)
     return out
+
+
+def padded_shape(shape: Sequence[int], widths: Sequence[tuple[int, int]]) -> tuple[int, ...]:
+    """The shape of an array of ``shape`` padded by ``widths`` (``(before, after)`` per axis)."""
+    return tuple(n + a + b for n, (a, b) in zip(shape, widths, strict=True))
+
+
+def pad_interior(out: V, shape: Sequence[int], widths: Sequence[tuple[int, int]]) -> V:
+    """The view of the padded ``out`` (`padded_shape`) where the array of ``shape`` goes."""
+    return slice_view(out, [a for a, _ in widths],
+                      [a + n for n, (a, _) in zip(shape, widths, strict=True)], [1] * len(shape))
+
+
+def cat_parts(out: V, sizes: Sequence[int], dim: int) -> list[V]:
+    """The views of ``out`` that hold the parts of a concatenation along ``dim``, the parts
+    being ``sizes`` long along it."""
+    parts, start = [], 0
+    for n in sizes:
+        starts = [0] * len(out.shape)
+        stops = list(out.shape)
+        starts[dim], stops[dim] = start, start + n
+        parts.append(slice_view(out, starts, stops, [1] * len(out.shape)))
+        start += n
+    return parts
 
 
 def collapse(shape: Sequence[int], strides: Sequence[Sequence[int]]
