@@ -5,6 +5,7 @@ calls of the kernel table's spatial ops run the op's shape rule (`ember.backend.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +17,8 @@ from ember import ops
 from ember.backend import GUARDED_OPS, ShapeError, apply
 
 DEVICES = ["cpu", "opencl:0", "triton-interpret", "wgpu:0"]
+# more stacks where a machine has them (a GPU run: EMBER_EXTRA_DEVICES="cuda:0,fusion<cuda:0>")
+DEVICES += [d for d in os.environ.get("EMBER_EXTRA_DEVICES", "").split(",") if d]
 MV, NN = ops.movement, ops.nn
 
 X = np.arange(12, dtype=np.float32).reshape(3, 4)

@@ -3,6 +3,7 @@ PyTorch: ember raises where torch raises, and gives torch's shape where torch ac
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -17,6 +18,8 @@ torch = pytest.importorskip("torch")
 TF = torch.nn.functional
 
 DEVICES = ["cpu", "autodiff<cpu>", "fusion<cpu>", "opencl:0", "triton-interpret", "wgpu:0"]
+# more stacks where a machine has them (a GPU run: EMBER_EXTRA_DEVICES="cuda:0,fusion<cuda:0>")
+DEVICES += [d for d in os.environ.get("EMBER_EXTRA_DEVICES", "").split(",") if d]
 
 
 def _device(name: str) -> ember.Device:
