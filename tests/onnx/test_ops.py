@@ -347,6 +347,17 @@ CASES += [
          {"mode": "nearest"}, opset=9),
     Case("Resize-opset10-linear", "Resize", [IMG, K(np.array([1, 1, 2, 1.5], np.float32))],
          {"mode": "linear"}, opset=10),
+    Case("Attention-3d-gqa-causal", "Attention", [f(2, 5, 32), f(2, 5, 16), f(2, 5, 16)],
+         {"q_num_heads": 4, "kv_num_heads": 2, "is_causal": 1}, opset=23),
+    Case("Attention-4d-boolmask-past", "Attention",
+         [f(2, 4, 3, 8), f(2, 4, 2, 8), f(2, 4, 2, 6), RNG.random((3, 5)) > 0.3,
+          f(2, 4, 3, 8), f(2, 4, 3, 6)], outputs=3, opset=23),
+    Case("Attention-4d-floatmask-softcap-scale", "Attention",
+         [f(1, 2, 4, 8), f(1, 2, 6, 8), f(1, 2, 6, 8), f(1, 2, 4, 6)],
+         {"softcap": 2.0, "scale": 0.5}, opset=23),
+    Case("Attention-4d-qk-output-softmax", "Attention",
+         [f(1, 2, 4, 8), f(1, 2, 6, 8), f(1, 2, 6, 8)],
+         {"qk_matmul_output_mode": 3, "is_causal": 1}, outputs=4, opset=23),
 ]
 
 

@@ -13,6 +13,7 @@ import ember as E
 from ember import Tensor
 from ember.nn import functional as F
 
+from ._dtypes import ember_dtype
 from ._registry import Node, Run, op
 
 M = R = E  # ember's tensor functions, by family: movement, reductions
@@ -496,3 +497,125 @@ def upsample(r: Run, node: Node, x: Any, scales: Any = None) -> Tensor:
     at.pop("scales", None)
     plain = Node("Resize", node.name, node.inputs, node.outputs, at, 11)
     return resize(r, plain, x, None, np.asarray(scales))  # type: ignore[no-any-return]
+
+
+# -- Attention (opset 23-25) ------------------------------------------------------------------
+
+def _attention_heads(node: Node, t: Tensor, heads: int | None, what: str) -> Tensor:
+    """A 3-D (batch, seq, heads * size) input as 4-D (batch, heads, seq, size)."""
+    if t.ndim == 4:
+        return t
+    if t.ndim != 3:
+        raise ValueError(f"{node.where()}: {what} must be 3-D or 4-D, got {tuple(t.shape)}")
+    if not heads or t.shape[2] % heads:
+        raise ValueError(f"{node.where()}: 3-D {what} {tuple(t.shape)} needs q_num_heads and "
+                         "kv_num_heads dividing its hidden size")
+    b, s, hidden = t.shape
+    return t.reshape((b, s, heads, hidden // heads)).permute(0, 2, 1, 3)
+
+
+def _attention_frontier(node: Node, nq: int, nkv: int, offset: np.ndarray) -> np.ndarray:
+    """(batch or 1, 1, q, kv) booleans: the keys is_causal and the window let each query see;
+    ``offset`` (one per batch, or one in all) is the number of valid keys before the queries."""
+    at = node.attrs
+    left, right = int(at.get("left_window_size", -1)), int(at.get("right_window_size", -1))
+    if left < -1 or right < -1:
+        raise ValueError(f"{node.where()}: left_window_size/right_window_size must be -1 or "
+                         f"nonnegative, got {left}, {right}")
+    i = np.arange(nq).reshape(1, 1, nq, 1) + offset.reshape(-1, 1, 1, 1)  # absolute position
+    j = np.arange(nkv).reshape(1, 1, 1, nkv)
+    allowed = np.ones(np.broadcast_shapes(i.shape, j.shape), dtype=np.bool_)
+    if int(at.get("is_causal", 0)):
+        allowed &= j <= i
+    if left >= 0:
+        allowed &= i - j <= left
+    if right >= 0:
+        allowed &= j - i <= right
+    return allowed
+
+
+@op("Attention", note="opset 23 on (schemas 23-25): 3-D and 4-D inputs, MHA/GQA/MQA, bool "
+    "and float attn_mask, is_causal, windows, scale, softcap, past/present key and value, "
+    "nonpad_kv_seqlen (read on the host), qk_matmul_output modes 0-3, softmax_precision")
+def attention(r: Run, node: Node, q: Any, k: Any, v: Any, attn_mask: Any = None,
+              past_key: Any = None, past_value: Any = None,
+              nonpad_kv_seqlen: Any = None) -> Any:
+    at = node.attrs
+    tq, tk, tv = r.tensor(q), r.tensor(k), r.tensor(v)
+    if tq.dtype.kind != "f":
+        raise TypeError(f"{node.where()}: Q must be floating point, got {tq.dtype.name}")
+    if not tq.ndim == tk.ndim == tv.ndim:
+        raise ValueError(f"{node.where()}: Q, K and V must have the same rank")
+    three_d = tq.ndim == 3
+    qh, kvh = at.get("q_num_heads"), at.get("kv_num_heads")
+    if not three_d and node.opset >= 25 and (qh is not None or kvh is not None):
+        raise ValueError(f"{node.where()}: q_num_heads and kv_num_heads must not be given "
+                         "for 4-D inputs")
+    if (past_key is None) != (past_value is None):
+        raise ValueError(f"{node.where()}: past_key and past_value must be given together")
+    if nonpad_kv_seqlen is not None and past_key is not None:
+        raise ValueError(f"{node.where()}: nonpad_kv_seqlen cannot be used with past_key")
+    mode = int(at.get("qk_matmul_output_mode", 0))
+    if mode not in (0, 1, 2, 3):
+        raise NotImplementedError(f"{node.where()}: qk_matmul_output_mode {mode} is not one "
+                                  "of 0, 1, 2, 3")
+    dtype = tq.dtype
+    npdt = np.dtype(np.float32) if dtype.name == "bfloat16" else np.dtype(dtype.name)
+    tq = _attention_heads(node, tq, qh, "Q")
+    tk = _attention_heads(node, tk, kvh, "K")
+    tv = _attention_heads(node, tv, kvh, "V")
+    scale = at.get("scale")
+    root = float(np.sqrt(1.0 / math.sqrt(tq.shape[3]) if scale is None else float(scale)))
+    root = float(npdt.type(root))  # sqrt(scale) cast to Q's type, as the spec's expansion
+    past = 0
+    if past_key is not None:
+        tpk, tpv = r.tensor(past_key), r.tensor(past_value)
+        past = tpk.shape[2]
+        tk, tv = E.cat([tpk, tk], dim=2), E.cat([tpv, tv], dim=2)
+    present_k, present_v = tk, tv
+    nq, nkv = tq.shape[2], tk.shape[2]
+    if nonpad_kv_seqlen is not None:
+        lengths = np.asarray(r.ints(nonpad_kv_seqlen), dtype=np.int64)
+        offset = lengths - nq
+    else:
+        lengths, offset = None, np.array([past], dtype=np.int64)
+    allowed = _attention_frontier(node, nq, nkv, offset)
+    if lengths is not None:  # padding keys past each sample's length
+        allowed = allowed & (np.arange(nkv).reshape(1, 1, 1, nkv)
+                             < lengths.reshape(-1, 1, 1, 1))
+    bias = r.tensor(np.where(allowed, 0.0, -np.inf).astype(np.float32)).to(dtype)
+    if attn_mask is not None:
+        m = r.tensor(attn_mask)
+        if m.shape[-1] < nkv:  # a short mask leaves the remaining keys out
+            fill = (*m.shape[:-1], nkv - m.shape[-1])
+            m = E.cat([m, E.full(fill, False if m.dtype.name == "bool" else -math.inf,
+                                 dtype=m.dtype, device=m.device)], dim=-1)
+        if m.dtype.name == "bool":
+            m = E.where(m, 0.0, -math.inf).to(dtype)
+        bias = bias + m.to(dtype)
+    heads = tq.shape[1]
+    if heads != tk.shape[1]:
+        if heads % tk.shape[1] or tk.shape[1] != tv.shape[1]:
+            raise ValueError(f"{node.where()}: {heads} query heads are not a multiple of "
+                             f"{tk.shape[1]} key/value heads")
+        reps = heads // tk.shape[1]
+        tk, tv = E.repeat_interleave(tk, reps, dim=1), E.repeat_interleave(tv, reps, dim=1)
+    qk = E.matmul(tq * root, (tk * root).transpose(-1, -2))
+    softcap = at.get("softcap")
+    if softcap is not None and float(softcap) > 0:
+        qk = E.tanh(qk / float(softcap)) * float(softcap)
+    scores = qk + bias
+    logits = scores
+    precision = at.get("softmax_precision")
+    if precision is not None:
+        logits = logits.to(ember_dtype(int(precision), node.where()))
+    probs = E.softmax(logits, dim=-1)
+    # a query that may see no key gives a zero row (decided on the bias, not on the logits)
+    empty = E.isneginf(E.amax(bias, dim=-1, keepdim=True))
+    probs = E.where(empty, 0.0, probs).to(dtype)
+    y = E.matmul(probs, tv)
+    if three_d:
+        y = y.permute(0, 2, 1, 3)
+        y = y.reshape((y.shape[0], y.shape[1], y.shape[2] * y.shape[3]))
+    qk_out = {0: qk, 1: qk, 2: scores, 3: probs}[mode]
+    return y, present_k, present_v, qk_out
