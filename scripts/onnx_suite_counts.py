@@ -125,10 +125,24 @@ def summary(outcomes: dict[str, dict[str, Any]]) -> dict[str, dict[str, int]]:
     return table
 
 
+def _known_wrong(path: str) -> dict[str, str]:
+    """The hand-written causes of wrong results in the current list (kept on rewriting)."""
+    if not os.path.exists(path):
+        return {}
+    scope: dict[str, Any] = {}
+    with open(path) as f:
+        exec(compile(f.read(), path, "exec"), scope)
+    return {n: reason for reason, names in scope.get("EXCLUDED", {}).items() for n in names
+            if reason.startswith("wrong result: ")}
+
+
 def write_exclusions(outcomes: dict[str, dict[str, Any]], path: str) -> None:
+    known = _known_wrong(path)
     groups: dict[str, list[str]] = collections.defaultdict(list)
     for name, o in sorted(outcomes.items()):
-        if o["status"] in ("wrong", "refused"):
+        if o["status"] == "wrong":
+            groups[known.get(name, o["reason"])].append(name)
+        elif o["status"] == "refused":
             groups[o["reason"]].append(name)
     lines = [
         "# ruff: noqa: E501  # generated data: each reason is one string",

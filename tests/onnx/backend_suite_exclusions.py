@@ -453,17 +453,6 @@ EXCLUDED: dict[str, list[str]] = {
         'test_nonmaxsuppression_two_batches_cpu',
         'test_nonmaxsuppression_two_classes_cpu',
     ],
-    'NotImplementedError: AveragePool node (opset N): N-D input (N, N, N, N, N) is not supported (supported: N-D, N-D spatial)': [
-        'test_AvgPool3d_cpu',
-        'test_AvgPool3d_stride1_pad0_gpu_input_cpu',
-        'test_AvgPool3d_stride_cpu',
-        'test_averagepool_3d_default_cpu',
-        'test_averagepool_3d_dilations_large_count_include_pad_is_0_ceil_mode_is_False_cpu',
-        'test_averagepool_3d_dilations_large_count_include_pad_is_0_ceil_mode_is_True_cpu',
-        'test_averagepool_3d_dilations_large_count_include_pad_is_1_ceil_mode_is_False_cpu',
-        'test_averagepool_3d_dilations_large_count_include_pad_is_1_ceil_mode_is_True_cpu',
-        'test_averagepool_3d_dilations_small_cpu',
-    ],
     'unsupported operator: ImageDecoder': [
         'test_image_decoder_decode_bmp_rgb_cpu',
         'test_image_decoder_decode_jpeg2k_rgb_cpu',
@@ -485,36 +474,6 @@ EXCLUDED: dict[str, list[str]] = {
         'test_bitcast_int8_to_uint8_cpu',
         'test_bitcast_scalar_float32_to_int32_cpu',
     ],
-    'unsupported operator: LpPool': [
-        'test_lppool_1d_default_cpu',
-        'test_lppool_2d_default_cpu',
-        'test_lppool_2d_dilations_cpu',
-        'test_lppool_2d_pads_cpu',
-        'test_lppool_2d_same_lower_cpu',
-        'test_lppool_2d_same_upper_cpu',
-        'test_lppool_2d_strides_cpu',
-        'test_lppool_3d_default_cpu',
-    ],
-    'unsupported operator: QLinearMatMul': [
-        'test_qlinearmatmul_2D_int8_float16_cpu',
-        'test_qlinearmatmul_2D_int8_float32_cpu',
-        'test_qlinearmatmul_2D_uint8_float16_cpu',
-        'test_qlinearmatmul_2D_uint8_float32_cpu',
-        'test_qlinearmatmul_3D_int8_float16_cpu',
-        'test_qlinearmatmul_3D_int8_float32_cpu',
-        'test_qlinearmatmul_3D_uint8_float16_cpu',
-        'test_qlinearmatmul_3D_uint8_float32_cpu',
-    ],
-    'unsupported operator: QuantizeLinear': [
-        'test_dynamicquantizelinear_expanded_cpu',
-        'test_dynamicquantizelinear_max_adjusted_expanded_cpu',
-        'test_dynamicquantizelinear_min_adjusted_expanded_cpu',
-        'test_quantizelinear_axis_cpu',
-        'test_quantizelinear_blocked_asymmetric_cpu',
-        'test_quantizelinear_blocked_symmetric_cpu',
-        'test_quantizelinear_cpu',
-        'test_quantizelinear_int16_cpu',
-    ],
     'unsupported operator: RotaryEmbedding': [
         'test_rotary_embedding_3d_input_cpu',
         'test_rotary_embedding_cpu',
@@ -524,24 +483,6 @@ EXCLUDED: dict[str, list[str]] = {
         'test_rotary_embedding_no_position_ids_rotary_dim_cpu',
         'test_rotary_embedding_with_interleaved_rotary_dim_cpu',
         'test_rotary_embedding_with_rotary_dim_cpu',
-    ],
-    'NotImplementedError: Conv node (opset N): N-D input (N, N, N, N, N) is not supported (supported: N-D, N-D spatial)': [
-        'test_Conv3d_cpu',
-        'test_Conv3d_dilated_cpu',
-        'test_Conv3d_dilated_strided_cpu',
-        'test_Conv3d_groups_cpu',
-        'test_Conv3d_no_bias_cpu',
-        'test_Conv3d_stride_cpu',
-        'test_Conv3d_stride_padding_cpu',
-    ],
-    'NotImplementedError: MaxPool node (opset N): N-D input (N, N, N, N, N) is not supported (supported: N-D, N-D spatial)': [
-        'test_MaxPool3d_cpu',
-        'test_MaxPool3d_stride_cpu',
-        'test_MaxPool3d_stride_padding_cpu',
-        'test_maxpool_3d_default_cpu',
-        'test_maxpool_3d_dilations_cpu',
-        'test_maxpool_3d_dilations_use_ref_impl_cpu',
-        'test_maxpool_3d_dilations_use_ref_impl_large_cpu',
     ],
     "TypeError: ember.onnx.load: <ModelProto>: graph input '…' is an optional; ember imports graphs of tensors only (sequence, optional and map values are n": [
         'test_identity_opt_cpu',
@@ -669,12 +610,6 @@ EXCLUDED: dict[str, list[str]] = {
         'test_deform_conv_with_mask_bias_cpu',
         'test_deform_conv_with_multiple_offset_groups_cpu',
     ],
-    'unsupported operator: DequantizeLinear': [
-        'test_dequantizelinear_axis_cpu',
-        'test_dequantizelinear_blocked_cpu',
-        'test_dequantizelinear_cpu',
-        'test_dequantizelinear_int16_cpu',
-    ],
     'unsupported operator: OptionalHasElement': [
         'test_optional_has_element_empty_no_input_name_optional_input_cpu',
         'test_optional_has_element_empty_no_input_name_tensor_input_cpu',
@@ -695,11 +630,6 @@ EXCLUDED: dict[str, list[str]] = {
         'test_bernoulli_cpu',
         'test_bernoulli_double_cpu',
         'test_bernoulli_seed_cpu',
-    ],
-    'unsupported operator: DynamicQuantizeLinear': [
-        'test_dynamicquantizelinear_cpu',
-        'test_dynamicquantizelinear_max_adjusted_cpu',
-        'test_dynamicquantizelinear_min_adjusted_cpu',
     ],
     'unsupported operator: RandomUniformLike': [
         'test_bernoulli_double_expanded_cpu',
@@ -741,10 +671,6 @@ EXCLUDED: dict[str, list[str]] = {
         'test_sequence_model4_cpu',
         'test_sequence_model5_cpu',
     ],
-    'unsupported operator: ConvInteger': [
-        'test_convinteger_with_padding_cpu',
-        'test_convinteger_without_padding_cpu',
-    ],
     'unsupported operator: Det': [
         'test_det_2d_cpu',
         'test_det_nd_cpu',
@@ -777,34 +703,17 @@ EXCLUDED: dict[str, list[str]] = {
         'test_attention_4d_causal_fp16_cpu',
         'test_attention_4d_causal_fp16_expanded_cpu',
     ],
-    'wrong result: float32 rounding amplified (a light model of constant weights: its 1000 '
-    'logits are 9.48e9, equal in exact arithmetic; ember\'s differ by one float32 ulp, 1024, '
-    'and Softmax turns that into 0 and 0.25 where onnx expects 0.001)': [
-        'test_squeezenet_cpu',
-    ],
-    'NotImplementedError: AveragePool node (opset N): dilations [N, N] are not supported': [
-        'test_averagepool_2d_dilations_cpu',
-    ],
-    'NotImplementedError: ConvTranspose node (opset N): N-D input (N, N, N, N, N) is not supported (supported: N-D, N-D spatial)': [
-        'test_convtranspose_3d_cpu',
-    ],
     'NotImplementedError: GatherND node (opset N): batch_dims > N is not supported': [
         'test_gathernd_example_int32_batch_dim1_cpu',
     ],
     "TypeError: ember.onnx.load: <ModelProto>: graph output '…' is an optional; ember imports graphs of tensors only (sequence, optional and map values are ": [
         'test_if_opt_cpu',
     ],
-    'unsupported operator: MatMulInteger': [
-        'test_matmulinteger_cpu',
-    ],
     'unsupported operator: MelWeightMatrix': [
         'test_melweightmatrix_cpu',
     ],
     'unsupported operator: OptionalGetElement': [
         'test_optional_get_element_tensor_cpu',
-    ],
-    'unsupported operator: QLinearConv': [
-        'test_qlinearconv_cpu',
     ],
     'unsupported operator: SequenceAt, SequenceConstruct, SequenceErase': [
         'test_sequence_model2_cpu',
@@ -817,5 +726,8 @@ EXCLUDED: dict[str, list[str]] = {
     ],
     'unsupported operator: SequenceAt, SplitToSequence': [
         'test_sequence_model7_cpu',
+    ],
+    "wrong result: float32 rounding amplified (a light model of constant weights: its 1000 logits are 9.48e9, equal in exact arithmetic; ember's differ by one float32 ulp, 1024, and Softmax turns that into 0 and 0.25 where onnx expects 0.001)": [
+        'test_squeezenet_cpu',
     ],
 }

@@ -18,7 +18,9 @@ import ember.onnx  # noqa: E402
 
 NP_TO_ONNX = {np.dtype("float32"): TensorProto.FLOAT, np.dtype("float64"): TensorProto.DOUBLE,
               np.dtype("int64"): TensorProto.INT64, np.dtype("int32"): TensorProto.INT32,
-              np.dtype("bool"): TensorProto.BOOL, np.dtype("uint8"): TensorProto.UINT8}
+              np.dtype("bool"): TensorProto.BOOL, np.dtype("uint8"): TensorProto.UINT8,
+              np.dtype("int8"): TensorProto.INT8, np.dtype("int16"): TensorProto.INT16,
+              np.dtype("float16"): TensorProto.FLOAT16}
 
 
 def graph_model(nodes: list[Any], inputs: dict[str, Any], outputs: list[str],

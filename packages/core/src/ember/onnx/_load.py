@@ -22,7 +22,8 @@ import numpy as np
 from ember import Device, Tensor, device as _device, tensor as _tensor
 from ember.nn import Module, Parameter
 
-from . import _elementwise, _fuse, _nn, _reduce, _shape  # noqa: F401  # register the op rules
+# register the op rules (_ndconv imports _nn first and wraps its Conv and pooling rules)
+from . import _elementwise, _fuse, _misc, _ndconv, _nn, _quant, _reduce, _shape, _signal  # noqa: F401
 from ._dtypes import FROM_ONNX, ember_dtype
 from ._registry import OPS, OPSET_MAX, OPSET_MIN, Node, Run, is_host
 

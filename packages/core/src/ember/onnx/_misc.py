@@ -1,0 +1,3 @@
+"""Miscellaneous operators."""
+
+from __future__ import annotations

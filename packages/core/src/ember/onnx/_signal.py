@@ -1,0 +1,3 @@
+"""Signal operators."""
+
+from __future__ import annotations

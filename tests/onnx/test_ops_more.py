@@ -1,0 +1,110 @@
+"""More operators against onnxruntime, one-node graphs as in test_ops: quantization, N-D
+convolution and pooling, signal processing and the others of `_quant`, `_ndconv`, `_signal`
+and `_misc` (`test_ops.test_every_supported_op_has_a_case` counts these cases too)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx_oracle import check
+from test_ops import Case, K, f
+
+RNG = np.random.default_rng(1)
+
+
+def u8(*shape: int) -> np.ndarray:
+    return RNG.integers(0, 256, shape).astype(np.uint8)
+
+
+def s8(*shape: int) -> np.ndarray:
+    return RNG.integers(-128, 128, shape).astype(np.int8)
+
+
+VOL = f(2, 4, 5, 6, 5)
+
+CASES: list[Case] = [
+    # quantization (int32 accumulation, requantized as onnxruntime)
+    Case("QuantizeLinear-per-tensor", "QuantizeLinear",
+         [f(3, 4) * 40, K(np.float32(0.37)), K(np.uint8(128))], opset=13),
+    Case("QuantizeLinear-per-axis-int8", "QuantizeLinear",
+         [f(2, 3, 4) * 30, K(np.array([0.2, 0.5, 0.9], np.float32)),
+          K(np.array([-3, 0, 5], np.int8))], {"axis": 1}, opset=13),
+    Case("QuantizeLinear-blocked-int16", "QuantizeLinear",
+         [f(3, 8) * 900, K(f(3, 2, lo=0.5, hi=2.0)), K(np.zeros((3, 2), np.int16))],
+         {"axis": 1, "block_size": 4}, opset=21),
+    Case("DequantizeLinear-per-axis", "DequantizeLinear",
+         [s8(2, 3, 4), K(np.array([0.2, 0.5, 0.9], np.float32)),
+          K(np.array([-3, 0, 5], np.int8))], {"axis": 1}, opset=13),
+    Case("DequantizeLinear-int32", "DequantizeLinear",
+         [RNG.integers(-5000, 5000, (4, 5)).astype(np.int32), K(np.float32(0.01))], opset=13),
+    Case("DynamicQuantizeLinear", "DynamicQuantizeLinear", [f(3, 5) * 4], outputs=3),
+    Case("MatMulInteger", "MatMulInteger", [u8(2, 3, 6), u8(6, 5), K(np.uint8(12)),
+                                            K(np.uint8(130))]),
+    Case("ConvInteger-pads", "ConvInteger", [u8(1, 2, 6, 6), u8(3, 2, 3, 3), K(np.uint8(7))],
+         {"pads": [1, 1, 1, 1]}),
+    Case("QLinearMatMul-int8", "QLinearMatMul",
+         [s8(2, 4, 6), K(np.float32(0.05)), K(np.int8(3)), s8(6, 3), K(np.float32(0.02)),
+          K(np.int8(-2)), K(np.float32(0.3)), K(np.int8(1))]),
+    Case("QLinearConv-per-filter", "QLinearConv",
+         [u8(1, 3, 7, 7), K(np.float32(0.02)), K(np.uint8(120)), u8(4, 3, 3, 3),
+          K(np.array([0.01, 0.02, 0.015, 0.03], np.float32)), K(np.zeros(4, np.uint8) + 127),
+          K(np.float32(0.6)), K(np.uint8(100)),
+          K(RNG.integers(-500, 500, 4).astype(np.int32))], {"strides": [2, 2]}),
+    # 3-D convolution and pooling (composites of ember ops)
+    Case("Conv-3d-groups-pads-dilations", "Conv", [VOL, K(f(6, 2, 3, 2, 3)), K(f(6))],
+         {"group": 2, "pads": [1, 0, 2, 1, 0, 1], "dilations": [1, 2, 1], "strides": [2, 1, 1]}),
+    Case("Conv-3d-same-upper", "Conv", [VOL, K(f(3, 4, 3, 3, 3))],
+         {"auto_pad": "SAME_UPPER", "strides": [2, 2, 1]}),
+    Case("ConvTranspose-3d", "ConvTranspose", [f(1, 4, 3, 4, 3), K(f(4, 3, 3, 2, 3)), K(f(3))],
+         {"strides": [2, 1, 2], "pads": [1, 0, 0, 0, 1, 1], "output_padding": [1, 0, 1]}),
+    Case("MaxPool-3d-ceil-dilations", "MaxPool", [VOL],
+         {"kernel_shape": [2, 3, 2], "strides": [2, 2, 2], "dilations": [1, 1, 2],
+          "pads": [1, 1, 0, 0, 1, 1], "ceil_mode": 1}, opset=12),
+    Case("AveragePool-3d-count-include-pad", "AveragePool", [VOL],
+         {"kernel_shape": [3, 3, 2], "strides": [2, 2, 1], "pads": [1, 1, 0, 1, 0, 1],
+          "count_include_pad": 1}),
+    Case("AveragePool-2d-dilations-ceil", "AveragePool", [f(2, 3, 9, 8)],
+         {"kernel_shape": [3, 2], "dilations": [2, 3], "strides": [2, 2], "ceil_mode": 1,
+          "pads": [1, 1, 1, 1]}, opset=19),
+    Case("LpPool-2d-p3", "LpPool", [f(2, 3, 7, 6)],
+         {"kernel_shape": [3, 2], "p": 3, "strides": [2, 1], "pads": [1, 0, 1, 1]}, opset=18),
+    Case("LpPool-3d", "LpPool", [VOL], {"kernel_shape": [2, 2, 2]}, opset=18),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_op_matches_onnxruntime(case: Case, device: str) -> None:
+    model, feeds = case.model()
+    check(model, feeds, device)
+
+
+def test_3d_conv_trains() -> None:
+    """The 3-D composite is differentiable: its weight gradient matches finite differences
+    of the float64 loss."""
+    from onnx_oracle import graph_model, helper
+
+    import ember
+    import ember.onnx
+
+    w = f(2, 3, 2, 2, 2).astype(np.float32)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 0, 0, 0, 1, 1], strides=[2, 1, 1])
+    x = f(1, 3, 4, 3, 3)
+    model = ember.onnx.load(graph_model([node], {"x": x}, ["y"], {"w": w}),
+                            device="autodiff<cpu>")
+    xt = ember.tensor(x, device="autodiff<cpu>")
+    loss = (model(xt) ** 2).sum()
+    grads = loss.backward()
+    (_name, p), = model.named_parameters()
+    g = grads[p].numpy()
+
+    def value(wv: np.ndarray) -> float:
+        m = ember.onnx.load(graph_model([node], {"x": x.astype(np.float64)}, ["y"],
+                                        {"w": wv}), device="cpu")
+        return float((m(ember.tensor(x.astype(np.float64))) ** 2).sum().item())
+
+    w64 = w.astype(np.float64)
+    for idx in [(0, 0, 0, 0, 0), (1, 2, 1, 1, 0), (0, 1, 1, 0, 1)]:
+        e = np.zeros_like(w64)
+        e[idx] = 1e-6
+        fd = (value(w64 + e) - value(w64 - e)) / 2e-6
+        assert abs(fd - g[idx]) <= 1e-3 * (1 + abs(fd)), (idx, fd, g[idx])
