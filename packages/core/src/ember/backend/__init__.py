@@ -80,7 +80,7 @@ from .._host import dtype_of_numpy, numpy_dtype
 from .._plugins import conformance_skips, extra_kernels, plugin_manager
 from .._tensor import Tensor
 from .._trace import TRACE, HostFloat, HostInt
-from . import geometry, ir, schedule, strided
+from . import geometry, ir, row_kernels, rows, schedule, strided
 from .fused import FusedGroup, FusedKernel, GroupNode, HeadFirst, op_by_op
 from .guard import GUARDED_OPS, guard_kernels, guarded
 
@@ -103,6 +103,8 @@ __all__ = [
     "plugin_manager", "extra_kernels", "conformance_skips",
     # the kernel IR (`ember.backend.ir`)
     "ir",
+    "rows",
+    "row_kernels",
     # strided views and index planning (`ember.backend.strided`)
     "strided",
     # host-side geometry of the nn ops (`ember.backend.geometry`)

@@ -55,6 +55,9 @@ PRIMITIVES: dict[str, int] = {
     "and": 2, "or": 2, "xor": 2,  # ints or bools
     "shl": 2, "shr": 2,  # ints, shift counts within [0, bits)
     "where": 3,
+    # row programs only (`ember.backend.rows`): a reduction over the row of its elementwise
+    # source (``arg``: sum, prod, max, min, argmax, argmin), the column index, the row length
+    "reduce": 1, "col": 0, "rowlen": 0,
 }
 _COMPUTE = {"float16": "float32", "bfloat16": "float32"}
 _DTYPES = frozenset({"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",

@@ -1,0 +1,234 @@
+"""The one scheduling loop of row programs (`ember.backend.rows`); a language spells it.
+
+A row program's reductions are put in *stages*: a reduction whose prologue reads the result
+of another runs in a later stage (softmax: the maximum, then the sum of ``exp(x - max)``;
+layer_norm: the mean, then the sum of squares about it).  Each stage is one pass over the row
+in which all its reductions accumulate; a last pass computes and stores the elem outputs; the
+row outputs are stored after it.  Row-level values (what is the same along the row) are
+emitted once per row, before the first pass that reads them; elem values once per pass.  When
+the whole row is one block (``one``: Triton's rows that fit in registers) the passes share one
+scope, so every input is loaded once.
+
+`RowRenderer.body` is that loop.  A language subclasses `RowRenderer` and gives only its
+spelling, in the manner of tinygrad's ``code_for_op``: ``CODE`` (a format string per
+primitive), constants, casts, loads and stores of each layout, a pass's loop, and each
+reduction's accumulator (`acc_init`, `acc_update`, `acc_final`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import ClassVar
+
+from .ir import Value
+from .rows import RowProgram
+
+__all__ = ["RowRenderer", "stages"]
+
+
+def stages(p: RowProgram) -> list[list[Value]]:
+    """The program's reductions by stage: each reads only reductions of earlier stages."""
+    depth: dict[int, int] = {}
+    for v in p.nodes():  # sources first
+        d = max((depth.get(id(s), 0) for s in v.src), default=0)
+        depth[id(v)] = d + 1 if v.op == "reduce" else d
+    out: list[list[Value]] = []
+    for v in p.reductions():
+        k = depth[id(v)] - 1
+        while len(out) <= k:
+            out.append([])
+        out[k].append(v)
+    return out
+
+
+def _walk(root: Value, stop: Callable[[Value], bool]) -> Iterator[Value]:
+    """``root``'s DAG sources first, not descending below a node where ``stop`` holds."""
+    seen: set[int] = set()
+    stack: list[tuple[Value, bool]] = [(root, False)]
+    while stack:
+        v, done = stack.pop()
+        if done:
+            yield v
+            continue
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        stack.append((v, True))
+        if not stop(v):
+            stack.extend((s, False) for s in reversed(v.src) if id(s) not in seen)
+
+
+class RowRenderer:
+    """Renders the body of one row (or block of rows) of program ``p`` (see the module
+    docstring); ``one``: the row is a single block, no pass loops."""
+
+    #: a format string per primitive over its sources' spellings (``"({0} + {1})"``)
+    CODE: ClassVar[dict[str, str]]
+    #: the indentation of one block level
+    INDENT: ClassVar[str] = "    "
+
+    def __init__(self, p: RowProgram, one: bool = False) -> None:
+        self.p = p
+        self.one = one
+        self.lines: list[str] = []
+        self.depth = 0
+        self.row_names: dict[int, str] = {}
+        self.elem_names: dict[int, str] = {}
+        self.count = 0
+
+    # -- the language's spelling ---------------------------------------------------------------
+
+    def const(self, v: Value) -> str:
+        raise NotImplementedError
+
+    def cast(self, v: Value, src: str) -> str:
+        raise NotImplementedError
+
+    def load(self, index: int, layout: str, dtype: str) -> str:
+        """An input's value: in a pass for elem and col inputs, per row for row inputs."""
+        raise NotImplementedError
+
+    def column(self) -> str:
+        raise NotImplementedError
+
+    def rowlen(self) -> str:
+        raise NotImplementedError
+
+    def broadcast(self, name: str) -> str:
+        """A row value read inside a pass."""
+        return name
+
+    def open_pass(self) -> list[str]:
+        """The header of a pass over the row (after it, the body is one level deeper)."""
+        raise NotImplementedError
+
+    def acc_init(self, r: Value, acc: str) -> list[str]:
+        raise NotImplementedError
+
+    def acc_update(self, r: Value, acc: str, value: str) -> list[str]:
+        raise NotImplementedError
+
+    def acc_final(self, r: Value, acc: str, out: str) -> list[str]:
+        raise NotImplementedError
+
+    def store(self, k: int, layout: str, value: Value, spelled: str) -> list[str]:
+        raise NotImplementedError
+
+    def assign(self, name: str, expr: str) -> str:
+        return f"{name} = {expr}"
+
+    def spell(self, v: Value, args: list[str]) -> str:
+        """Primitive ``v`` over its sources' spellings ``args``."""
+        if v.op == "cast":
+            return self.cast(v, args[0])
+        return self.CODE[v.op].format(*args)
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def emit(self, *lines: str) -> None:
+        self.lines.extend(self.INDENT * self.depth + s for s in lines)
+
+    def fresh(self, stem: str) -> str:
+        self.count += 1
+        return f"{stem}{self.count}"
+
+    def _row_value(self, v: Value) -> str:
+        """Emit row-level ``v`` (and its row-level sources) in the row scope."""
+        got = self.row_names.get(id(v))
+        if got is not None:
+            return got
+        for u in _walk(v, lambda u: id(u) in self.row_names):
+            if id(u) in self.row_names:
+                continue
+            if u.op == "reduce":
+                raise RuntimeError(f"{self.p.name}: reduction read before its stage")
+            if u.op == "const":
+                self.row_names[id(u)] = self.const(u)
+                continue
+            if u.op == "input":
+                expr = self.load(u.arg, "row", self.p.dtypes[u.arg])
+            elif u.op == "rowlen":
+                expr = self.rowlen()
+            else:
+                expr = self.spell(u, [self.row_names[id(s)] for s in u.src])
+            name = self.fresh("r")
+            self.emit(self.assign(name, expr))
+            self.row_names[id(u)] = name
+        return self.row_names[id(v)]
+
+    def _prepare_rows(self, roots: list[Value]) -> None:
+        """Emit the row-level values the pass computing ``roots`` reads, before the pass."""
+        seen: set[int] = set()
+        stack = list(roots)
+        while stack:
+            v = stack.pop()
+            if id(v) in seen or id(v) in self.row_names:
+                continue
+            seen.add(id(v))
+            if self.p.level(v) == "row":
+                self._row_value(v)
+            else:
+                stack.extend(v.src)
+
+    def _elem_value(self, v: Value) -> str:
+        """Emit elem-level ``v`` in the current pass."""
+        got = self.elem_names.get(id(v))
+        if got is not None:
+            return got
+        level = self.p.level
+        for u in _walk(v, lambda u: id(u) in self.elem_names or level(u) == "row"):
+            if id(u) in self.elem_names:
+                continue
+            if self.p.level(u) == "row":
+                name = self.row_names[id(u)]
+                self.elem_names[id(u)] = name if u.op == "const" else self.broadcast(name)
+                continue
+            if u.op == "input":
+                layout = self.p.layouts[u.arg]
+                expr = self.load(u.arg, layout, self.p.dtypes[u.arg])
+            elif u.op == "col":
+                expr = self.column()
+            else:
+                expr = self.spell(u, [self.elem_names[id(s)] for s in u.src])
+            name = self.fresh("e")
+            self.emit(self.assign(name, expr))
+            self.elem_names[id(u)] = name
+        return self.elem_names[id(v)]
+
+    def _open(self) -> None:
+        if not self.one:
+            self.emit(*self.open_pass())
+            self.depth += 1
+            self.elem_names = {}
+
+    def _close(self) -> None:
+        if not self.one:
+            self.depth -= 1
+
+    def body(self) -> list[str]:
+        """The lines computing and storing every output of one row (block)."""
+        for stage in stages(self.p):
+            self._prepare_rows([r.src[0] for r in stage])
+            accs = [self.fresh("acc") for _ in stage]
+            for r, acc in zip(stage, accs, strict=True):
+                self.emit(*self.acc_init(r, acc))
+            self._open()
+            for r, acc in zip(stage, accs, strict=True):
+                self.emit(*self.acc_update(r, acc, self._elem_value(r.src[0])))
+            self._close()
+            for r, acc in zip(stage, accs, strict=True):
+                out = self.fresh("r")
+                self.emit(*self.acc_final(r, acc, out))
+                self.row_names[id(r)] = out
+        outs = list(enumerate(self.p.outputs))
+        elems = [(k, v) for k, (v, _) in outs if self.p.level(v) == "elem"]
+        rows = [(k, v) for k, (v, _) in outs if self.p.level(v) == "row"]
+        if elems:
+            self._prepare_rows([v for _, v in elems])
+            self._open()
+            for k, v in elems:
+                self.emit(*self.store(k, "elem", v, self._elem_value(v)))
+            self._close()
+        for k, v in rows:
+            self.emit(*self.store(k, "row", v, self._row_value(v)))
+        return self.lines
