@@ -166,6 +166,7 @@ from ._manipulation import (
     flatten as flatten,
     flip as flip,
     gather as gather,
+    index_copy as index_copy,
     index_select as index_select,
     masked_fill as masked_fill,
     movedim as movedim,

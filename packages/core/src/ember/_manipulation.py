@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "argsort", "broadcast_tensors", "broadcast_to", "cat", "chunk", "contiguous", "diff",
-    "expand", "flatten", "flip", "gather", "index_select", "masked_fill", "movedim", "narrow",
+    "expand", "flatten", "flip", "gather", "index_copy", "index_select", "masked_fill",
+    "movedim", "narrow",
     "nonzero", "pad", "permute", "repeat", "repeat_interleave", "reshape", "roll", "scatter",
     "scatter_add", "sort", "split", "squeeze", "stack", "swapaxes", "topk", "transpose", "tril",
     "triu", "unflatten", "unsqueeze",
@@ -505,6 +506,38 @@ def scatter(x: Tensor, dim: int, index: Tensor, src: Tensor | float) -> Tensor:
     dim = normalize_dim(dim, x.ndim)
     _check_index("scatter", index, x, dim)
     return apply(mv.scatter, x, index, src, dim=dim)  # type: ignore[no-any-return]
+
+
+def index_copy(x: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
+    """``x`` with the slices of ``source`` along ``dim`` written at ``index`` (functional;
+    ``Tensor.index_copy_`` rebinds ``x`` to the result, as PyTorch's in-place form).
+
+    ``index`` is a 1-D integer tensor (or a 0-d one) of ``source.shape[dim]`` positions, and
+    ``source`` has ``x``'s shape elsewhere.  It is one ``scatter``, so the positions may live on
+    the device (a KV cache written at a step's position without a host read in a compiled
+    step).  As in PyTorch, repeated positions leave an unspecified one of their slices.
+
+    Examples
+    --------
+    >>> import ember
+    >>> ember.zeros(4).index_copy(0, ember.tensor([3, 1]), ember.tensor([5., 7.])).tolist()
+    [0.0, 7.0, 0.0, 5.0]
+    """
+    index = _index_tensor(index, "index_copy")
+    if index.ndim > 1:
+        raise ShapeError(f"index_copy: index must be 0-d or 1-d, got shape {index.shape}")
+    dim = normalize_dim(dim, x.ndim) if x.ndim else 0
+    n = index.numel()
+    want = tuple(n if i == dim else s for i, s in enumerate(x.shape)) if x.ndim else ()
+    if tuple(source.shape) != want and not (x.ndim == 0 and source.numel() == n == 1):
+        raise ShapeError(f"index_copy: source {source.shape} must have x's shape {x.shape} "
+                         f"with {n} (the index's length) at dim {dim}, i.e. {want}")
+    if x.ndim == 0:
+        return reshape(index_copy(reshape(x, 1), 0, reshape(index, 1), reshape(source, 1)), ())
+    _check_index("index_copy", index, x, dim)
+    view = tuple(n if i == dim else 1 for i in range(x.ndim))
+    return apply(mv.scatter, x, expand(reshape(index, view), want),  # type: ignore[no-any-return]
+                 cast(source, x._dtype), dim=dim)
 
 
 def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:

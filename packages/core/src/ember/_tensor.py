@@ -668,6 +668,18 @@ class Tensor:
     def scatter_add(self, dim: int, index: Tensor, src: Tensor) -> Tensor:
         return _mv.scatter_add(self, dim, index, src)
 
+    def index_copy(self, dim: int, index: Tensor, source: Tensor) -> Tensor:
+        return _mv.index_copy(self, dim, index, source)
+
+    def index_copy_(self, dim: int, index: Tensor, source: Tensor) -> Tensor:
+        """``index_copy`` in place: this tensor takes the result (as ``x[key] = v`` does)."""
+        new = _mv.index_copy(self, dim, index, source)
+        if self.requires_grad and getattr(self, "is_leaf", False):
+            self[...] = new  # the autodiff tensor's check for leaves that require grad
+        else:
+            _capture.replace(self, new._data)
+        return self
+
     def index_select(self, dim: int, index: Tensor) -> Tensor:
         return _mv.index_select(self, dim, index)
 

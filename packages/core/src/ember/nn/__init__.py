@@ -51,10 +51,11 @@ from .conv import (
 from .dropout import Dropout as Dropout
 from .embedding import (
     Embedding as Embedding,
-    RotaryEmbedding as RotaryEmbedding,
     SinusoidalPositionalEncoding as SinusoidalPositionalEncoding,
 )
 from .fold import Unfold as Unfold
+from .grouped_attention import GroupedQueryAttention as GroupedQueryAttention, SwiGLU as SwiGLU
+from .kv_cache import KVCache as KVCache
 from .linear import (
     Bilinear as Bilinear,
     Flatten as Flatten,
@@ -99,6 +100,7 @@ from .pooling import (
 )
 from .rnn import GRU as GRU, LSTM as LSTM, RNN as RNN
 from .rnn_cell import GRUCell as GRUCell, LSTMCell as LSTMCell, RNNCell as RNNCell
+from .rotary import RotaryEmbedding as RotaryEmbedding
 from .transformer import (
     Transformer as Transformer,
     TransformerDecoder as TransformerDecoder,

@@ -7,6 +7,7 @@ import math
 
 from .. import _creation as cr, functional as F
 from .._apply import apply
+from .._errors import ShapeError
 from .._random import Generator
 from .._tensor import Tensor
 from ..amp._state import AUTOCAST, autocast_inputs
@@ -56,14 +57,21 @@ def attention_weights(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = Non
 
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
                                  attn_mask: Tensor | None = None, dropout_p: float = 0.0,
-                                 is_causal: bool = False, scale: float | None = None, *,
+                                 is_causal: bool = False, scale: float | None = None,
+                                 enable_gqa: bool = False, *,
                                  generator: Generator | None = None) -> Tensor:
     """``softmax(q k^T / sqrt(d) + mask) v`` over ``[..., L, D]`` queries, as PyTorch's
     ``F.scaled_dot_product_attention``.
 
     A bool ``attn_mask`` is True where attention *is* allowed (PyTorch's convention for this
     function; `MultiheadAttention` masks use the opposite one, as in PyTorch); a float mask is
-    added to the scores.  ``dropout_p`` applies whenever it is positive.
+    added to the scores.  ``dropout_p`` applies whenever it is positive.  ``is_causal`` aligns
+    the mask top-left (query ``i`` sees keys ``j <= i``), as PyTorch; a query block at an offset
+    into a KV cache passes its mask instead (`ember.nn.KVCache.mask`).
+
+    ``enable_gqa=True`` allows grouped-query attention, as PyTorch 2.5+: ``key`` and ``value``
+    have ``Hkv`` heads (axis -3), ``query`` ``H``, a multiple of ``Hkv``; query head ``h``
+    reads key/value head ``h // (H // Hkv)`` (PyTorch's ``repeat_interleave`` order).
 
     Examples
     --------
@@ -73,6 +81,8 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
     >>> nn.scaled_dot_product_attention(q, q, q, is_causal=True).shape
     (1, 3, 4)
     """
+    if enable_gqa:
+        key, value = _repeat_kv(query, key, "key"), _repeat_kv(query, value, "value")
     if AUTOCAST:  # `ember.autocast`: the autocast dtype, a float mask too (ember.amp._policy)
         query, key, value, attn_mask = autocast_inputs(cops.scaled_dot_product_attention,
                                                        (query, key, value, attn_mask))
@@ -89,6 +99,22 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
             else attn_mask
     out, _ = attention_weights(query, key, value, mask, dropout_p, is_causal, scale, generator)
     return out
+
+
+def _repeat_kv(q: Tensor, kv: Tensor, name: str) -> Tensor:
+    """``kv`` ``[..., Hkv, S, D]`` with each head repeated for its ``H // Hkv`` query heads."""
+    if q.ndim < 3 or kv.ndim != q.ndim:
+        raise ShapeError(f"scaled_dot_product_attention: enable_gqa needs query and {name} "
+                         f"with a head axis (-3) and the same number of axes, got query "
+                         f"{q.shape} and {name} {kv.shape}")
+    h, hkv = q.shape[-3], kv.shape[-3]
+    if hkv == h:
+        return kv
+    if hkv == 0 or h % hkv:
+        raise ShapeError(f"scaled_dot_product_attention: enable_gqa needs the query's heads "
+                         f"({h}) to be a multiple of the {name}'s heads ({hkv})")
+    lead, (s, d) = kv.shape[:-3], kv.shape[-2:]
+    return kv.unsqueeze(-3).expand(*lead, hkv, h // hkv, s, d).reshape(*lead, h, s, d)
 
 
 def _fusable(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> bool:

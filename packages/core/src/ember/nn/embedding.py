@@ -13,7 +13,7 @@ from ._values import lower, rebind
 from .linear import DeviceLike, DTypeLike
 from .module import Module
 
-__all__ = ["Embedding", "RotaryEmbedding", "SinusoidalPositionalEncoding"]
+__all__ = ["Embedding", "SinusoidalPositionalEncoding"]
 
 
 class Embedding(Module):
@@ -101,40 +101,3 @@ class SinusoidalPositionalEncoding(Module):
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, max_len={self.max_len}"
-
-
-class RotaryEmbedding(Module):
-    """Rotary position embedding (RoPE, Su et al.) applied to queries or keys ``[..., T, dim]``.
-
-    The default rotates the two halves of the last axis against each other (the convention of
-    GPT-NeoX and Hugging Face's LLaMA); ``interleaved=True`` rotates adjacent pairs (RoFormer,
-    GPT-J).  ``offset`` shifts the positions (decoding with a cache).
-    """
-
-    def __init__(self, dim: int, base: float = 10000.0, interleaved: bool = False) -> None:
-        super().__init__()
-        if dim % 2:
-            raise ValueError(f"rotary embedding needs an even dimension, got {dim}")
-        self.dim, self.base, self.interleaved = dim, base, interleaved
-        inv = 1.0 / (base ** (cr.arange(0, dim, 2, dtype="float32") / dim))
-        self.register_buffer("inv_freq", inv, persistent=False)
-
-    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
-        from .._manipulation import cat, stack
-
-        t = x.shape[-2]
-        pos = cr.arange(offset, offset + t, dtype="float32", device=self.inv_freq.device)
-        angles = pos.unsqueeze(1) * self.inv_freq.unsqueeze(0)  # [T, dim/2]
-        cos, sin = angles.cos().to(dtype=x.dtype), angles.sin().to(dtype=x.dtype)
-        if self.interleaved:
-            pairs = x.unflatten(-1, (self.dim // 2, 2))
-            x1, x2 = pairs[..., 0], pairs[..., 1]
-            out = stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
-            return out.flatten(-2)
-        half = self.dim // 2
-        x1, x2 = x[..., :half], x[..., half:]
-        cos2, sin2 = cat([cos, cos], -1), cat([sin, sin], -1)
-        return x * cos2 + cat([-x2, x1], -1) * sin2
-
-    def extra_repr(self) -> str:
-        return f"dim={self.dim}, base={self.base}, interleaved={self.interleaved}"

@@ -78,5 +78,6 @@ from ._pooling import (
 )
 from .attention import scaled_dot_product_attention as scaled_dot_product_attention
 from .linear import bilinear as bilinear
+from .rotary import apply_rotary_emb as apply_rotary_emb
 
 unfold = im2col  # torch.nn.functional.unfold: sliding local blocks as columns
