@@ -206,26 +206,6 @@ EXCLUDED: dict[str, list[str]] = {
         'test_gridsample_volumetric_nearest_align_corners_1_cpu',
         'test_gridsample_zeros_padding_cpu',
     ],
-    'unsupported operator: Scan': [
-        'test_linear_attention_decode_step_expanded_cpu',
-        'test_linear_attention_delta_expanded_cpu',
-        'test_linear_attention_explicit_scale_expanded_cpu',
-        'test_linear_attention_fp16_expanded_cpu',
-        'test_linear_attention_gated_delta_beta_scalar_expanded_cpu',
-        'test_linear_attention_gated_delta_expanded_cpu',
-        'test_linear_attention_gated_delta_gqa_expanded_cpu',
-        'test_linear_attention_gated_delta_mqa_expanded_cpu',
-        'test_linear_attention_gated_expanded_cpu',
-        'test_linear_attention_gated_per_head_decay_expanded_cpu',
-        'test_linear_attention_linear_expanded_cpu',
-        'test_linear_attention_linear_t1_no_past_expanded_cpu',
-        'test_linear_attention_no_past_explicit_zeros_expanded_cpu',
-        'test_linear_attention_prefill_with_past_expanded_cpu',
-        'test_scan9_multi_state_cpu',
-        'test_scan9_scalar_cpu',
-        'test_scan9_sum_cpu',
-        'test_scan_sum_cpu',
-    ],
     "NotImplementedError: Resize node (opset N): mode '…', coordinate_transformation_mode '…', nearest_mode '…' is not supported (modes nearest, linear; coordinate mo": [
         'test_resize_downsample_scales_cubic_A_n0p5_exclude_outside_cpu',
         'test_resize_downsample_scales_cubic_align_corners_cpu',
@@ -244,25 +224,6 @@ EXCLUDED: dict[str, list[str]] = {
         'test_resize_upsample_scales_cubic_cpu',
         'test_resize_upsample_scales_linear_half_pixel_symmetric_cpu',
         'test_resize_upsample_sizes_cubic_cpu',
-    ],
-    "TypeError: ember.onnx.load: <ModelProto>: graph input '…' is a sequence; ember imports graphs of tensors only (sequence, optional and map values are no": [
-        'test_identity_sequence_cpu',
-        'test_loop13_seq_cpu',
-        'test_optional_get_element_sequence_cpu',
-        'test_sequence_insert_at_back_cpu',
-        'test_sequence_insert_at_front_cpu',
-        'test_sequence_map_add_1_sequence_1_tensor_cpu',
-        'test_sequence_map_add_1_sequence_1_tensor_expanded_cpu',
-        'test_sequence_map_add_2_sequences_cpu',
-        'test_sequence_map_add_2_sequences_expanded_cpu',
-        'test_sequence_map_extract_shapes_cpu',
-        'test_sequence_map_extract_shapes_expanded_cpu',
-        'test_sequence_map_identity_1_sequence_1_tensor_cpu',
-        'test_sequence_map_identity_1_sequence_1_tensor_expanded_cpu',
-        'test_sequence_map_identity_1_sequence_cpu',
-        'test_sequence_map_identity_1_sequence_expanded_cpu',
-        'test_sequence_map_identity_2_sequences_cpu',
-        'test_sequence_map_identity_2_sequences_expanded_cpu',
     ],
     'dtype INT2 has no ember dtype': [
         'test_cast_FLOAT16_to_INT2_cpu',
@@ -484,15 +445,6 @@ EXCLUDED: dict[str, list[str]] = {
         'test_rotary_embedding_with_interleaved_rotary_dim_cpu',
         'test_rotary_embedding_with_rotary_dim_cpu',
     ],
-    "TypeError: ember.onnx.load: <ModelProto>: graph input '…' is an optional; ember imports graphs of tensors only (sequence, optional and map values are n": [
-        'test_identity_opt_cpu',
-        'test_loop16_seq_none_cpu',
-        'test_optional_get_element_optional_sequence_cpu',
-        'test_optional_get_element_optional_tensor_cpu',
-        'test_optional_has_element_empty_optional_input_cpu',
-        'test_optional_has_element_optional_input_cpu',
-        'test_optional_has_element_tensor_input_cpu',
-    ],
     'unsupported operator: TfIdfVectorizer': [
         'test_tfidfvectorizer_tf_batch_onlybigrams_skip0_cpu',
         'test_tfidfvectorizer_tf_batch_onlybigrams_skip5_cpu',
@@ -565,32 +517,12 @@ EXCLUDED: dict[str, list[str]] = {
         'test_col2im_pads_cpu',
         'test_col2im_strides_cpu',
     ],
-    'unsupported operator: If': [
-        'test_affine_grid_2d_align_corners_expanded_cpu',
-        'test_affine_grid_2d_expanded_cpu',
-        'test_affine_grid_3d_align_corners_expanded_cpu',
-        'test_affine_grid_3d_expanded_cpu',
-        'test_if_cpu',
-    ],
     'unsupported operator: LRN': [
         'test_bvlc_alexnet_cpu',
         'test_inception_v1_cpu',
         'test_lrn_cpu',
         'test_lrn_default_cpu',
         'test_zfnet512_cpu',
-    ],
-    'unsupported operator: Loop': [
-        'test_loop11_cpu',
-        'test_range_bfloat16_type_positive_delta_expanded_cpu',
-        'test_range_float16_type_positive_delta_expanded_cpu',
-        'test_range_float_type_positive_delta_expanded_cpu',
-        'test_range_int32_type_negative_delta_expanded_cpu',
-    ],
-    "TypeError: ember.onnx.load: <ModelProto>: graph output '…' is a sequence; ember imports graphs of tensors only (sequence, optional and map values are n": [
-        'test_if_seq_cpu',
-        'test_split_to_sequence_1_cpu',
-        'test_split_to_sequence_2_cpu',
-        'test_split_to_sequence_nokeepdims_cpu',
     ],
     'dtype FLOAT8E8M0 has no ember dtype': [
         'test_cast_e8m0_FLOAT16_to_FLOAT8E8M0_cpu',
@@ -609,12 +541,6 @@ EXCLUDED: dict[str, list[str]] = {
         'test_basic_deform_conv_without_padding_cpu',
         'test_deform_conv_with_mask_bias_cpu',
         'test_deform_conv_with_multiple_offset_groups_cpu',
-    ],
-    'unsupported operator: OptionalHasElement': [
-        'test_optional_has_element_empty_no_input_name_optional_input_cpu',
-        'test_optional_has_element_empty_no_input_name_tensor_input_cpu',
-        'test_optional_has_element_empty_no_input_optional_input_cpu',
-        'test_optional_has_element_empty_no_input_tensor_input_cpu',
     ],
     "NotImplementedError: ScatterElements node (opset N): reduction '…' is not supported (none, add)": [
         'test_scatter_elements_with_reduction_max_cpu',
@@ -667,10 +593,6 @@ EXCLUDED: dict[str, list[str]] = {
         'test_blackmanwindow_cpu',
         'test_blackmanwindow_symmetric_cpu',
     ],
-    'unsupported operator: ConcatFromSequence, SequenceConstruct': [
-        'test_sequence_model4_cpu',
-        'test_sequence_model5_cpu',
-    ],
     'unsupported operator: Det': [
         'test_det_2d_cpu',
         'test_det_nd_cpu',
@@ -695,10 +617,6 @@ EXCLUDED: dict[str, list[str]] = {
         'test_scatter_with_axis_cpu',
         'test_scatter_without_axis_cpu',
     ],
-    'unsupported operator: SequenceLength, SplitToSequence': [
-        'test_sequence_model6_cpu',
-        'test_sequence_model8_cpu',
-    ],
     'wrong result: float16 rounding (2 of 192 elements differ from the reference by one float16 ulp, 4.9e-4, over rtol 1e-3)': [
         'test_attention_4d_causal_fp16_cpu',
         'test_attention_4d_causal_fp16_expanded_cpu',
@@ -706,26 +624,11 @@ EXCLUDED: dict[str, list[str]] = {
     'NotImplementedError: GatherND node (opset N): batch_dims > N is not supported': [
         'test_gathernd_example_int32_batch_dim1_cpu',
     ],
-    "TypeError: ember.onnx.load: <ModelProto>: graph output '…' is an optional; ember imports graphs of tensors only (sequence, optional and map values are ": [
-        'test_if_opt_cpu',
+    "TypeError: Unable to compare expected type <class '…'> and runtime type <class '…'> (known test='…')": [
+        'test_loop16_seq_none_cpu',
     ],
     'unsupported operator: MelWeightMatrix': [
         'test_melweightmatrix_cpu',
-    ],
-    'unsupported operator: OptionalGetElement': [
-        'test_optional_get_element_tensor_cpu',
-    ],
-    'unsupported operator: SequenceAt, SequenceConstruct, SequenceErase': [
-        'test_sequence_model2_cpu',
-    ],
-    'unsupported operator: SequenceAt, SequenceConstruct, SequenceErase, SequenceInsert': [
-        'test_sequence_model3_cpu',
-    ],
-    'unsupported operator: SequenceAt, SequenceEmpty, SequenceInsert': [
-        'test_sequence_model1_cpu',
-    ],
-    'unsupported operator: SequenceAt, SplitToSequence': [
-        'test_sequence_model7_cpu',
     ],
     "wrong result: float32 rounding amplified (a light model of constant weights: its 1000 logits are 9.48e9, equal in exact arithmetic; ember's differ by one float32 ulp, 1024, and Softmax turns that into 0 and 0.25 where onnx expects 0.001)": [
         'test_squeezenet_cpu',

@@ -43,7 +43,7 @@ def fuse(nodes: list[Node], outputs: list[str]) -> list[Node]:
     (every input it reads is computed by then)."""
     readers: dict[str, list[int]] = {}
     for i, n in enumerate(nodes):
-        for name in n.inputs:
+        for name in n.reads():
             if name:
                 readers.setdefault(name, []).append(i)
     kept = set(outputs)

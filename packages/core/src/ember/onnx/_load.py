@@ -23,7 +23,8 @@ from ember import Device, Tensor, device as _device, tensor as _tensor
 from ember.nn import Module, Parameter
 
 # register the op rules (_ndconv imports _nn first and wraps its Conv and pooling rules)
-from . import _elementwise, _fuse, _misc, _ndconv, _nn, _quant, _reduce, _shape, _signal  # noqa: F401
+from . import (  # noqa: F401
+    _control, _elementwise, _fuse, _misc, _ndconv, _nn, _quant, _reduce, _shape, _signal)
 from ._dtypes import FROM_ONNX, ember_dtype
 from ._registry import OPS, OPSET_MAX, OPSET_MIN, Node, Run, is_host
 
@@ -91,15 +92,18 @@ def _opset(model: Any, where: str) -> tuple[Any, int]:
     return model, int(v)
 
 
-def _attrs(onnx: Any, node: Any) -> dict[str, Any]:
+def _attrs(onnx: Any, node: Any, opset: int, where: str) -> dict[str, Any]:
     from onnx import numpy_helper
 
     out: dict[str, Any] = {}
     for a in node.attribute:
         if a.type == onnx.AttributeProto.TENSOR:
             out[a.name] = numpy_helper.to_array(a.t)
+        elif a.type == onnx.AttributeProto.GRAPH and (node.domain or "") in ("", "ai.onnx") \
+                and node.op_type in OPS:
+            out[a.name] = _control.Subgraph(a.g, opset, where)  # its nodes checked there
         elif a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
-            out[a.name] = a  # a subgraph: rejected by the check
+            out[a.name] = a  # a subgraph of an operator ember does not import: refused
         else:
             v = onnx.helper.get_attribute_value(a)
             if isinstance(v, bytes):
@@ -122,14 +126,14 @@ def _constant(node: Node) -> np.ndarray:
                               "not supported (value, value_float(s), value_int(s))")
 
 
-def _check(nodes: list[Node], model: Any, where: str) -> None:
+def _check(nodes: list[Node], raw_nodes: list[Any], where: str) -> None:
     """Every node must be supported; one error lists each one that is not: an operator of
     another domain, an operator ember does not import, one the opset does not define, an
     attribute the operator's schema at that opset does not define, or a subgraph."""
-    from onnx import defs
+    from onnx import TypeProto, defs
 
     bad = []
-    for n, raw in zip(nodes, model.graph.node, strict=True):
+    for n, raw in zip(nodes, raw_nodes, strict=True):
         domain = raw.domain or ""
         if domain not in ("", "ai.onnx"):
             bad.append(f"{n.op_type} (domain {domain!r}) at node {n.name!r}")
@@ -146,8 +150,8 @@ def _check(nodes: list[Node], model: Any, where: str) -> None:
         if unknown:
             bad.append(f"{n.op_type} at node {n.name!r} (attribute(s) {', '.join(unknown)} "
                        f"not defined for {n.op_type}-{schema.since_version})")
-        elif any(not isinstance(v, str | int | float | list | np.ndarray)
-                 for v in n.attrs.values()):
+        elif any(not isinstance(v, str | int | float | list | np.ndarray | _control.Subgraph
+                                | TypeProto) for v in n.attrs.values()):
             bad.append(f"{n.op_type} at node {n.name!r} (a subgraph attribute)")
     if bad:
         supported = ", ".join(sorted([*OPS, "Constant"]))
@@ -156,24 +160,37 @@ def _check(nodes: list[Node], model: Any, where: str) -> None:
             f"import: {'; '.join(bad)}. Supported ops: {supported}")
 
 
+def _tensor_of(t: Any) -> Any:
+    """The tensor type inside a tensor, sequence-of-tensor or optional type (None: another
+    kind, a map or a sparse tensor)."""
+    which = t.WhichOneof("value")
+    if which == "tensor_type":
+        return t.tensor_type
+    if which == "sequence_type":
+        return _tensor_of(t.sequence_type.elem_type)
+    if which == "optional_type":
+        return _tensor_of(t.optional_type.elem_type)
+    return None
+
+
 def _check_values(g: Any, where: str) -> None:
-    """Graph inputs and outputs must be tensors of an ember dtype; sequences, optionals and
-    maps are refused naming the value."""
+    """Graph inputs and outputs must be tensors of an ember dtype, or sequences or optionals
+    of them; maps and sparse tensors are refused naming the value."""
     for kind, values in (("input", g.input), ("output", g.output)):
         for v in values:
             t = v.type
             which = t.WhichOneof("value")
             if which is None:  # no type declared: what the node computes
                 continue
-            if which != "tensor_type":
-                kinds = {"sequence_type": "a sequence", "optional_type": "an optional",
-                         "map_type": "a map", "sparse_tensor_type": "a sparse tensor"}
+            tt = _tensor_of(t)
+            if tt is None:
+                kinds = {"map_type": "a map", "sparse_tensor_type": "a sparse tensor"}
                 raise TypeError(f"ember.onnx.load: {where}: graph {kind} {v.name!r} is "
                                 f"{kinds.get(which or '', 'of no tensor type')}; ember "
-                                "imports graphs of tensors only (sequence, optional and map "
-                                "values are not supported)")
-            if t.tensor_type.elem_type:  # 0: not declared
-                ember_dtype(t.tensor_type.elem_type, f"ember.onnx.load: {where}: graph "
+                                "imports graphs of tensors, and sequences and optionals of "
+                                "tensors (map and sparse values are not supported)")
+            if tt.elem_type:  # 0: not declared
+                ember_dtype(tt.elem_type, f"ember.onnx.load: {where}: graph "
                             f"{kind} {v.name!r}")
     for init in g.initializer:
         ember_dtype(init.data_type, f"ember.onnx.load: {where}: initializer {init.name!r}")
@@ -207,6 +224,7 @@ def _differentiable(nodes: list[Node], outputs: list[str]) -> set[str]:
         if rule is not None:
             skip |= set(rule.host_inputs) | set(rule.state_inputs)
         reach.update(name for i, name in enumerate(n.inputs) if name and i not in skip)
+        reach.update(n.reads()[len(n.inputs):])  # what its subgraphs read
     return reach
 
 
@@ -266,8 +284,8 @@ class OnnxModel(Module):
         g = model.graph
         _check_values(g, where)
         nodes = [Node(n.op_type, n.name or f"{n.op_type}_{i}", list(n.input), list(n.output),
-                      _attrs(onnx, n), opset) for i, n in enumerate(g.node)]
-        _check(nodes, model, where)
+                      _attrs(onnx, n, opset, where), opset) for i, n in enumerate(g.node)]
+        _check(nodes, list(g.node), where)
         object.__setattr__(self, "opset", opset)
         object.__setattr__(self, "source", where)
         inits = {t.name: numpy_helper.to_array(t) for t in g.initializer}
@@ -303,7 +321,7 @@ class OnnxModel(Module):
         object.__setattr__(self, "output_names", [v.name for v in g.output])
         object.__setattr__(self, "_input_types", [_value_type(v, where) for v in inputs])
         # register what the remaining nodes and the outputs read
-        used = {i for n in run_nodes for i in n.inputs if i} | set(self.output_names)
+        used = {i for n in run_nodes for i in n.reads() if i} | set(self.output_names)
         taken: set[str] = set()
         slots: dict[str, tuple[Module, str]] = {}
         consts: dict[str, tuple[np.ndarray, Module, str]] = {}
@@ -339,7 +357,7 @@ class OnnxModel(Module):
         # the last node that reads each value: it is dropped after that
         last: dict[str, int] = {}
         for k, n in enumerate(run_nodes):
-            for name in n.inputs:
+            for name in n.reads():
                 last[name] = k
         drop: list[list[str]] = [[] for _ in run_nodes]
         for name, at in last.items():
@@ -377,6 +395,7 @@ class OnnxModel(Module):
         for name, (mod, attr) in self._slots.items():
             values[name] = getattr(mod, attr)
         run = Run(dev, buffers)
+        run.scope = values
         for step, (node, rule) in enumerate(zip(self._nodes, self._rules, strict=True)):
             xs = [values[i] if i else None for i in node.inputs]
             try:
@@ -393,7 +412,7 @@ class OnnxModel(Module):
                     values[name] = v
             for name in self._drop[step]:
                 values.pop(name, None)
-        results = tuple(run.tensor(values[n]) for n in self.output_names)
+        results = tuple(_output(run, values[n]) for n in self.output_names)
         return results[0] if len(results) == 1 else results
 
     def _run_device(self, given: dict[str, Any]) -> Device:
@@ -416,7 +435,11 @@ _SUPPORTED_NP = {np.dtype(d) for d in ("float16", "float32", "float64", "int8", 
                                        "int32", "int64", "uint8", "bool")}
 
 
-def _value_type(v: Any, where: str) -> tuple[Any, list[Any] | None]:
+def _value_type(v: Any, where: str) -> tuple[Any, ...]:
+    which = v.type.WhichOneof("value")
+    if which in ("sequence_type", "optional_type"):
+        inner = getattr(v.type, which).elem_type
+        return (which, _value_type(type(v)(name=v.name, type=inner), where))
     tt = v.type.tensor_type
     dtype = ember_dtype(tt.elem_type, f"{where}: input {v.name!r}") \
         if tt.elem_type in FROM_ONNX else None
@@ -428,7 +451,14 @@ def _value_type(v: Any, where: str) -> tuple[Any, list[Any] | None]:
     return dtype, dims
 
 
-def _check_input(name: str, v: Any, expect: tuple[Any, list[Any] | None], dev: Device) -> Any:
+def _check_input(name: str, v: Any, expect: tuple[Any, ...], dev: Device) -> Any:
+    if expect[0] == "sequence_type":
+        if not isinstance(v, list | tuple):
+            raise TypeError(f"input {name!r}: expected a sequence (a list of tensors), got "
+                            f"{type(v).__name__}")
+        return [_check_input(f"{name}[{i}]", e, expect[1], dev) for i, e in enumerate(v)]
+    if expect[0] == "optional_type":
+        return _control.EMPTY if v is None else _check_input(name, v, expect[1], dev)
     dtype, dims = expect
     if isinstance(v, np.ndarray | np.generic):
         a = np.asarray(v)
@@ -466,9 +496,20 @@ def _call_host(fn: Any, node: Node, xs: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(np.asarray(o) for o in _as_tuple(out))
 
 
+def _output(run: Run, v: Any) -> Any:
+    """A graph output: a tensor, a list of them (a sequence), or None (an empty optional)."""
+    if isinstance(v, list):
+        return [run.tensor(e) for e in v]
+    return None if v is _control.EMPTY else run.tensor(v)
+
+
 def _describe(x: Any) -> str:
     if x is None:
         return "none"
+    if isinstance(x, list):
+        return f"sequence of {len(x)}"
+    if x is _control.EMPTY:
+        return "empty optional"
     kind = "host" if is_host(x) else "tensor"
     dtype = x.dtype if is_host(x) else x.dtype.name
     return f"{kind} {dtype} {list(x.shape)}"

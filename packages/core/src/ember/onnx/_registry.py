@@ -9,7 +9,7 @@ batch and sequence dimensions never reads a tensor back from the device.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +40,12 @@ class Node:
 
     def where(self) -> str:
         return f"{self.op_type} node {self.name!r} (opset {self.opset})"
+
+    def reads(self) -> list[str]:
+        """The values the node reads: its inputs, then what its subgraphs read from the
+        scopes around them (`_control.Subgraph.outer`)."""
+        extra = [name for v in self.attrs.values() for name in getattr(v, "outer", ())]
+        return self.inputs + [n for n in extra if n not in self.inputs]
 
 
 @dataclass
@@ -81,6 +87,8 @@ class Run:
     def __init__(self, device: Device, consts: dict[int, Tensor]) -> None:
         self.device = device
         self.consts = consts  # id(host constant) -> its buffer on the model's device
+        #: the values in scope by name (what a subgraph reads from around it)
+        self.scope: Mapping[str, Any] = {}
 
     def tensor(self, v: Value, node: Node | None = None) -> Tensor:
         """``v`` as a tensor on the run's device (constants come from their buffers)."""

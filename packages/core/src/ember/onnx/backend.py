@@ -57,7 +57,15 @@ class EmberRep(BackendRep):
                 inputs = [inputs]
             out = self.model(*inputs)
         outs = out if isinstance(out, tuple) else (out,)
-        return tuple(np.asarray(t.numpy()) for t in outs)
+        return tuple(_host(t) for t in outs)
+
+
+def _host(v: Any) -> Any:
+    """An output on the host: an array, a list of arrays (a sequence), None (an empty
+    optional)."""
+    if isinstance(v, list):
+        return [_host(e) for e in v]
+    return None if v is None else np.asarray(v.numpy())
 
 
 class EmberBackend(Backend):
