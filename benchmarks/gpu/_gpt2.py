@@ -208,8 +208,9 @@ def _ember_autocast(setup: Setup) -> Any:
     return ember.autocast(setup.device_type, dtype=ember.bfloat16)
 
 
-def torch_side(setup: Setup, compiled: bool) -> Side:
-    """PyTorch: ``zero_grad``, forward and loss under autocast, ``backward``, fused AdamW."""
+def torch_side(setup: Setup, compiled: bool | str) -> Side:
+    """PyTorch: ``zero_grad``, forward and loss under autocast, ``backward``, fused AdamW;
+    ``compiled``: the model through ``torch.compile`` (a string: its ``mode``)."""
     import torch
 
     dev = torch.device(setup.torch_device)
@@ -218,7 +219,8 @@ def torch_side(setup: Setup, compiled: bool) -> Side:
     assert model.lm_head.weight is model.transformer.wte.weight
     opt = torch.optim.AdamW(param_groups(model, WEIGHT_DECAY), lr=LR, betas=BETAS,
                             fused=dev.type == "cuda")
-    fwd = torch.compile(model) if compiled else model
+    mode = compiled if isinstance(compiled, str) else None
+    fwd = torch.compile(model, mode=mode) if compiled else model
     data = [(torch.from_numpy(x).to(dev), torch.from_numpy(y).to(dev)) for x, y in setup.data]
 
     def step(i: int) -> Any:
