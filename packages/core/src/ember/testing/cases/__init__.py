@@ -14,8 +14,9 @@ from . import (
     promotion,
     reduction,
     sampling,
+    serving,
     sets,
 )
 
 __all__ = ["composites", "creation", "elementwise", "errors", "functional", "indexing", "linalg",
-           "losses", "movement", "nn", "promotion", "reduction", "sampling", "sets"]
+           "losses", "movement", "nn", "promotion", "reduction", "sampling", "serving", "sets"]
