@@ -13,6 +13,7 @@ from ember.backend import (
     dtype_of_numpy,
     ir,
     numpy_dtype,
+    rows,
 )
 from ember.ops import Op
 
@@ -75,6 +76,12 @@ class CpuBackend(Backend):
     def ir_kernel(self, op: Op) -> Kernel | None:
         """An elementwise op known only from its kernel IR definition, evaluated with numpy."""
         return ir.numpy_kernel(op.name) if ir.defined(op.name) else None
+
+    def row_kernel(self, op: Op) -> Kernel | None:
+        """A row kernel known only from its row program: numba loops (`ember_cpu._rows`)."""
+        from . import _rows
+
+        return _rows.kernel(op.name) if rows.defined(op.name) else None
 
     def from_numpy(self, array: np.ndarray, dtype: DType) -> np.ndarray:
         return np.array(array, dtype=numpy_dtype(dtype), copy=True)

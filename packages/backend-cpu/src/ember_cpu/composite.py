@@ -15,11 +15,11 @@ import math
 from typing import Any
 
 import numpy as np
-from ember.backend import DTypeError, ShapeError
+from ember.backend import DTypeError, ShapeError, rows
 from ember.ops import check_shapes
 from ember.ops import composite as cops
 
-from . import _blas, _conv_jit, optim
+from . import _blas, _conv_jit, _rows, optim
 from ._common import F32, F64, LOW, quiet, wide
 from ._jit import clamp_grad
 from .nn import shifted_cols
@@ -59,6 +59,16 @@ def _axis(op: str, x: np.ndarray, dim: int) -> int:
     if not 0 <= dim < max(x.ndim, 1):
         raise ShapeError(f"{op}: dim {dim} out of range for input of shape {x.shape}")
     return dim
+
+
+def _ir(name: str, arrays: list[np.ndarray], params: dict[str, Any]) -> list[np.ndarray] | None:
+    """The outputs of row kernel ``name`` from its row program (`ember_cpu._rows`, numba),
+    or ``None`` while that is not compiled yet (the caller's numpy path runs meanwhile).
+
+    The kernels that call this are those whose compiled row program is faster than their
+    numpy path (docs/architecture.md has the figures); the softmax family's forward, its
+    log-softmax backward and cross entropy stay numpy's: numba's ``exp`` is scalar here."""
+    return _rows.run(rows.expand(name, [a.dtype.name for a in arrays], params), arrays)
 
 
 # -- softmax family -----------------------------------------------------------------------------
@@ -159,6 +169,10 @@ def softmax_backward(y: np.ndarray, g: np.ndarray, dim: int) -> np.ndarray:
     if y.ndim == 0:
         return softmax_backward(y.reshape(1), g.reshape(1), 0).reshape(())
     yw, gw = _rows_pair("softmax_backward", y, g, dim)
+    if dim == y.ndim - 1 and y.size:
+        out = _ir("softmax_backward", [y, g], {})
+        if out is not None:
+            return out[0]
     t = np.multiply(gw, yw)
     if t.size:
         np.subtract(gw, _rsum(t, dim), out=t)
@@ -224,6 +238,10 @@ def layer_norm(x: np.ndarray, *wb: np.ndarray, ndim: int, eps: float, weight: bo
     if n == 0:  # the mean of nothing: nan statistics, as numpy's mean
         nan = np.full(lead, np.nan, sd)
         return np.empty(x.shape, x.dtype), nan, nan.copy()
+    got = _ir("layer_norm", [x.reshape(*lead, n), *(t.reshape(n) for t in wb)],
+              {"eps": eps, "weight": weight, "bias": bias})
+    if got is not None:
+        return got[0].reshape(x.shape), got[1], got[2]
     mean = _rsum(rows, 1)
     mean /= n
     c = np.subtract(rows, mean)
@@ -258,6 +276,18 @@ def layer_norm_backward(g: np.ndarray, x: np.ndarray, mean: np.ndarray, rstd: np
     r = _row_stat(op, rstd, x, lead, "rstd")
     wf = _affine(op, x, ndim, "weight", w[0]) if weight else None
     shape = x.shape[x.ndim - ndim:]
+    got = None if not n else _ir(op, [g.reshape(xr.shape), x.reshape(xr.shape), mean.reshape(-1),
+                                      rstd.reshape(-1), *(t.reshape(n) for t in w)],
+                                 {"weight": weight})
+    if got is not None:
+        dx = got[0].reshape(x.shape)
+        if not affine:
+            return dx, np.empty((0,), x.dtype), np.empty((0,), x.dtype)
+        xhat = np.subtract(xr, m)
+        xhat *= r
+        xhat *= gr
+        return (dx, _out(xhat.sum(axis=0), x.dtype).reshape(shape),
+                _out(gr.sum(axis=0), x.dtype).reshape(shape))
     xhat = np.subtract(xr, m)
     xhat *= r
     t = np.multiply(gr, xhat)
@@ -294,6 +324,10 @@ def rms_norm(x: np.ndarray, *w: np.ndarray, ndim: int, eps: float,
     sd = _stat(x.dtype)
     if n == 0:
         return np.empty(x.shape, x.dtype), np.full(lead, np.nan, sd)
+    got = _ir("rms_norm", [x.reshape(*lead, n), *(t.reshape(n) for t in w)],
+              {"eps": eps, "weight": weight})
+    if got is not None:
+        return got[0].reshape(x.shape), got[1]
     y = np.multiply(rows, rows)
     ms = _rsum(y, 1)
     ms /= n
@@ -319,6 +353,16 @@ def rms_norm_backward(g: np.ndarray, x: np.ndarray, rstd: np.ndarray, *w: np.nda
     r = _row_stat(op, rstd, x, lead, "rstd")
     wf = _affine(op, x, ndim, "weight", w[0]) if weight else None
     shape = x.shape[x.ndim - ndim:]
+    got = None if not n else _ir(op, [g.reshape(xr.shape), x.reshape(xr.shape),
+                                      rstd.reshape(-1), *(t.reshape(n) for t in w)],
+                                 {"weight": weight})
+    if got is not None:
+        dx = got[0].reshape(x.shape)
+        if wf is None:
+            return dx, np.empty((0,), x.dtype)
+        t = np.multiply(xr, r)
+        t *= gr
+        return dx, _out(t.sum(axis=0), x.dtype).reshape(shape)
     xs = np.multiply(xr, r)  # x * rstd
     if wf is not None:
         t = np.multiply(gr, xs)

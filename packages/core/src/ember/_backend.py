@@ -46,6 +46,17 @@ def adopt_everywhere(name: str) -> None:
     for backend in list(_RENDERING):
         backend.adopt(name)
 
+
+#: backends that render row programs, told of row kernels defined after they were made
+_ROW_RENDERING: weakref.WeakSet[Backend] = weakref.WeakSet()
+
+
+def adopt_rows_everywhere(name: str) -> None:
+    """Give every backend that renders row programs a kernel for newly defined row kernel
+    ``name`` (`ember.backend.rows.define` calls it)."""
+    for backend in list(_ROW_RENDERING):
+        backend.adopt_row(name)
+
 Kernel = Callable[..., Any]
 
 # how numpy refuses a size beyond the address space (before trying to allocate it)
@@ -95,6 +106,12 @@ class Backend:
             _RENDERING.add(self)
             for name in ir.names():
                 self.adopt(name)
+        if type(self).row_kernel is not Backend.row_kernel:
+            from .backend import rows
+
+            _ROW_RENDERING.add(self)
+            for name in rows.names():
+                self.adopt_row(name)
 
     # -- ops from the kernel IR --------------------------------------------------------------
 
@@ -112,6 +129,24 @@ class Backend:
         op = registry.get(name)
         if op is not None and op.group == "elementwise" and op not in self.kernels:
             kernel = self.ir_kernel(op)
+            if kernel is not None:
+                self.kernels[op] = kernel
+
+    def row_kernel(self, op: Op) -> Kernel | None:
+        """A kernel for ``op`` rendered from its row program (`ember.backend.rows`), or
+        ``None``.  A backend that renders row programs overrides this; core calls it for every
+        defined row kernel whose op the table lacks (also for ones defined later), so a new
+        row kernel needs no backend code.  The kernel takes the op's payloads (the row is the
+        last axis of the elem inputs) and its params."""
+        return None
+
+    def adopt_row(self, name: str) -> None:
+        """Add the kernel of row kernel ``name`` to the table, unless it has one."""
+        from .ops import registry
+
+        op = registry.get(name)
+        if op is not None and op not in self.kernels:
+            kernel = self.row_kernel(op)
             if kernel is not None:
                 self.kernels[op] = kernel
 

@@ -63,7 +63,7 @@ registered for a backend) and `conformance_skips` (a device's declared skips).
 from __future__ import annotations
 
 from .._apply import apply, broadcast_shapes, scalar_tensor
-from .._backend import Backend, Decorator, Kernel, adopt_everywhere
+from .._backend import Backend, Decorator, Kernel, adopt_everywhere, adopt_rows_everywhere
 from .._capture import CaptureError, capturing
 from .._creation import ones_like
 from .._device import DecoratorSpec, Device, DeviceSpec
@@ -114,3 +114,4 @@ __all__ = [
 ]
 
 ir.on_define(adopt_everywhere)
+rows.on_define(adopt_rows_everywhere)
