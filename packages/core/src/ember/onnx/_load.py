@@ -24,7 +24,18 @@ from ember.nn import Module, Parameter
 
 # register the op rules (_ndconv imports _nn first and wraps its Conv and pooling rules)
 from . import (  # noqa: F401
-    _control, _elementwise, _fuse, _misc, _ndconv, _nn, _quant, _reduce, _shape, _signal)
+    _control,
+    _elementwise,
+    _fuse,
+    _misc,
+    _ndconv,
+    _nn,
+    _quant,
+    _reduce,
+    _rnn,
+    _shape,
+    _signal,
+)
 from ._dtypes import FROM_ONNX, ember_dtype
 from ._registry import OPS, OPSET_MAX, OPSET_MIN, Node, Run, is_host
 
