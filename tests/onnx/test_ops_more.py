@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from onnx_oracle import check
-from test_ops import Case, K, f
+from test_ops import Case, K, f, i64, ix
 
 RNG = np.random.default_rng(1)
 
@@ -18,6 +18,11 @@ def u8(*shape: int) -> np.ndarray:
 
 def s8(*shape: int) -> np.ndarray:
     return RNG.integers(-128, 128, shape).astype(np.int8)
+
+
+def S(v: int) -> np.ndarray:
+    """An int64 scalar."""
+    return np.array(v, np.int64)
 
 
 VOL = f(2, 4, 5, 6, 5)
@@ -69,6 +74,56 @@ CASES: list[Case] = [
     Case("LpPool-2d-p3", "LpPool", [f(2, 3, 7, 6)],
          {"kernel_shape": [3, 2], "p": 3, "strides": [2, 1], "pads": [1, 0, 1, 1]}, opset=18),
     Case("LpPool-3d", "LpPool", [VOL], {"kernel_shape": [2, 2, 2]}, opset=18),
+    # others (_misc)
+    Case("LRN", "LRN", [f(2, 6, 4, 3)], {"size": 5, "alpha": 0.02, "beta": 0.6, "bias": 1.5}),
+    Case("Col2Im-strides-pads-dilations", "Col2Im",
+         [f(2, 2 * 6, 12), K(i64(6, 7)), K(i64(2, 3))],
+         {"strides": [2, 1], "pads": [1, 0, 0, 1], "dilations": [1, 2]}, opset=18),
+    Case("CenterCropPad-crop-and-pad", "CenterCropPad", [f(5, 4, 3), K(i64(3, 7))],
+         {"axes": [0, -1]}, opset=18),
+    Case("MaxUnpool-output-shape", "MaxUnpool",
+         [f(1, 1, 2, 2), K(ix([[[[0, 3], [9, 14]]]])), K(i64(1, 1, 5, 4))],
+         {"kernel_shape": [2, 2], "strides": [2, 2]}, opset=11),
+    Case("MaxUnpool", "MaxUnpool",
+         [f(1, 2, 2, 2), K(ix([[[[0, 3], [9, 14]], [[16, 19], [25, 30]]]]))],
+         {"kernel_shape": [2, 2], "strides": [2, 2]}, opset=11),
+    Case("RotaryEmbedding-4d-positions-interleaved-partial", "RotaryEmbedding",
+         [f(2, 3, 4, 8), K(f(6, 3)), K(f(6, 3)), K(ix([[0, 2, 4, 5], [1, 1, 3, 0]]))],
+         {"interleaved": 1, "rotary_embedding_dim": 6}, opset=23),
+    Case("RotaryEmbedding-3d", "RotaryEmbedding", [f(2, 4, 12), K(f(2, 4, 3)), K(f(2, 4, 3))],
+         {"num_heads": 2}, opset=23),
+    Case("TensorScatter-circular", "TensorScatter",
+         [f(2, 3, 5, 4), f(2, 3, 3, 4), K(i64(1, 4))], {"mode": "circular"}, opset=24),
+    Case("Scatter-opset10", "Scatter", [f(3, 4), K(ix([[1, -1], [0, 2], [3, 0]])), f(3, 2)],
+         {"axis": 1}, opset=10),
+    Case("Det", "Det", [f(3, 4, 4)], opset=11),
+    Case("NonMaxSuppression", "NonMaxSuppression",
+         [np.array([[[0, 0, 1, 1], [0, 0.1, 1, 1.1], [0, -0.1, 1, 0.9], [0, 10, 1, 11],
+                     [1, 10.1, 0, 11.1], [0, 100, 1, 101]]], np.float32),
+          K(np.array([[[0.9, 0.75, 0.6, 0.95, 0.5, 0.3], [0.1, 0.2, 0.9, 0.9, 0.4, 0.3]]],
+                     np.float32)),
+          K(i64(2)), K(np.array([0.5], np.float32)), K(np.array([0.25], np.float32))],
+         opset=11),
+    Case("Unique-axis-unsorted", "Unique",
+         [np.array([[1, 3], [2, 1], [1, 3], [0, 0]], np.float32)],
+         {"axis": 0, "sorted": 0}, outputs=4, opset=11),
+    Case("Unique-sorted", "Unique", [np.array([2, 1, 1, 3, 4, 3, 2], np.float32)],
+         outputs=4, opset=11),
+    # signal processing (_signal)
+    Case("DFT-complex-inverse-length", "DFT", [f(2, 6, 3, 2), K(S(8)), K(S(1))],
+         {"inverse": 1}, opset=20),
+    Case("DFT-rfft", "DFT", [f(3, 10, 1), K(S(10)), K(S(1))], {"onesided": 1}, opset=20),
+    Case("DFT-opset17-axis", "DFT", [f(2, 5, 4, 1)], {"axis": 2}, opset=17),
+    Case("STFT-window", "STFT", [f(2, 32, 1), K(S(6)), K(f(8, lo=0.0, hi=1.0)), K(S(8))],
+         opset=17),
+    Case("HannWindow-symmetric", "HannWindow", [K(np.array(10, np.int64))], {"periodic": 0},
+         opset=17),
+    Case("HammingWindow", "HammingWindow", [K(np.array(9, np.int64))], opset=17),
+    Case("BlackmanWindow-double", "BlackmanWindow", [K(np.array(7, np.int64))],
+         {"output_datatype": 11}, opset=17),
+    Case("MelWeightMatrix", "MelWeightMatrix",
+         [K(np.array(8, np.int64)), K(np.array(64, np.int64)), K(np.array(8000, np.int64)),
+          K(np.array(100.0, np.float32)), K(np.array(3500.0, np.float32))], opset=17),
 ]
 
 
@@ -108,3 +163,49 @@ def test_3d_conv_trains() -> None:
         e[idx] = 1e-6
         fd = (value(w64 + e) - value(w64 - e)) / 2e-6
         assert abs(fd - g[idx]) <= 1e-3 * (1 + abs(fd)), (idx, fd, g[idx])
+
+
+#: ops onnxruntime 1.32 does not run (SwiGLU is opset 28, BitCast 26): checked against numpy
+NUMPY_CHECKED = ("SwiGLU", "BitCast")
+
+
+def _one_node(op: str, feeds: dict[str, np.ndarray], opset: int, **attrs: object) -> object:
+    from onnx_oracle import graph_model, helper
+
+    node = helper.make_node(op, list(feeds), ["y"], **attrs)
+    return graph_model([node], feeds, ["y"], opset=opset)
+
+
+def test_swiglu_matches_numpy(device: str) -> None:
+    import ember
+    import ember.onnx
+
+    a, b = f(3, 8), f(3, 8)
+    m = ember.onnx.load(_one_node("SwiGLU", {"a": a, "b": b}, 28, alpha=1.7), device=device)
+    got = m(ember.tensor(a, device=device), ember.tensor(b, device=device)).numpy()
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    want = a64 / (1 + np.exp(-1.7 * a64)) * b64
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(("src", "to", "code"), [(np.float32, np.int32, 6),
+                                                  (np.int64, np.float64, 11),
+                                                  (np.int8, np.uint8, 2)])
+def test_bitcast_matches_numpy(src: type, to: type, code: int, device: str) -> None:
+    import ember
+    import ember.onnx
+
+    x = (f(2, 3) * 50).astype(src)
+    m = ember.onnx.load(_one_node("BitCast", {"x": x}, 26, to=code), device=device)
+    got = m(ember.tensor(x, device=device)).numpy()
+    assert got.dtype == np.dtype(to)
+    np.testing.assert_array_equal(got, x.view(to))
+
+
+def test_bitcast_refuses_other_widths() -> None:
+    import ember.onnx
+
+    m = ember.onnx.load(_one_node("BitCast", {"x": f(2)}, 26, to=7))
+    with pytest.raises(ValueError, match="widths differ"):
+        m(f(2))
