@@ -186,26 +186,6 @@ EXCLUDED: dict[str, list[str]] = {
         'test_pow_types_float32_uint32_cpu',
         'test_sub_uint32_cpu',
     ],
-    'unsupported operator: GridSample': [
-        'test_gridsample_aligncorners_true_cpu',
-        'test_gridsample_bicubic_align_corners_0_additional_1_cpu',
-        'test_gridsample_bicubic_align_corners_1_additional_1_cpu',
-        'test_gridsample_bicubic_cpu',
-        'test_gridsample_bilinear_align_corners_0_additional_1_cpu',
-        'test_gridsample_bilinear_align_corners_1_additional_1_cpu',
-        'test_gridsample_bilinear_cpu',
-        'test_gridsample_border_padding_cpu',
-        'test_gridsample_cpu',
-        'test_gridsample_nearest_align_corners_0_additional_1_cpu',
-        'test_gridsample_nearest_align_corners_1_additional_1_cpu',
-        'test_gridsample_nearest_cpu',
-        'test_gridsample_reflection_padding_cpu',
-        'test_gridsample_volumetric_bilinear_align_corners_0_cpu',
-        'test_gridsample_volumetric_bilinear_align_corners_1_cpu',
-        'test_gridsample_volumetric_nearest_align_corners_0_cpu',
-        'test_gridsample_volumetric_nearest_align_corners_1_cpu',
-        'test_gridsample_zeros_padding_cpu',
-    ],
     "NotImplementedError: Resize node (opset N): mode '…', coordinate_transformation_mode '…', nearest_mode '…' is not supported (modes nearest, linear; coordinate mo": [
         'test_resize_downsample_scales_cubic_A_n0p5_exclude_outside_cpu',
         'test_resize_downsample_scales_cubic_align_corners_cpu',
@@ -431,12 +411,6 @@ EXCLUDED: dict[str, list[str]] = {
         'test_cast_e8m0_FLOAT8E8M0_to_FLOAT_cpu',
         'test_cast_e8m0_FLOAT_to_FLOAT8E8M0_cpu',
     ],
-    'unsupported operator: AffineGrid': [
-        'test_affine_grid_2d_align_corners_cpu',
-        'test_affine_grid_2d_cpu',
-        'test_affine_grid_3d_align_corners_cpu',
-        'test_affine_grid_3d_cpu',
-    ],
     'unsupported operator: DeformConv': [
         'test_basic_deform_conv_with_padding_cpu',
         'test_basic_deform_conv_without_padding_cpu',
@@ -480,13 +454,13 @@ EXCLUDED: dict[str, list[str]] = {
         'test_gradient_of_add_and_mul_cpu',
         'test_gradient_of_add_cpu',
     ],
-    'wrong result: the expected values carry float32 FFT noise (numpy 2 transforms complex64 in single precision): the 10 imaginary parts that are exactly 0 read 1.9e-7 there, over atol 1e-7; ember\'s float64 matmul DFT gives 3e-15': [
-        'test_dft_inverse_cpu',
-        'test_dft_inverse_opset19_cpu',
-    ],
     'wrong result: float16 rounding (2 of 192 elements differ from the reference by one float16 ulp, 4.9e-4, over rtol 1e-3)': [
         'test_attention_4d_causal_fp16_cpu',
         'test_attention_4d_causal_fp16_expanded_cpu',
+    ],
+    "wrong result: the expected values carry float32 FFT noise (numpy 2 transforms complex64 in single precision): the 10 imaginary parts that are exactly 0 read 1.9e-7 there, over atol 1e-7; ember's float64 matmul DFT gives 3e-15": [
+        'test_dft_inverse_cpu',
+        'test_dft_inverse_opset19_cpu',
     ],
     'NotImplementedError: GatherND node (opset N): batch_dims > N is not supported': [
         'test_gathernd_example_int32_batch_dim1_cpu',

@@ -33,6 +33,7 @@ from . import (  # noqa: F401
     _quant,
     _reduce,
     _rnn,
+    _sample,
     _shape,
     _signal,
 )
