@@ -163,7 +163,7 @@ class KernelSource(RowSchedule):
                               f"{{ {acc} = {v}; i{c} = {k}; }}")
         elif kahan:
             body.lines.append(f"{{ {acc_t} y = {v} - m{c}; {acc_t} s = {acc} + y; "
-                              f"m{c} = (s - {acc}) - y; {acc} = s; }}")
+                              f"m{c} = isinf(s) ? 0 : (s - {acc}) - y; {acc} = s; }}")
         else:
             body.lines.append(f"{acc} = {_combine(comb, acc, v)};")
         self.chain = saved

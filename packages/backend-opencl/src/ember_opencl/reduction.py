@@ -121,7 +121,7 @@ def _source(kind: str, x_dt: np.dtype[Any], acc_t: str, out_dt: np.dtype[Any], f
                  f"    {t} v = {load_expr(x_dt, 'x[addr]')};"]
         if kahan:
             body += [f"    {acc_t} y = v - comp; {acc_t} s = acc + y;",
-                     "    comp = (s - acc) - y; acc = s;"]
+                     "    comp = isinf(s) ? 0 : (s - acc) - y; acc = s;"]
         else:
             body += [f"    acc = {comb};"]
         body += ["}"]
@@ -245,7 +245,9 @@ def _vec_step(kind: str, t: str, fl: bool) -> str:
     """One step of a vector accumulator ``acc`` (and Kahan ``comp``) over a vector ``v``."""
     v = f"{t}{VEC}"
     if kind in ("sum", "mean"):
-        return (f"{v} y = v - comp; {v} s = acc + y; comp = (s - acc) - y; acc = s;"
+        # an infinite sum keeps a zero compensation (inf - inf would make it nan)
+        return (f"{v} y = v - comp; {v} s = acc + y; "
+                f"comp = select((s - acc) - y, ({v})(0), isinf(s)); acc = s;"
                 if fl else "acc += v;")
     if kind == "prod":
         return "acc *= v;"
@@ -265,7 +267,8 @@ def _vec_source(kind: str, t: str, out_t: str, fl: bool, nk: int) -> str:
     decomp = [f"base += (rr % kn{d}) * ks{d}; rr /= kn{d};" for d in range(nk - 1, 0, -1)]
     if nk:
         decomp.append("base += rr * ks0;")
-    scalar = (f"{{ {t} y = v - comp1; {t} s = acc1 + y; comp1 = (s - acc1) - y; acc1 = s; }}"
+    scalar = (f"{{ {t} y = v - comp1; {t} s = acc1 + y; "
+              f"comp1 = isinf(s) ? 0 : (s - acc1) - y; acc1 = s; }}"
               if kahan else f"acc1 = {comb.replace('acc', 'acc1')};")
     lanes = (f"for (int l = 0; l < {VEC}; l++) {{ {t} v = la[l]; {scalar} }}\n"
              f"    for (int l = 0; l < {VEC}; l++) {{ {t} v = -lc[l]; {scalar} }}"
@@ -339,7 +342,8 @@ def _launch_cols(rt: Runtime, kind: str, x: CLArray, kdims: list[int], ks: list[
     init, comb = _spec(kind, t, fl)[1:]
     kahan = kind in ("sum", "mean") and fl
     vstep = _vec_step(kind, t, fl)
-    scalar = (f"{{ {t} y = v - comp1; {t} s = acc1 + y; comp1 = (s - acc1) - y; acc1 = s; }}"
+    scalar = (f"{{ {t} y = v - comp1; {t} s = acc1 + y; "
+              f"comp1 = isinf(s) ? 0 : (s - acc1) - y; acc1 = s; }}"
               if kahan else f"acc1 = {comb.replace('acc', 'acc1')};")
     outer = kdims[:-1]
     nk = len(outer)

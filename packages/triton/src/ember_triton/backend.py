@@ -15,7 +15,16 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from ember.backend import ALL_DTYPES, Backend, DType, Kernel, guard_kernels, ir, numpy_dtype
+from ember.backend import (
+    ALL_DTYPES,
+    Backend,
+    DType,
+    Kernel,
+    guard_kernels,
+    ir,
+    numpy_dtype,
+)
+from ember.backend import rows as row_programs
 from ember.ops import Op
 
 from . import (
@@ -308,6 +317,14 @@ class TritonBackend(Backend):
         return contiguous(self, a)
 
     # -- Backend ----------------------------------------------------------------------------
+
+    def row_kernel(self, op: Op) -> Kernel | None:
+        """A row kernel known only from its row program (`ember_triton._rows_source`)."""
+        from . import _rows_source
+
+        if not row_programs.defined(op.name):
+            return None
+        return functools.partial(_rows_source.kernel(op.name), self)
 
     def ir_kernel(self, op: Op) -> Kernel | None:
         """An elementwise op known only from its kernel IR definition, rendered to Triton."""

@@ -73,6 +73,8 @@ class RowRenderer:
         self.lines: list[str] = []
         self.depth = 0
         self.row_names: dict[int, str] = {}
+        #: row values computed from constants only (plain scalars, never broadcast)
+        self.scalars: set[str] = set()
         self.elem_names: dict[int, str] = {}
         self.count = 0
 
@@ -99,7 +101,8 @@ class RowRenderer:
         return name
 
     def open_pass(self) -> list[str]:
-        """The header of a pass over the row (after it, the body is one level deeper)."""
+        """A pass over the row: its header, then the first lines of its body (one level
+        deeper)."""
         raise NotImplementedError
 
     def acc_init(self, r: Value, acc: str) -> list[str]:
@@ -154,6 +157,9 @@ class RowRenderer:
             name = self.fresh("r")
             self.emit(self.assign(name, expr))
             self.row_names[id(u)] = name
+            if u.src and all(s.op == "const" or self.row_names[id(s)] in self.scalars
+                             for s in u.src):
+                self.scalars.add(name)
         return self.row_names[id(v)]
 
     def _prepare_rows(self, roots: list[Value]) -> None:
@@ -181,7 +187,8 @@ class RowRenderer:
                 continue
             if self.p.level(u) == "row":
                 name = self.row_names[id(u)]
-                self.elem_names[id(u)] = name if u.op == "const" else self.broadcast(name)
+                plain = u.op == "const" or name in self.scalars
+                self.elem_names[id(u)] = name if plain else self.broadcast(name)
                 continue
             if u.op == "input":
                 layout = self.p.layouts[u.arg]
@@ -197,8 +204,10 @@ class RowRenderer:
 
     def _open(self) -> None:
         if not self.one:
-            self.emit(*self.open_pass())
+            head, *start = self.open_pass()
+            self.emit(head)
             self.depth += 1
+            self.emit(*start)
             self.elem_names = {}
 
     def _close(self) -> None:
