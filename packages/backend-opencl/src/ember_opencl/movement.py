@@ -1,9 +1,9 @@
 """Movement and indexing: views where strides allow, strided copies, gathers, scatters, and a
 stable merge sort.
 
-reshape (of dense inputs), permute, expand, slice and flip cost no kernel: they return a new
-`CLArray` over the same buffer.  pad and cat write their inputs into strided views of a fresh
-output; scatter walks each index column sequentially, so duplicates resolve deterministically
+The views and copies (reshape, permute, expand, slice, flip, pad, cat) are planned once for
+every strided backend by `ember.backend.movement.StridedKernels`; here are the kernels.  scatter
+walks each index column sequentially, so duplicates resolve deterministically
 (last write wins, sums in order) without atomics.
 """
 
@@ -13,62 +13,23 @@ import math
 from typing import Any
 
 import numpy as np
-from ember.backend.strided import (
-    cat_parts,
-    flip,
-    pad_interior,
-    padded_shape,
-    permute,
-    slice_view,
-)
+from ember.backend.movement import first_k
+from ember.backend.strided import contiguous_strides, is_float, permute
 from ember.ops import movement as mv
 
-from .runtime import (
-    GROUP,
-    CLArray,
-    Runtime,
-    compute_type,
-    contiguous_strides,
-    ctype,
-    is_float,
-    load_expr,
-    store_expr,
-)
-from .strided import contiguous, copy_into, run_map
+from .runtime import GROUP, CLArray, Runtime, compute_type, ctype, load_expr, store_expr
+from .strided import run_map
 
-__all__ = ["flip", "gather", "kernels", "permute", "slice_view", "sort"]
+__all__ = ["fill", "gather", "index_select", "kernels", "sort"]
 
 I64 = np.dtype(np.int64)
 
 
-def reshape(rt: Runtime, x: CLArray, shape: tuple[int, ...]) -> CLArray:
-    x = contiguous(rt, x)
-    return x.view(tuple(shape), contiguous_strides(tuple(shape)), x.offset)
-
-
-def _fill(rt: Runtime, shape: tuple[int, ...], dtype: np.dtype[Any], value: Any) -> CLArray:
-    from .creation import kernels as creation_kernels  # noqa: F401  # documented sibling
-
+def fill(rt: Runtime, shape: tuple[int, ...], dtype: np.dtype[Any], value: Any) -> CLArray:
+    """A new array of ``shape`` holding ``value``."""
     out = rt.empty(shape, dtype)
     v = int(bool(value)) if dtype.kind == "b" else np.asarray(value).astype(dtype)[()]
-    from .runtime import compute_type
-
     return run_map(rt, "s0", [], out=out, scalars=[(compute_type(dtype), v)])
-
-
-def pad(rt: Runtime, x: CLArray, widths: Any, value: Any) -> CLArray:
-    out = _fill(rt, padded_shape(x.shape, widths), x.dtype, value)
-    copy_into(rt, pad_interior(out, x.shape, widths), x)
-    return out
-
-
-def cat(rt: Runtime, xs: tuple[CLArray, ...], dim: int) -> CLArray:
-    shape = list(xs[0].shape)
-    shape[dim] = sum(x.shape[dim] for x in xs)
-    out = rt.empty(tuple(shape), xs[0].dtype)
-    for part, x in zip(cat_parts(out, [x.shape[dim] for x in xs], dim), xs, strict=True):
-        copy_into(rt, part, x)
-    return out
 
 
 # -- gathers and scatters -----------------------------------------------------------------------
@@ -176,7 +137,8 @@ def scatter(rt: Runtime, x: CLArray, index: CLArray, src: CLArray, dim: int,
     if x.ndim == 0:
         one = (1,)
         x, index, src = (a.view(one, one, a.offset) for a in (x, index, src))
-        return reshape(rt, scatter(rt, x, index, src, 0, add), ())
+        flat = scatter(rt, x, index, src, 0, add)  # a fresh dense array
+        return flat.view((), (), flat.offset)
     out = run_map(rt, "a", [x])
     nd = x.ndim
     ostr = out.strides
@@ -364,11 +326,8 @@ def nonzero(rt: Runtime, x: CLArray) -> CLArray:
 
 
 def kernels(rt: Runtime) -> dict[Any, Any]:
-    def expand(x: CLArray, shape: tuple[int, ...] = ()) -> CLArray:
-        strides = tuple(0 if n == 1 and m != 1 else s
-                        for n, m, s in zip(x.shape, shape, x.strides, strict=True))
-        return x.view(tuple(shape), strides, x.offset)
-
+    """The kernels of movement and indexing that run on the device (the views and copies
+    `ember.backend.movement.StridedKernels` plans are in `ember_opencl.nn.kernels`)."""
     def tri(lower: bool) -> Any:
         def kernel(x: CLArray, k: int = 0) -> CLArray:
             rows, cols = x.shape[-2], x.shape[-1]
@@ -383,10 +342,7 @@ def kernels(rt: Runtime) -> dict[Any, Any]:
         if x.ndim == 0:
             return x, run_map(rt, "0", [x], dtype=I64)
         v, i = sort(rt, x, dim, largest)
-        stops = list(x.shape)
-        stops[dim] = k
-        z, one = [0] * x.ndim, [1] * x.ndim
-        return slice_view(v, z, stops, one), slice_view(i, z, stops, one)
+        return first_k(v, k, dim), first_k(i, k, dim)
 
     def masked_fill(x: CLArray, mask: CLArray, value: Any = 0) -> CLArray:
         v = int(bool(value)) if x.dtype.kind == "b" else np.asarray(value).astype(x.dtype)[()]
@@ -398,13 +354,6 @@ def kernels(rt: Runtime) -> dict[Any, Any]:
         return sort(rt, x, dim, descending)
 
     return {
-        mv.reshape: lambda x, shape=(): reshape(rt, x, shape),
-        mv.permute: lambda x, dims=(): permute(x, dims),
-        mv.expand: expand,
-        mv.slice: lambda x, starts=(), stops=(), steps=(): slice_view(x, starts, stops, steps),
-        mv.pad: lambda x, pad=(), value=0: globals()["pad"](rt, x, pad, value),
-        mv.flip: lambda x, dims=(): flip(x, dims),
-        mv.cat: lambda *xs, dim=0: cat(rt, xs, dim),
         mv.gather: lambda x, index, dim=0: x if x.ndim == 0 else gather(rt, x, index, dim),
         mv.scatter_add: lambda x, index, src, dim=0: scatter(rt, x, index, src, dim, True),
         mv.scatter: lambda x, index, src, dim=0: scatter(rt, x, index, src, dim, False),
@@ -412,7 +361,6 @@ def kernels(rt: Runtime) -> dict[Any, Any]:
         mv.masked_fill: masked_fill,
         mv.tril: tri(True),
         mv.triu: tri(False),
-        mv.contiguous: lambda x: contiguous(rt, x),
         mv.nonzero: lambda x: nonzero(rt, x),
         mv.sort: _sort,
         mv.topk: topk,

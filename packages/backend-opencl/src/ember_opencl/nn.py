@@ -8,17 +8,16 @@ direct kernels, one work-item per output.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
-from ember.backend.geometry import interpolate, pool_output_size
+from ember.backend.movement import StridedKernels, conv2d_columns, conv2d_size
 from ember.ops import nn
 
 from . import movement
 from .linalg import matmul
 from .runtime import CLArray, Runtime, compute_type, ctype, is_float, load_expr, store_expr
-from .strided import contiguous, copy_into, run_map
+from .strided import contiguous, copy_into, lerp
 
 __all__ = ["conv2d", "kernels"]
 
@@ -57,64 +56,16 @@ void im2col(__global {t}* cols, __global const {t}* x, long xo, long xs0, long x
 def conv2d(rt: Runtime, x: CLArray, w: CLArray, stride: Pair = (1, 1), padding: Pair = (0, 0),
            dilation: Pair = (1, 1), groups: int = 1) -> CLArray:
     n, c, h, wd = x.shape
-    o, cg, kh, kw = w.shape
-    oh = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
-    ow = (wd + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
-    kk = cg * kh * kw
-    cols = rt.empty((n, groups, kk, oh * ow), x.dtype)
+    _, cg, kh, kw = w.shape
+    oh, ow = conv2d_size(x.shape, w.shape, stride, padding, dilation)
+    cols = rt.empty((n, groups, cg * kh * kw, oh * ow), x.dtype)
     if cols.size:
         k = rt.kernel(_IM2COL.format(t=ctype(x.dtype)), "im2col")
         rt.launch(k, (oh, n * c * kh * kw), (1, 1), cols.buffer, x.buffer,
                   np.int64(x.offset), *map(np.int64, x.strides),
                   *map(np.int32, (c, h, wd, kh, kw, *stride, *padding, *dilation, oh, ow)))
-    wc = contiguous(rt, w)
-    og = o // groups
-    wv = wc.view((n, groups, og, kk), (0, og * kk, kk, 1), wc.offset)
-    out = matmul(rt, wv, cols)
-    return out.view((n, o, oh, ow), None or _dense((n, o, oh, ow)), out.offset)
-
-
-def _dense(shape: tuple[int, ...]) -> tuple[int, ...]:
-    from .runtime import contiguous_strides
-
-    return contiguous_strides(shape)
-
-
-def conv_transpose2d(rt: Runtime, x: CLArray, w: CLArray, stride: Pair = (1, 1),
-                     padding: Pair = (0, 0), output_padding: Pair = (0, 0),
-                     dilation: Pair = (1, 1), groups: int = 1) -> CLArray:
-    n, c, h, wd = x.shape
-    _, og, kh, kw = w.shape
-    sh, sw = stride
-    qh = dilation[0] * (kh - 1) - padding[0]
-    qw = dilation[1] * (kw - 1) - padding[1]
-    bh, bw = max(qh, 0), max(qw, 0)
-    ah, aw = max(qh + output_padding[0], 0), max(qw + output_padding[1], 0)
-    uh, uw = (h - 1) * sh + 1 if h else 0, (wd - 1) * sw + 1 if wd else 0
-    up = movement._fill(rt, (n, c, uh + bh + ah, uw + bw + aw), x.dtype, 0)
-    inner = movement.slice_view(up, (0, 0, bh, bw), (n, c, bh + uh, bw + uw), (1, 1, sh, sw))
-    copy_into(rt, inner, x)
-    ch0, cw0 = max(-qh, 0), max(-qw, 0)
-    ch1, cw1 = max(-(qh + output_padding[0]), 0), max(-(qw + output_padding[1]), 0)
-    if ch0 or cw0 or ch1 or cw1:
-        up = movement.slice_view(up, (0, 0, ch0, cw0), (n, c, up.shape[2] - ch1,
-                                                       up.shape[3] - cw1), (1, 1, 1, 1))
-    cg = c // groups
-    wg = movement.reshape(rt, w, (groups, cg, og, kh, kw))
-    wt = movement.reshape(rt, movement.permute(wg, (0, 2, 1, 3, 4)), (groups * og, cg, kh, kw))
-    wt = movement.flip(wt, (2, 3))
-    return conv2d(rt, up, wt, (1, 1), (0, 0), dilation, groups)
-
-
-def _unsqueeze2(x: CLArray) -> CLArray:
-    """``[N, C, L]`` seen as ``[N, C, 1, L]``."""
-    s = x.strides
-    return x.view((x.shape[0], x.shape[1], 1, x.shape[2]), (s[0], s[1], 0, s[2]), x.offset)
-
-
-def _squeeze2(x: CLArray) -> CLArray:
-    s = x.strides
-    return x.view((x.shape[0], x.shape[1], x.shape[3]), (s[0], s[1], s[3]), x.offset)
+    return conv2d_columns(cols, contiguous(rt, w), groups, (oh, ow),
+                          lambda a, b: matmul(rt, a, b))
 
 
 # -- pooling ----------------------------------------------------------------------------------
@@ -163,8 +114,10 @@ _AVG_BODY = """
 """
 
 
-def _pool(rt: Runtime, body: str, x: CLArray, oh: int, ow: int, k: Pair, s: Pair, p: Pair,
-          d: Pair, include_pad: bool, want_index: bool) -> tuple[CLArray, CLArray | None]:
+def pool2d(rt: Runtime, x: CLArray, oh: int, ow: int, k: Pair, s: Pair, p: Pair, d: Pair,
+           include_pad: bool, want_index: bool) -> tuple[CLArray, CLArray | None]:
+    """max_pool2d with its indices (``want_index``) or avg_pool2d to ``[N, C, oh, ow]``."""
+    body = _MAX_BODY if want_index else _AVG_BODY
     n, c, h, w = x.shape
     out = rt.empty((n, c, oh, ow), x.dtype)
     outi = rt.empty((n, c, oh, ow), I64) if want_index else rt.empty((1,), I64)
@@ -203,54 +156,11 @@ __kernel void apool(__global {t}* out, __global const {t}* x, long xo, long xs0,
 """
 
 
-def _interpolate(rt: Runtime, x: CLArray, size: tuple[int, ...], mode: str,
-                 align_corners: bool | None) -> CLArray:
-    def take(a: CLArray, index: np.ndarray, axis: int) -> CLArray:
-        return movement.index_select(rt, a, rt.upload(index), axis)
-
-    def lerp(lo: CLArray, hi: CLArray, lam: np.ndarray, axis: int) -> CLArray:
-        shape = [1] * lo.ndim
-        shape[axis] = lam.size
-        lv = rt.upload(lam.astype(x.dtype).reshape(shape))
-        return run_map(rt, "a * (1 - c) + b * c", [lo, hi, lv], shape=lo.shape)
-
-    return interpolate(x, x.shape, size, mode, align_corners, take=take, lerp=lerp,
-                       device="opencl")
-
-
 def kernels(rt: Runtime) -> dict[Any, Any]:
-    def conv1d(x: CLArray, w: CLArray, stride: Any = (1,), padding: Any = (0,),
-               dilation: Any = (1,), groups: int = 1) -> CLArray:
-        out = conv2d(rt, _unsqueeze2(x), _unsqueeze2(w), (1, stride[0]), (0, padding[0]),
-                     (1, dilation[0]), groups)
-        return _squeeze2(out)
-
-    def conv_transpose1d(x: CLArray, w: CLArray, stride: Any = (1,), padding: Any = (0,),
-                         output_padding: Any = (0,), dilation: Any = (1,),
-                         groups: int = 1) -> CLArray:
-        out = conv_transpose2d(rt, _unsqueeze2(x), _unsqueeze2(w), (1, stride[0]),
-                               (0, padding[0]), (0, output_padding[0]), (1, dilation[0]), groups)
-        return _squeeze2(out)
-
-    def max_pool2d(x: CLArray, kernel_size: Pair = (1, 1), stride: Pair = (1, 1),
-                   padding: Pair = (0, 0), dilation: Pair = (1, 1),
-                   ceil_mode: bool = False) -> tuple[CLArray, CLArray]:
-        h, w = x.shape[2:]
-        oh = pool_output_size(h, kernel_size[0], stride[0], padding[0], dilation[0], ceil_mode)
-        ow = pool_output_size(w, kernel_size[1], stride[1], padding[1], dilation[1], ceil_mode)
-        v, i = _pool(rt, _MAX_BODY, x, oh, ow, kernel_size, stride, padding, dilation, True,
-                     True)
-        assert i is not None
-        return v, i
-
-    def avg_pool2d(x: CLArray, kernel_size: Pair = (1, 1), stride: Pair = (1, 1),
-                   padding: Pair = (0, 0), ceil_mode: bool = False,
-                   count_include_pad: bool = True) -> CLArray:
-        h, w = x.shape[2:]
-        oh = pool_output_size(h, kernel_size[0], stride[0], padding[0], 1, ceil_mode)
-        ow = pool_output_size(w, kernel_size[1], stride[1], padding[1], 1, ceil_mode)
-        return _pool(rt, _AVG_BODY, x, oh, ow, kernel_size, stride, padding, (1, 1),
-                     count_include_pad, False)[0]
+    """The nn kernels, and the views, copies and convolutions `StridedKernels` plans."""
+    planned = StridedKernels("opencl", rt, fill=movement.fill, copy_into=copy_into,
+                             index_select=movement.index_select, lerp=lerp, conv2d=conv2d,
+                             pool2d=pool2d, matmul=matmul)
 
     def adaptive_avg_pool2d(x: CLArray, output_size: Pair = (1, 1)) -> CLArray:
         n, c, h, w = x.shape
@@ -265,24 +175,4 @@ def kernels(rt: Runtime) -> dict[Any, Any]:
                   *map(np.int64, (c, h, w, oh, ow)))
         return out
 
-    def embedding(weight: CLArray, indices: CLArray) -> CLArray:
-        flat = movement.reshape(rt, indices, (math.prod(indices.shape),))
-        rows = movement.index_select(rt, weight, flat, 0)
-        return rows.view((*indices.shape, weight.shape[1]),
-                         _dense((*indices.shape, weight.shape[1])), rows.offset)
-
-    return {
-        nn.conv1d: conv1d,
-        nn.conv2d: lambda x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1:
-            conv2d(rt, x, w, stride, padding, dilation, groups),
-        nn.conv_transpose1d: conv_transpose1d,
-        nn.conv_transpose2d: lambda x, w, stride=(1, 1), padding=(0, 0), output_padding=(0, 0),
-            dilation=(1, 1), groups=1: conv_transpose2d(rt, x, w, stride, padding,
-                                                        output_padding, dilation, groups),
-        nn.max_pool2d: max_pool2d,
-        nn.avg_pool2d: avg_pool2d,
-        nn.adaptive_avg_pool2d: adaptive_avg_pool2d,
-        nn.embedding: embedding,
-        nn.interpolate: lambda x, size=(), mode="nearest", align_corners=None:
-            _interpolate(rt, x, size, mode, align_corners),
-    }
+    return {**planned.kernels(), nn.adaptive_avg_pool2d: adaptive_avg_pool2d}

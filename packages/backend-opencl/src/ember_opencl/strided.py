@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 import pyopencl.cltypes as cltypes
-from ember.backend.strided import broadcast_view, collapse
+from ember.backend.strided import broadcast_view, collapse, walk
 
 from .runtime import GROUP, CLArray, Runtime, compute_type, ctype, load_expr, store_expr
 
-__all__ = ["broadcast_view", "collapse", "copy_into", "run_map"]
+__all__ = ["broadcast_view", "collapse", "contiguous", "copy_into", "lerp", "run_map"]
 
 _NAMES = ("a", "b", "c", "d")
 
@@ -59,7 +59,7 @@ def _source(expr: str, out_dt: np.dtype[Any], in_types: Sequence[np.dtype[Any]],
     grid_steps = "".join(f"\n    o{j} += i0 * q{j}.s0 + i1 * q{j}.s1;"
                          for j in range(len(in_types)))
     ld, lg = "\n    ".join(loads_d), "\n    ".join(loads_g)
-    walk = "\n    ".join(gwalk)
+    walks = "\n    ".join(gwalk)
     vec = ", ".join(f"{{v}}.s{d}" for d in range(MAXD))
     return f"""{helpers}
 __kernel void dense({', '.join(dparams + tail)})
@@ -76,7 +76,7 @@ __kernel void general({', '.join(gparams + tail)})
     if (i >= total) return;
     const long n_[{MAXD}] = {{{vec.format(v="shape")}}};
     const long os_[{MAXD}] = {{{vec.format(v="os")}}};
-    {walk}
+    {walks}
     long r = i;
     for (int d = nd - 1; d >= 0; d--) {{
         long k = r % n_[d]; r /= n_[d];
@@ -104,7 +104,7 @@ __kernel void general32({', '.join(gparams + tail)})
     if (i >= (uint)total) return;
     const uint n_[{MAXD}] = {{{vec.format(v="(uint)shape")}}};
     const long os_[{MAXD}] = {{{vec.format(v="os")}}};
-    {walk}
+    {walks}
     uint r = i;
     for (int d = nd - 1; d >= 0; d--) {{
         uint k = r % n_[d]; r /= n_[d];
@@ -134,11 +134,8 @@ def run_map(rt: Runtime, expr: str, inputs: Sequence[CLArray], *,
     total = math.prod(shape)
     if total == 0:
         return out
-    views = [broadcast_view(x, shape) for x in inputs]
-    dims, sts = collapse(shape, [out.strides, *(v.strides for v in views)])
-    if len(dims) > MAXD:
-        raise NotImplementedError(f"opencl: elementwise kernels walk at most {MAXD} axes, "
-                                  f"got {len(dims)} after merging")
+    dims, walked = walk(shape, inputs, [out], MAXD, "opencl: elementwise kernels")
+    sts = [walked[-1], *walked[:-1]]  # out first, as the kernels take it
     stypes = tuple(t for t, _ in scalars)
     key = (rt, expr, out.dtype, tuple(x.dtype for x in inputs), stypes, helpers)
     pair = _CACHE.get(key)
@@ -149,12 +146,12 @@ def run_map(rt: Runtime, expr: str, inputs: Sequence[CLArray], *,
     sargs = [_scalar(t, v) for t, v in scalars]
     if len(dims) <= 1:
         args: list[Any] = [out.buffer, np.int64(out.offset), np.int64(sts[0][0] if dims else 0)]
-        for v, s in zip(views, sts[1:], strict=True):
+        for v, s in zip(inputs, sts[1:], strict=True):
             args += [v.buffer, np.int64(v.offset), np.int64(s[0] if dims else 0)]
         rt.launch1d(pair[0], total, *args, *sargs)
         return out
     args = [out.buffer, np.int64(out.offset), _long8(sts[0]), _long8(dims), np.int32(len(dims))]
-    for v, s in zip(views, sts[1:], strict=True):
+    for v, s in zip(inputs, sts[1:], strict=True):
         args += [v.buffer, np.int64(v.offset), _long8(s)]
     if len(dims) == 2 and dims[1] >= GRID_MIN:
         rt.launch(pair[3], (-(-dims[1] // GROUP) * GROUP, dims[0]), (GROUP, 1), *args, *sargs,
@@ -184,6 +181,9 @@ def copy_into(rt: Runtime, dst: CLArray, src: CLArray) -> CLArray:
 
 def contiguous(rt: Runtime, x: CLArray) -> CLArray:
     """``x`` itself when dense, else a dense copy."""
-    if x.is_contiguous():
-        return x
-    return run_map(rt, "a", [x])
+    return x if x.is_contiguous() else run_map(rt, "a", [x])
+
+
+def lerp(rt: Runtime, lo: CLArray, hi: CLArray, weight: CLArray) -> CLArray:
+    """``lo * (1 - weight) + hi * weight``, ``weight`` broadcast to ``lo``'s shape."""
+    return run_map(rt, "a * (1 - c) + b * c", [lo, hi, weight], shape=lo.shape)

@@ -1,8 +1,7 @@
 """Movement and indexing: views where strides allow, strided copies, gathers and scatters.
 
-reshape (of dense inputs), permute, expand, slice and flip cost no kernel: they return a new
-`WGArray` over the same buffer.  pad and cat write their inputs into strided views of a fresh
-output.
+The views and copies (reshape, permute, expand, slice, flip, pad, cat) are planned once for
+every strided backend by `ember.backend.movement.StridedKernels`; here are the kernels.
 """
 
 from __future__ import annotations
@@ -12,59 +11,20 @@ from typing import Any
 import numpy as np
 
 from ember.backend import ir
-from ember.backend.strided import (
-    cat_parts,
-    flip,
-    pad_interior,
-    padded_shape,
-    permute,
-    slice_view,
-)
-from ember.ops import movement as mv, nn
+from ember.backend.strided import contiguous_strides
+from ember.ops import movement as mv
 
 from . import sort
-from .runtime import Runtime, WGArray, contiguous_strides
-from .strided import (
-    broadcast_view,
-    contiguous,
-    copy_into,
-    load,
-    run_indexed,
-    run_map,
-    wgsl_storage,
-)
+from .runtime import Runtime, WGArray
+from .strided import contiguous, load, run_indexed, run_map, wgsl_storage
 
-__all__ = ["flip", "kernels", "permute", "slice_view"]
-
-
-def reshape(rt: Runtime, x: WGArray, shape: tuple[int, ...]) -> WGArray:
-    x = contiguous(rt, x)
-    return x.view(tuple(shape), contiguous_strides(tuple(shape)), x.offset)
-
-
-def expand(x: WGArray, shape: tuple[int, ...]) -> WGArray:
-    return broadcast_view(x, shape)
+__all__ = ["fill", "gather", "index_select", "kernels", "scatter"]
 
 
 def fill(rt: Runtime, shape: tuple[int, ...], dtype: np.dtype[Any], value: Any) -> WGArray:
     out = rt.empty(shape, dtype)
     v = bool(value) if dtype.kind == "b" else np.asarray(value).astype(dtype)[()]
     return run_map(rt, "s0", [], out=out, scalars=[(ir.compute_dtype(dtype.name), v)])
-
-
-def pad(rt: Runtime, x: WGArray, widths: Any, value: Any) -> WGArray:
-    out = fill(rt, padded_shape(x.shape, widths), x.dtype, value)
-    copy_into(rt, pad_interior(out, x.shape, widths), x)
-    return out
-
-
-def cat(rt: Runtime, xs: tuple[WGArray, ...], dim: int) -> WGArray:
-    shape = list(xs[0].shape)
-    shape[dim] = sum(x.shape[dim] for x in xs)
-    out = rt.empty(tuple(shape), xs[0].dtype)
-    for part, x in zip(cat_parts(out, [x.shape[dim] for x in xs], dim), xs, strict=True):
-        copy_into(rt, part, x)
-    return out
 
 
 def _zero(dtype: np.dtype[Any]) -> str:
@@ -125,13 +85,6 @@ def index_select(rt: Runtime, x: WGArray, index: WGArray, dim: int) -> WGArray:
     return out
 
 
-def embedding(rt: Runtime, weight: WGArray, indices: WGArray) -> WGArray:
-    flat = reshape(rt, indices, (indices.size,))
-    rows = index_select(rt, weight, flat, 0)
-    return rows.view((*indices.shape, weight.shape[1]),
-                     contiguous_strides((*indices.shape, weight.shape[1])), rows.offset)
-
-
 # one invocation per column (index positions sharing every coordinate but ``dim``) walks it in
 # order: duplicates resolve as on the CPU (last write wins, sums in order), with no atomics.
 # b0: index, b1: src (both at the column's start), b2: out at the column's start with a zero
@@ -176,7 +129,8 @@ def nonzero(rt: Runtime, x: WGArray) -> WGArray:
     from .elementwise import cast
     from .reduction import scan
 
-    flat = reshape(rt, x, (x.size,))
+    flat = contiguous(rt, x)
+    flat = flat.view((x.size,), (1,), flat.offset)
     mask = cast(rt, cast(rt, flat, np.dtype(np.bool_)), np.dtype(np.int32))
     pos = scan(rt, "cumsum", mask, 0)
     total = int(rt.read(pos.view((1,), (1,), pos.offset + x.size - 1))[0]) if x.size else 0
@@ -193,6 +147,8 @@ def nonzero(rt: Runtime, x: WGArray) -> WGArray:
 
 
 def kernels(rt: Runtime) -> dict[Any, Any]:
+    """The kernels of movement and indexing that run on the device (the views and copies
+    `ember.backend.movement.StridedKernels` plans are in `ember_wgpu.nn.kernels`)."""
     return {
         mv.gather: lambda x, index, dim=0: x if x.ndim == 0 else gather(rt, x, index, dim),
         mv.index_select: lambda x, index, dim=0: index_select(rt, x, index, dim),
@@ -203,16 +159,7 @@ def kernels(rt: Runtime) -> dict[Any, Any]:
                                                                              descending),
         mv.topk: lambda x, k=1, dim=-1, largest=True: sort.topk(rt, x, k, dim, largest),
         mv.nonzero: lambda x: nonzero(rt, x),
-        nn.embedding: lambda weight, indices: embedding(rt, weight, indices),
-        mv.reshape: lambda x, shape=(): reshape(rt, x, shape),
-        mv.permute: lambda x, dims=(): permute(x, dims),
-        mv.expand: lambda x, shape=(): expand(x, shape),
-        mv.slice: lambda x, starts=(), stops=(), steps=(): slice_view(x, starts, stops, steps),
-        mv.pad: lambda x, pad=(), value=0: globals()["pad"](rt, x, pad, value),
-        mv.flip: lambda x, dims=(): flip(x, dims),
-        mv.cat: lambda *xs, dim=0: cat(rt, xs, dim),
         mv.masked_fill: lambda x, mask, value=0: masked_fill(rt, x, mask, value),
         mv.tril: lambda x, k=0: tri(rt, x, k, True),
         mv.triu: lambda x, k=0: tri(rt, x, k, False),
-        mv.contiguous: lambda x: contiguous(rt, x),
     }

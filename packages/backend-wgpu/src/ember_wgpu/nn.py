@@ -15,14 +15,15 @@ from typing import Any
 import numpy as np
 
 from ember.backend import ir
-from ember.backend.geometry import interpolate, pool_output_size
+from ember.backend.movement import StridedKernels, conv2d_columns, conv2d_size
+from ember.backend.strided import contiguous_strides
 from ember.ops import nn
 
 from . import conv, movement
 from .linalg import matmul
 from .render import const
-from .runtime import Runtime, WGArray, contiguous_strides
-from .strided import contiguous, copy_into, load, run_indexed, run_map, store, wgsl_compute
+from .runtime import Runtime, WGArray
+from .strided import contiguous, copy_into, lerp, load, run_indexed, store, wgsl_compute
 
 __all__ = ["conv2d", "kernels"]
 
@@ -51,11 +52,9 @@ def _raw_zero(dt: np.dtype[Any]) -> str:
 
 def conv2d(rt: Runtime, x: WGArray, w: WGArray, stride: Pair = (1, 1), padding: Pair = (0, 0),
            dilation: Pair = (1, 1), groups: int = 1) -> WGArray:
-    n, _, h, wd = x.shape
     o, cg, kh, kw = w.shape
-    oh = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
-    ow = (wd + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
-    kind = conv.path(rt, o // groups, n * oh * ow, cg * kh * kw, x.dtype, groups)
+    oh, ow = conv2d_size(x.shape, w.shape, stride, padding, dilation)
+    kind = conv.path(rt, o // groups, x.shape[0] * oh * ow, cg * kh * kw, x.dtype, groups)
     if kind == "im2col":
         return _im2col_conv2d(rt, x, w, stride, padding, dilation, groups)
     return conv.conv2d(rt, x, w, stride, padding, dilation, groups, kind)
@@ -64,59 +63,17 @@ def conv2d(rt: Runtime, x: WGArray, w: WGArray, stride: Pair = (1, 1), padding: 
 def _im2col_conv2d(rt: Runtime, x: WGArray, w: WGArray, stride: Pair, padding: Pair,
                    dilation: Pair, groups: int) -> WGArray:
     n, c, h, wd = x.shape
-    o, cg, kh, kw = w.shape
-    oh = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
-    ow = (wd + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
-    kk = cg * kh * kw
-    cols = rt.empty((n, groups, kk, oh * ow), x.dtype)
+    _, cg, kh, kw = w.shape
+    oh, ow = conv2d_size(x.shape, w.shape, stride, padding, dilation)
+    cols = rt.empty((n, groups, cg * kh * kw, oh * ow), x.dtype)
     if cols.size:
         flat = cols.view((n, c, kh, kw, oh, ow), contiguous_strides((n, c, kh, kw, oh, ow)), 0)
         xv = x.view(flat.shape, (x.strides[0], x.strides[1], 0, 0, 0, 0), x.offset)
         run_indexed(rt, _IM2COL.replace("ZERO", _raw_zero(x.dtype)), [xv], [flat],
                     [ow, oh, kw, kh, *stride, *padding, *dilation, h, wd, x.strides[2],
                      x.strides[3]])
-    wc = contiguous(rt, w)
-    og = o // groups
-    wv = wc.view((n, groups, og, kk), (0, og * kk, kk, 1), wc.offset)
-    out = matmul(rt, wv, cols)
-    return out.view((n, o, oh, ow), contiguous_strides((n, o, oh, ow)), out.offset)
-
-
-def conv_transpose2d(rt: Runtime, x: WGArray, w: WGArray, stride: Pair = (1, 1),
-                     padding: Pair = (0, 0), output_padding: Pair = (0, 0),
-                     dilation: Pair = (1, 1), groups: int = 1) -> WGArray:
-    n, c, h, wd = x.shape
-    _, og, kh, kw = w.shape
-    sh, sw = stride
-    qh = dilation[0] * (kh - 1) - padding[0]
-    qw = dilation[1] * (kw - 1) - padding[1]
-    bh, bw = max(qh, 0), max(qw, 0)
-    ah, aw = max(qh + output_padding[0], 0), max(qw + output_padding[1], 0)
-    uh, uw = (h - 1) * sh + 1 if h else 0, (wd - 1) * sw + 1 if wd else 0
-    up = movement.fill(rt, (n, c, uh + bh + ah, uw + bw + aw), x.dtype, 0)
-    inner = movement.slice_view(up, (0, 0, bh, bw), (n, c, bh + uh, bw + uw), (1, 1, sh, sw))
-    copy_into(rt, inner, x)
-    ch0, cw0 = max(-qh, 0), max(-qw, 0)
-    ch1, cw1 = max(-(qh + output_padding[0]), 0), max(-(qw + output_padding[1]), 0)
-    if ch0 or cw0 or ch1 or cw1:
-        up = movement.slice_view(up, (0, 0, ch0, cw0), (n, c, up.shape[2] - ch1,
-                                                       up.shape[3] - cw1), (1, 1, 1, 1))
-    cg = c // groups
-    wg = movement.reshape(rt, w, (groups, cg, og, kh, kw))
-    wt = movement.reshape(rt, movement.permute(wg, (0, 2, 1, 3, 4)), (groups * og, cg, kh, kw))
-    wt = movement.flip(wt, (2, 3))
-    return conv2d(rt, up, wt, (1, 1), (0, 0), dilation, groups)
-
-
-def _unsqueeze2(x: WGArray) -> WGArray:
-    """``[N, C, L]`` seen as ``[N, C, 1, L]``."""
-    s = x.strides
-    return x.view((x.shape[0], x.shape[1], 1, x.shape[2]), (s[0], s[1], 0, s[2]), x.offset)
-
-
-def _squeeze2(x: WGArray) -> WGArray:
-    s = x.strides
-    return x.view((x.shape[0], x.shape[1], x.shape[3]), (s[0], s[1], s[3]), x.offset)
+    return conv2d_columns(cols, contiguous(rt, w), groups, (oh, ow),
+                          lambda a, b: matmul(rt, a, b))
 
 
 # -- pooling ----------------------------------------------------------------------------------
@@ -154,8 +111,10 @@ for (var hh = ha; hh < hb; hh = hh + 1) {
 b1[o1] = STORE;"""
 
 
-def _pool(rt: Runtime, body: str, x: WGArray, oh: int, ow: int, k: Pair, s: Pair, p: Pair,
-          d: Pair, include_pad: bool, want_index: bool) -> tuple[WGArray, WGArray | None]:
+def pool2d(rt: Runtime, x: WGArray, oh: int, ow: int, k: Pair, s: Pair, p: Pair, d: Pair,
+           include_pad: bool, want_index: bool) -> tuple[WGArray, WGArray | None]:
+    """max_pool2d with its indices (``want_index``) or avg_pool2d to ``[N, C, oh, ow]``."""
+    body = _MAX_BODY if want_index else _AVG_BODY
     n, c, h, w = x.shape
     out = rt.empty((n, c, oh, ow), x.dtype)
     outs = [out] + ([rt.empty((n, c, oh, ow), I64)] if want_index else [])
@@ -196,67 +155,10 @@ def adaptive_avg_pool2d(rt: Runtime, x: WGArray, output_size: Pair) -> WGArray:
     return out
 
 
-def _interpolate(rt: Runtime, x: WGArray, size: tuple[int, ...], mode: str,
-                 align_corners: bool | None) -> WGArray:
-    def take(a: WGArray, index: np.ndarray, axis: int) -> WGArray:
-        return movement.index_select(rt, a, rt.upload(index), axis)
-
-    def lerp(lo: WGArray, hi: WGArray, lam: np.ndarray, axis: int) -> WGArray:
-        shape = [1] * lo.ndim
-        shape[axis] = lam.size
-        lv = rt.upload(lam.astype(x.dtype).reshape(shape))
-        return run_map(rt, "a * (1.0 - c) + b * c", [lo, hi, lv], shape=lo.shape)
-
-    return interpolate(x, x.shape, size, mode, align_corners, take=take, lerp=lerp,
-                       device="wgpu")
-
-
 def kernels(rt: Runtime) -> dict[Any, Any]:
-    def conv1d(x: WGArray, w: WGArray, stride: Any = (1,), padding: Any = (0,),
-               dilation: Any = (1,), groups: int = 1) -> WGArray:
-        out = conv2d(rt, _unsqueeze2(x), _unsqueeze2(w), (1, stride[0]), (0, padding[0]),
-                     (1, dilation[0]), groups)
-        return _squeeze2(out)
-
-    def conv_transpose1d(x: WGArray, w: WGArray, stride: Any = (1,), padding: Any = (0,),
-                         output_padding: Any = (0,), dilation: Any = (1,),
-                         groups: int = 1) -> WGArray:
-        out = conv_transpose2d(rt, _unsqueeze2(x), _unsqueeze2(w), (1, stride[0]),
-                               (0, padding[0]), (0, output_padding[0]), (1, dilation[0]), groups)
-        return _squeeze2(out)
-
-    def max_pool2d(x: WGArray, kernel_size: Pair = (1, 1), stride: Pair = (1, 1),
-                   padding: Pair = (0, 0), dilation: Pair = (1, 1),
-                   ceil_mode: bool = False) -> tuple[WGArray, WGArray]:
-        h, w = x.shape[2:]
-        oh = pool_output_size(h, kernel_size[0], stride[0], padding[0], dilation[0], ceil_mode)
-        ow = pool_output_size(w, kernel_size[1], stride[1], padding[1], dilation[1], ceil_mode)
-        v, i = _pool(rt, _MAX_BODY, x, oh, ow, kernel_size, stride, padding, dilation, True,
-                     True)
-        assert i is not None
-        return v, i
-
-    def avg_pool2d(x: WGArray, kernel_size: Pair = (1, 1), stride: Pair = (1, 1),
-                   padding: Pair = (0, 0), ceil_mode: bool = False,
-                   count_include_pad: bool = True) -> WGArray:
-        h, w = x.shape[2:]
-        oh = pool_output_size(h, kernel_size[0], stride[0], padding[0], 1, ceil_mode)
-        ow = pool_output_size(w, kernel_size[1], stride[1], padding[1], 1, ceil_mode)
-        return _pool(rt, _AVG_BODY, x, oh, ow, kernel_size, stride, padding, (1, 1),
-                     count_include_pad, False)[0]
-
-    return {
-        nn.conv1d: conv1d,
-        nn.conv2d: lambda x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1:
-            conv2d(rt, x, w, stride, padding, dilation, groups),
-        nn.conv_transpose1d: conv_transpose1d,
-        nn.conv_transpose2d: lambda x, w, stride=(1, 1), padding=(0, 0), output_padding=(0, 0),
-            dilation=(1, 1), groups=1: conv_transpose2d(rt, x, w, stride, padding,
-                                                        output_padding, dilation, groups),
-        nn.max_pool2d: max_pool2d,
-        nn.avg_pool2d: avg_pool2d,
-        nn.adaptive_avg_pool2d: lambda x, output_size=(1, 1): adaptive_avg_pool2d(
-            rt, x, output_size),
-        nn.interpolate: lambda x, size=(), mode="nearest", align_corners=None:
-            _interpolate(rt, x, size, mode, align_corners),
-    }
+    """The nn kernels, and the views, copies and convolutions `StridedKernels` plans."""
+    planned = StridedKernels("wgpu", rt, fill=movement.fill, copy_into=copy_into,
+                             index_select=movement.index_select, lerp=lerp, conv2d=conv2d,
+                             pool2d=pool2d, matmul=matmul)
+    return {**planned.kernels(), nn.adaptive_avg_pool2d: lambda x, output_size=(1, 1):
+            adaptive_avg_pool2d(rt, x, output_size)}

@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from ember.backend.movement import first_k
+
 from .render import prelude
 from .runtime import GROUP, MAXD, Runtime, WGArray
 from .strided import collapse, header, is_float, wgsl_storage
@@ -391,12 +393,7 @@ def sort(rt: Runtime, x: WGArray, dim: int, descending: bool) -> tuple[WGArray, 
 
 def topk(rt: Runtime, x: WGArray, k: int, dim: int, largest: bool) -> tuple[WGArray, WGArray]:
     """The first ``k`` of the sorted line (the whole line is sorted)."""
-    from .movement import slice_view
-
     if x.ndim == 0:
         return sort(rt, x, 0, largest)
     vals, idx = sort(rt, x, dim, largest)
-    stops = list(x.shape)
-    stops[dim] = k
-    zero, one = [0] * x.ndim, [1] * x.ndim
-    return slice_view(vals, zero, stops, one), slice_view(idx, zero, stops, one)
+    return first_k(vals, k, dim), first_k(idx, k, dim)

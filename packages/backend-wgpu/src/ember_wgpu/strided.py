@@ -15,14 +15,14 @@ from typing import Any
 
 import numpy as np
 
-from ember.backend.strided import broadcast_view, collapse, is_float
+from ember.backend.strided import broadcast_view, collapse, is_float, walk
 
 from .render import WGSL_TYPES, prelude, wrap
 from .runtime import GROUP, MAXD, STORAGE, Runtime, WGArray, storage_dtype
 
-__all__ = ["broadcast_view", "collapse", "contiguous", "copy_into", "header", "is_float", "load",
-           "run_indexed", "run_map", "scalar_words", "shared_get", "shared_put", "shared_type",
-           "store", "wgsl_compute", "wgsl_storage"]
+__all__ = ["broadcast_view", "collapse", "contiguous", "copy_into", "header", "is_float", "lerp",
+           "load", "run_indexed", "run_map", "scalar_words", "shared_get", "shared_put",
+           "shared_type", "store", "wgsl_compute", "wgsl_storage"]
 
 
 def wgsl_storage(dtype: np.dtype[Any]) -> str:
@@ -39,26 +39,22 @@ def ir_name(dtype: np.dtype[Any]) -> str:
     return np.dtype(dtype).name
 
 
+#: how a stored element is read as its compute type, and a computed value stored, where that
+#: is not the value itself (`store` wraps the narrow integers, `ember_wgpu.render.wrap`)
+_LOAD = {"bool": "({} != 0u)", "float16": "f32({})"}
+_STORE = {"bool": "select(0u, 1u, {})", "float16": "f16({})", "bfloat16": "bf16_({})"}
+
+
 def load(dtype: np.dtype[Any], ref: str) -> str:
     """WGSL converting the stored element ``ref`` of ``dtype`` to its compute type."""
-    name = np.dtype(dtype).name
-    if name == "bool":
-        return f"({ref} != 0u)"
-    if name == "float16":
-        return f"f32({ref})"
-    return ref
+    return _LOAD.get(np.dtype(dtype).name, "{}").format(ref)
 
 
 def store(dtype: np.dtype[Any], value: str) -> str:
     """WGSL converting ``value`` (of the compute type) to the storage of ``dtype``."""
     name = np.dtype(dtype).name
-    if name == "bool":
-        return f"select(0u, 1u, {value})"
-    if name == "float16":
-        return f"f16({value})"
-    if name == "bfloat16":
-        return f"bf16_({value})"
-    return wrap(value, name)
+    spelling = _STORE.get(name)
+    return wrap(value, name) if spelling is None else spelling.format(value)
 
 
 def shared_type(compute: str) -> str:
@@ -298,11 +294,7 @@ def _layout(shape: tuple[int, ...], inputs: Sequence[WGArray], outs: Sequence[WG
     got = _LAYOUTS.get(key)
     if got is not None:
         return got
-    views = [broadcast_view(x, shape) for x in inputs]
-    dims, sts = collapse(shape, [*(v.strides for v in views), *(o.strides for o in outs)])
-    if len(dims) > MAXD:
-        raise NotImplementedError(f"wgpu: elementwise kernels walk at most {MAXD} axes, "
-                                  f"got {len(dims)} after merging")
+    dims, sts = walk(shape, inputs, outs, MAXD, "wgpu: elementwise kernels")
     words = [math.prod(shape), len(dims), *dims, *([0] * (MAXD - len(dims)))]
     at = []
     for s in sts:
@@ -357,13 +349,10 @@ def run_indexed(rt: Runtime, body: str, inputs: Sequence[WGArray], outs: Sequenc
     total = math.prod(shape)
     if total == 0:
         return
-    views = [broadcast_view(x, shape) for x in inputs]
-    dims, sts = collapse(shape, [*(v.strides for v in views), *(o.strides for o in outs)])
-    if len(dims) > MAXD:
-        raise NotImplementedError(f"wgpu: indexed kernels walk at most {MAXD} axes")
+    dims, sts = walk(shape, inputs, outs, MAXD, "wgpu: indexed kernels")
     words = [total, len(dims), *dims, *([0] * (MAXD - len(dims)))]
     at = []
-    for v, s in zip([*views, *outs], sts, strict=True):
+    for v, s in zip([*inputs, *outs], sts, strict=True):
         at.append(len(words))
         words += [v.offset, *s, *([0] * (MAXD - len(s)))]
     flat = flat_steps(words, at)
@@ -382,9 +371,12 @@ def copy_into(rt: Runtime, dst: WGArray, src: WGArray) -> WGArray:
 
 def contiguous(rt: Runtime, x: WGArray) -> WGArray:
     """``x`` itself when dense, else a dense copy."""
-    if x.is_contiguous():
-        return x
-    return run_map(rt, "a", [x])
+    return x if x.is_contiguous() else run_map(rt, "a", [x])
+
+
+def lerp(rt: Runtime, lo: WGArray, hi: WGArray, weight: WGArray) -> WGArray:
+    """``lo * (1 - weight) + hi * weight``, ``weight`` broadcast to ``lo``'s shape."""
+    return run_map(rt, "a * (1.0 - c) + b * c", [lo, hi, weight], shape=lo.shape)
 
 
 WGSL = WGSL_TYPES

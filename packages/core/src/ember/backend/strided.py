@@ -21,16 +21,62 @@ import numpy as np
 
 __all__ = ["StridedView", "broadcast_strides", "broadcast_view", "cat_parts", "collapse",
            "contiguous_strides", "flip", "is_float", "pad_interior", "padded_shape", "permute",
-           "slice_view"]
+           "slice_view", "view_strides", "walk"]
+
+
+_STRIDES: dict[tuple[int, ...], tuple[int, ...]] = {}
 
 
 def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
-    """The row-major strides (in elements) of a dense array of ``shape``."""
+    """The row-major strides (in elements) of a dense array of ``shape``, cached per shape
+    (shapes recur in a training loop; the cache stops growing at 65,536 of them)."""
+    if type(shape) is not tuple:
+        shape = tuple(shape)
+    got = _STRIDES.get(shape)
+    if got is not None:
+        return got
     strides, acc = [], 1
     for n in reversed(shape):
         strides.append(acc)
-        acc *= max(n, 1)
-    return tuple(reversed(strides))
+        acc *= max(int(n), 1)
+    got = tuple(reversed(strides))
+    if len(_STRIDES) < 65536:
+        _STRIDES[tuple(map(int, shape))] = got
+    return got
+
+
+def view_strides(shape: Sequence[int], strides: Sequence[int],
+                 new: Sequence[int]) -> tuple[int, ...] | None:
+    """Strides that show an array of ``shape``/``strides`` as ``new`` (same size) without
+    moving data, or ``None`` (a reshape must copy).  Runs of old axes that map onto runs of
+    new axes must each be contiguous among themselves; size-1 axes go anywhere.
+
+    >>> view_strides((2, 3), (1, 2), (3, 2)) is None, view_strides((4, 6), (12, 2), (2, 2, 6))
+    (True, (24, 12, 2))
+    """
+    new = tuple(new)
+    if tuple(strides) == contiguous_strides(shape) or 0 in shape:
+        return contiguous_strides(new)
+    old = [(n, s) for n, s in zip(shape, strides, strict=True) if n != 1]
+    out = [1] * len(new)
+    oi = ni = 0
+    while oi < len(old) and ni < len(new):
+        oj, nj = oi + 1, ni + 1
+        osize, nsize = old[oi][0], new[ni]
+        while osize != nsize:
+            if nsize < osize:
+                nsize *= new[nj]
+                nj += 1
+            else:
+                osize *= old[oj][0]
+                oj += 1
+        if any(old[k][1] != old[k + 1][0] * old[k + 1][1] for k in range(oi, oj - 1)):
+            return None
+        out[nj - 1] = old[oj - 1][1]
+        for k in range(nj - 1, ni, -1):
+            out[k - 1] = out[k] * new[k]
+        oi, ni = oj, nj
+    return tuple(out)
 
 
 def broadcast_strides(shape: Sequence[int], strides: Sequence[int],
@@ -53,6 +99,7 @@ class _Viewable(Protocol):
 
 
 V = TypeVar("V", bound=_Viewable)
+S = TypeVar("S", bound="StridedView")
 
 
 def broadcast_view(x: V, shape: Sequence[int]) -> V:
@@ -143,6 +190,20 @@ def collapse(shape: Sequence[int], strides: Sequence[Sequence[int]]
     return dims, sts
 
 
+def walk(shape: Sequence[int], inputs: Sequence[_Viewable], outputs: Sequence[_Viewable],
+         most: int, what: str) -> tuple[list[int], list[list[int]]]:
+    """The iteration space of a kernel that walks ``shape``, reading ``inputs`` (broadcast to
+    it) and writing the views ``outputs``: the merged axes (`collapse`) and each operand's
+    strides over them, inputs first; ``what`` (e.g. ``"opencl: elementwise kernels"``) names
+    the kernel in the error raised when more than ``most`` axes remain."""
+    dims, sts = collapse(shape, [*(broadcast_strides(x.shape, x.strides, shape)
+                                   for x in inputs), *(o.strides for o in outputs)])
+    if len(dims) > most:
+        raise NotImplementedError(f"{what} walk at most {most} axes, got {len(dims)} after "
+                                  "merging")
+    return dims, sts
+
+
 def is_float(dtype: np.dtype[Any]) -> bool:
     """Whether the numpy ``dtype`` is a floating type (ml_dtypes' bfloat16 reports kind ``V``)."""
     dt = np.dtype(dtype)
@@ -150,12 +211,32 @@ def is_float(dtype: np.dtype[Any]) -> bool:
 
 
 class StridedView:
-    """What an array class with ``shape`` and ``strides`` (in elements) gets for free:
-    ``size``, ``ndim`` and ``is_contiguous``.  Subclasses declare their own ``__slots__``."""
+    """The one strided view of the device backends: ``shape``, ``strides`` and ``offset`` in
+    elements over some buffer.  An array class (OpenCL's ``CLArray``, WebGPU's ``WGArray``,
+    Triton's ``DeviceArray``) adds its buffer and dtype, declares its own ``__slots__`` and
+    implements ``view(shape, strides, offset)`` (another view of the same buffer); it gets
+    ``size``, ``ndim``, ``is_contiguous`` and the data-free view ops (``permute``,
+    ``broadcast_to``, ``slice``, ``flip``) from here."""
 
     __slots__ = ()
     shape: tuple[int, ...]
     strides: tuple[int, ...]
+    offset: int
+
+    def view(self: S, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> S:
+        raise NotImplementedError
+
+    def permute(self: S, dims: Sequence[int]) -> S:
+        return permute(self, dims)
+
+    def broadcast_to(self: S, shape: Sequence[int]) -> S:
+        return broadcast_view(self, shape)
+
+    def slice(self: S, starts: Sequence[int], stops: Sequence[int], steps: Sequence[int]) -> S:
+        return slice_view(self, starts, stops, steps)
+
+    def flip(self: S, dims: Sequence[int]) -> S:
+        return flip(self, dims)
 
     @property
     def size(self) -> int:
