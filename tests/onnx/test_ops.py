@@ -174,6 +174,11 @@ CASES += [
                                                            "count_include_pad": 1}),
     Case("AveragePool-ceil", "AveragePool", [IMG], {"kernel_shape": [2, 2], "strides": [2, 2],
                                                     "ceil_mode": 1}),
+    Case("AveragePool-ceil-pad", "AveragePool", [f(2, 3, 8, 9)], {
+        "kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "ceil_mode": 1}),
+    Case("AveragePool-ceil-pad-include", "AveragePool", [f(2, 3, 8, 9)], {
+        "kernel_shape": [3, 2], "strides": [2, 3], "pads": [1, 1, 1, 1], "ceil_mode": 1,
+        "count_include_pad": 1}),
     Case("AveragePool-asym-pads", "AveragePool", [IMG], {"kernel_shape": [2, 2],
                                                          "pads": [1, 0, 0, 1]}),
     Case("AveragePool-1d", "AveragePool", [f(2, 3, 9)], {"kernel_shape": [3], "strides": [2]}),

@@ -180,7 +180,8 @@ def naive_avg_pool2d(x, k, s, p, ceil_mode, count_include_pad):
 @pytest.mark.parametrize("count_include_pad", [True, False])
 @pytest.mark.parametrize(("k", "s", "p", "ceil_mode"), [
     ((2, 2), (2, 2), (0, 0), False), ((3, 3), (2, 2), (1, 1), True),
-    ((3, 2), (2, 3), (1, 1), True), ((3, 3), (3, 3), (1, 1), True)])
+    ((3, 2), (2, 3), (1, 1), True), ((3, 3), (3, 3), (1, 1), True),
+    ((3, 3), (1, 1), (1, 1), False), ((3, 3), (1, 1), (1, 1), True)])  # Inception's
 def test_avg_pool2d_divisors_follow_pytorch(k, s, p, ceil_mode, count_include_pad):
     x = rng.standard_normal((2, 2, 7, 8))
     got = K[ops.avg_pool2d](x, kernel_size=k, stride=s, padding=p, ceil_mode=ceil_mode,

@@ -19,8 +19,8 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["col2im", "epilogue", "epilogue_sum", "im2col", "max_pool2d", "max_pool2d_backward",
-           "max_pool2d_values"]
+__all__ = ["avg_pool2d", "col2im", "epilogue", "epilogue_sum", "im2col", "max_pool2d",
+           "max_pool2d_backward", "max_pool2d_values"]
 
 Geometry = tuple[int, int, int, int, int, int, int, int]  # kh, kw, sh, sw, ph, pw, dh, dw
 
@@ -182,6 +182,47 @@ def _loops() -> dict[str, Callable[..., Any]]:
                             dst[ox] = v if v > m or v != v else m
 
     @jit
+    def avg_pool(x: Any, out: Any, c0: int, c1: int, kh: int, kw: int, sh: int, sw: int,
+                 ph: int, pw: int, inv_h: Any, inv_w: Any) -> None:
+        # out[n, c, oy, ox] = (sum of x over the window at (oy*sh - ph, ox*sw - pw), padding
+        # read as 0) * inv_h[oy] * inv_w[ox] for the channels c0:c1.  Per output row: the
+        # sums down the window's rows first (contiguous, vectorised, into a zero-bordered
+        # line), then along the line with the stride (no padded copy of x)
+        n_, _, h, w = x.shape
+        oh, ow = out.shape[2], out.shape[3]
+        zero = x.dtype.type(0)
+        span = max((ow - 1) * sw + kw, pw + w)
+        line = np.empty(span, x.dtype)
+        for q in range(span):
+            line[q] = zero
+        inner = line[pw:pw + w]
+        for n in range(n_):
+            for c in range(c0, c1):
+                p = x[n, c]
+                for oy in range(oh):
+                    dst = out[n, c, oy]
+                    for q in range(w):
+                        inner[q] = zero
+                    for i in range(kh):
+                        r = oy * sh - ph + i
+                        if r < 0 or r >= h:
+                            continue
+                        src = p[r]
+                        for q in range(w):
+                            inner[q] += src[q]
+                    k = inv_h[oy]
+                    if sw == 1 and kw == 3:  # Inception's 3x3 stride-1 pooling: vectorises
+                        for ox in range(ow):
+                            dst[ox] = (line[ox] + line[ox + 1] + line[ox + 2]) * (
+                                k * inv_w[ox])
+                        continue
+                    for ox in range(ow):
+                        acc = zero
+                        for j in range(kw):
+                            acc += line[ox * sw + j]
+                        dst[ox] = acc * (k * inv_w[ox])
+
+    @jit
     def max_pool_backward(g: Any, indices: Any, out: Any) -> bool:
         # out[plane, indices[plane, k]] += g[plane, k]; False on an index outside the plane
         planes, hw = out.shape
@@ -246,7 +287,7 @@ def _loops() -> dict[str, Callable[..., Any]]:
                     affine_row(acc, out[n, o], None, k, shift[o], relu)
 
     return {"im2col": im2col, "col2im": col2im, "max_pool": max_pool,
-            "max_pool_values": max_pool_values,
+            "max_pool_values": max_pool_values, "avg_pool": avg_pool,
             "max_pool_backward": max_pool_backward, "epilogue": epilogue,
             "epilogue_sum": epilogue_sum}
 
@@ -276,6 +317,16 @@ def max_pool2d_values(x: Any, out: Any, channels: tuple[int, int], geometry: Geo
     ``channels[0]:channels[1]``; ``out`` may cover windows past the input's end
     (``ceil_mode``)."""
     _loops()["max_pool_values"](x, out, *channels, *geometry)
+
+
+def avg_pool2d(x: Any, out: Any, channels: tuple[int, int], kernel: tuple[int, int],
+               stride: tuple[int, int], padding: tuple[int, int], inv_h: Any,
+               inv_w: Any) -> None:
+    """Each window's sum (padding read as 0) times ``inv_h[oy] * inv_w[ox]`` (the inverse of
+    its divisor) into ``out[N, C, OH, OW]`` from ``x[N, C, H, W]`` for channels
+    ``channels[0]:channels[1]``; ``out`` may cover windows past the input's end
+    (``ceil_mode``)."""
+    _loops()["avg_pool"](x, out, *channels, *kernel, *stride, *padding, inv_h, inv_w)
 
 
 def max_pool2d_backward(g: Any, indices: Any, out: Any) -> bool:

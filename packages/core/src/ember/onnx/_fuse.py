@@ -1,7 +1,18 @@
-"""Convolution epilogues fused at import: ``Conv -> [BatchNormalization] -> [Add] -> [Relu]``.
+"""Graph-level fusion at import: convolution epilogues and elementwise chains.
+
+**GELU chains.**  The elementwise spelling of GELU that exporters write (erf:
+``x / sqrt(2) -> Erf -> + 1 -> * x -> * 0.5``; tanh: ``x * x * x * 0.044715 + x ->
+* sqrt(2/pi) -> Tanh -> + 1 -> * x -> * 0.5``, or with ``Pow(x, 3)``, in either order of the
+last two products) becomes one node that runs `ember.nn.functional.gelu` (one compiled pass on
+the CPU instead of five to nine array passes, and an erf of its own instead of scipy's).  The
+constants must equal GELU's to float32 precision and every intermediate value must have no
+other reader; the chain's constants stay inputs of the node, so ``state_dict()`` is unchanged.
+
+**Convolution epilogues:** ``Conv -> [BatchNormalization] -> [Add] -> [Relu]``.
 
 A chain whose intermediate values have no other reader (and are no graph output) becomes one
-node, and so does a lone Conv with a bias (the bias is its epilogue).  It runs
+node, and so does a lone Conv (its bias, if any, is its epilogue; without one it still takes
+the fused op's paths, Winograd's among them: DenseNet's 3x3 convolutions follow a ReLU).  It runs
 `ember.ops.composite.fused_conv2d` where the device implements that op (the CPU
 applies bias, batch norm, residual and ReLU in place on the GEMM's output, in one pass) and
 the chain's own rules, node by node, everywhere else: on ``autodiff<...>`` stacks (so the
@@ -12,19 +23,24 @@ the weights: batch norm's scale and shift are computed from its inputs at each c
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ember import Tensor
 from ember.amp._state import AUTOCAST
+from ember.nn import functional as F
 from ember.ops import composite as cops
 
 from ._nn import _spatial
 from ._registry import OPS, Node, OpRule, Run
 
-__all__ = ["FUSED", "RULE", "fuse"]
+__all__ = ["FUSED", "GELU", "RULE", "RULES", "fuse"]
 
 FUSED = "ember.FusedConv"  # the op type of a fused node (no ONNX operator has this name)
+GELU = "ember.Gelu"  # an elementwise GELU chain
 
 
 @dataclass
@@ -38,9 +54,146 @@ class _Chain:
         return [n for n in (self.conv, self.norm, self.add, self.relu) if n is not None]
 
 
-def fuse(nodes: list[Node], outputs: list[str]) -> list[Node]:
+def fuse(nodes: list[Node], outputs: list[str],
+         static: dict[str, np.ndarray] | None = None) -> list[Node]:
     """``nodes`` with each fusable chain replaced by one node, placed where its last node was
-    (every input it reads is computed by then)."""
+    (every input it reads is computed by then); ``static`` holds the constants' values."""
+    nodes = _fuse_gelu(nodes, outputs, static or {})
+    return _fuse_conv(nodes, outputs)
+
+
+def _scalar(static: dict[str, np.ndarray], name: str) -> float | None:
+    v = static.get(name)
+    if v is None or v.size != 1 or v.dtype.kind != "f":
+        return None
+    return float(v.reshape(()))
+
+
+def _fuse_gelu(nodes: list[Node], outputs: list[str],
+               static: dict[str, np.ndarray]) -> list[Node]:
+    readers: dict[str, list[int]] = {}
+    for i, n in enumerate(nodes):
+        for name in n.inputs:
+            if name:
+                readers.setdefault(name, []).append(i)
+    kept = set(outputs)
+    absorbed: set[int] = set()
+
+    def sole(value: str) -> int | None:
+        users = readers.get(value, [])
+        ok = len(users) == 1 and value not in kept and users[0] not in absorbed
+        return users[0] if ok else None
+
+    def step(value: str, op_type: str, const: float | None = None, other: str | None = None,
+             first: bool = False) -> tuple[int, str, list[str]] | None:
+        """The sole reader of ``value``: an ``op_type`` node whose other input is the scalar
+        ``const`` or the value ``other`` (``value`` first when ``first``); its index, its
+        output and the constants it reads."""
+        j = sole(value)
+        if j is None:
+            return None
+        n = nodes[j]
+        if n.op_type != op_type or len(n.outputs) != 1:
+            return None
+        if const is None and other is None:  # a unary node
+            return (j, n.outputs[0], []) if n.inputs == [value] else None
+        if len(n.inputs) != 2 or value not in n.inputs or (first and n.inputs[0] != value):
+            return None
+        rest = n.inputs[1] if n.inputs[0] == value else n.inputs[0]
+        if other is not None:
+            return (j, n.outputs[0], []) if rest == other else None
+        c = _scalar(static, rest)
+        if c is None or const is None or abs(c - const) > 1e-6 * abs(const):
+            return None
+        return j, n.outputs[0], [rest]
+
+    def tail(x: str, value: str) -> tuple[list[int], str, list[str]] | None:
+        """``0.5 * x * value`` in any of the exporters' orders."""
+        j = sole(value)
+        if j is None or nodes[j].op_type != "Mul" or len(nodes[j].inputs) != 2 or \
+                value not in nodes[j].inputs:
+            return None
+        rest = nodes[j].inputs[1] if nodes[j].inputs[0] == value else nodes[j].inputs[0]
+        if rest == x:  # (x * value) * 0.5
+            k = step(nodes[j].outputs[0], "Mul", 0.5)
+            return ([j, k[0]], k[1], k[2]) if k else None
+        half = _scalar(static, rest)
+        if half is not None and abs(half - 0.5) <= 1e-6:  # (value * 0.5) * x
+            k = step(nodes[j].outputs[0], "Mul", other=x)
+            return ([j, k[0]], k[1], [rest]) if k else None
+        # (x * 0.5) * value
+        h = next((k for k, n in enumerate(nodes) if n.outputs == [rest]), None)
+        if h is None or h in absorbed or sole(rest) != j or nodes[h].op_type != "Mul" or \
+                len(nodes[h].inputs) != 2 or x not in nodes[h].inputs:
+            return None
+        c = nodes[h].inputs[1] if nodes[h].inputs[0] == x else nodes[h].inputs[0]
+        half = _scalar(static, c)
+        if half is None or abs(half - 0.5) > 1e-6:
+            return None
+        return [h, j], nodes[j].outputs[0], [c]
+
+    replace: dict[int, Node] = {}
+    for i, n in enumerate(nodes):
+        if i in absorbed or len(n.inputs) != 2 or not n.inputs[0]:
+            continue
+        x = n.inputs[0]
+        chain: list[tuple[int, str, list[str]] | None] = []
+        approximate = "none"
+        if n.op_type in ("Div", "Mul") and _scalar(static, n.inputs[1]) is not None:
+            c = _scalar(static, n.inputs[1]) or 0.0
+            want = math.sqrt(2.0) if n.op_type == "Div" else 1 / math.sqrt(2.0)
+            if abs(c - want) > 1e-6 * want:
+                continue
+            chain = [(i, n.outputs[0], [n.inputs[1]])]
+            chain.append(step(n.outputs[0], "Erf"))
+        elif n.op_type in ("Pow", "Mul"):
+            approximate = "tanh"
+            if n.op_type == "Pow":
+                if _scalar(static, n.inputs[1]) != 3.0:
+                    continue
+                chain = [(i, n.outputs[0], [n.inputs[1]])]
+            else:
+                if n.inputs[0] != n.inputs[1]:
+                    continue
+                chain = [(i, n.outputs[0], []), step(n.outputs[0], "Mul", other=x)]
+            if chain[-1] is not None:
+                chain.append(step(chain[-1][1], "Mul", 0.044715))
+            if chain[-1] is not None:
+                chain.append(step(chain[-1][1], "Add", other=x))
+            if chain[-1] is not None:
+                chain.append(step(chain[-1][1], "Mul",
+                                  math.sqrt(2.0 / math.pi)))
+            if chain[-1] is not None:
+                chain.append(step(chain[-1][1], "Tanh"))
+        else:
+            continue
+        if chain[-1] is not None:
+            chain.append(step(chain[-1][1], "Add", 1.0))
+        if chain[-1] is None:
+            continue
+        end = tail(x, chain[-1][1])
+        if end is None:
+            continue
+        steps = [c for c in chain if c is not None]
+        idx = [c[0] for c in steps] + end[0]
+        consts = [name for c in steps for name in c[2]] + end[2]
+        last = max(idx)
+        replace[last] = Node(GELU, "+".join(nodes[k].name for k in sorted(idx)),
+                             [x, *consts], [end[1]], {"approximate": approximate},
+                             nodes[last].opset)
+        absorbed.update(idx)
+    return [replace.get(k, n) for k, n in enumerate(nodes)
+            if k in replace or k not in absorbed]
+
+
+def _run_gelu(r: Run, node: Node, x: Any, *consts: Any) -> Any:
+    t = r.tensor(x)
+    if not t.dtype.is_floating_point:
+        raise TypeError(f"{node.where()}: GELU of a {t.dtype.name} tensor")
+    return F.gelu(t, approximate=node.attrs["approximate"])
+
+
+def _fuse_conv(nodes: list[Node], outputs: list[str]) -> list[Node]:
     readers: dict[str, list[int]] = {}
     for i, n in enumerate(nodes):
         for name in n.reads():
@@ -72,8 +225,6 @@ def fuse(nodes: list[Node], outputs: list[str]) -> list[Node]:
             j = sole_reader(cur)
         if j is not None and nodes[j].op_type == "Relu":
             chain.relu, last, cur = nodes[j], j, nodes[j].outputs[0]
-        if last == i and not (len(conv.inputs) > 2 and conv.inputs[2]):
-            continue  # a lone Conv without a bias (one with a bias adds it in the epilogue)
         conv_in = (conv.inputs + [""] * 3)[:3]
         norm_in = chain.norm.inputs[1:5] if chain.norm is not None else []
         add_in: list[str] = []
@@ -135,3 +286,5 @@ def _run(r: Run, node: Node, *xs: Any) -> Any:
 
 
 RULE = OpRule(FUSED, _run)
+#: the device rules of the fused nodes' op types
+RULES = {FUSED: RULE, GELU: OpRule(GELU, _run_gelu)}

@@ -267,12 +267,13 @@ def _place(root: Module, name: str, taken: set[str]) -> tuple[Module, str]:
     else:
         leaf = parts[-1]
         if leaf not in mod._modules and leaf not in mod._parameters and \
-                leaf not in mod._buffers and leaf not in ("forward", "training"):
+                leaf not in mod._buffers and leaf not in ("forward", "training") and \
+                not hasattr(type(mod), leaf):  # a value named "half" is no Module.half
             full = ".".join(parts)
             taken.add(full)
             return mod, leaf
     flat = _part(name.replace(".", "_"))
-    while flat in taken or flat in root._modules:
+    while flat in taken or flat in root._modules or hasattr(type(root), flat):
         flat += "_"
     taken.add(flat)
     return root, flat
@@ -323,10 +324,10 @@ class OnnxModel(Module):
                     static[name] = v
                 continue
             run_nodes.append(n)
-        run_nodes = _fuse.fuse(run_nodes, [v.name for v in g.output])
+        run_nodes = _fuse.fuse(run_nodes, [v.name for v in g.output], static)
         object.__setattr__(self, "_nodes", run_nodes)
-        object.__setattr__(self, "_rules", [_fuse.RULE if n.op_type == _fuse.FUSED
-                                            else OPS[n.op_type] for n in run_nodes])
+        object.__setattr__(self, "_rules", [_fuse.RULES.get(n.op_type) or OPS[n.op_type]
+                                            for n in run_nodes])
         init_names = set(inits)
         inputs = [v for v in g.input if v.name not in init_names]
         object.__setattr__(self, "input_names", [v.name for v in inputs])
@@ -352,7 +353,7 @@ class OnnxModel(Module):
                 persistent = True
             else:
                 mod, attr = consts_root, _part(name)
-                while attr in mod._buffers:
+                while attr in mod._buffers or hasattr(type(mod), attr):
                     attr += "_"
                 persistent = False
             if arr.dtype.kind in "fiub" and arr.dtype in _SUPPORTED_NP:

@@ -211,6 +211,14 @@ def average_pool(r: Run, node: Node, x: Any) -> Tensor:
         kernel, strides, begin, end, extra = ([1, *kernel], [1, *strides], [0, *begin],
                                               [0, *end], [0, *extra])
     include = bool(node.attrs.get("count_include_pad", 0))
+    if begin == end and all(p <= k // 2 for p, k in zip(begin, kernel, strict=True)):
+        # PyTorch's avg_pool2d has ONNX's semantics here (a ceil_mode window that would start
+        # in the end padding is dropped; count_include_pad counts the padding, never the
+        # overhang past it), and the kernel pads itself (no padded copy of the input)
+        out = F.avg_pool2d(t, tuple(kernel), stride=tuple(strides), padding=tuple(begin),
+                           ceil_mode=bool(node.attrs.get("ceil_mode", 0)),
+                           count_include_pad=include)
+        return out.squeeze(2) if n == 1 else out
     # the window sum over the padded input, divided by how many of its cells count: padding
     # counts when count_include_pad is set, the ceil_mode overhang never does
     padded = _pad_explicit(t, begin, [e + x_ for e, x_ in zip(end, extra, strict=True)])
