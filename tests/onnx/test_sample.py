@@ -83,3 +83,40 @@ def test_grid_sample_gradients_match_finite_differences() -> None:
             fd[k] = ((loss(up, grid) - loss(down, grid)) if is_x else
                      (loss(x, up) - loss(x, down))) / (2 * eps)
         np.testing.assert_allclose(grads[t].numpy(), fd, rtol=1e-5, atol=1e-7)
+
+
+def _resize(feeds: dict[str, np.ndarray], consts: dict[str, np.ndarray],
+            **attrs: Any) -> Any:
+    names = ["x", *(k if k in consts else "" for k in ("roi", "scales", "sizes"))]
+    while names[-1] == "":
+        names.pop()
+    node = helper.make_node("Resize", names, ["y"], **attrs)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info(
+        "x", 1, list(feeds["x"].shape))], [helper.make_empty_tensor_value_info("y")],
+        [helper.make_tensor(k, 1 if v.dtype == np.float32 else 7, list(v.shape),
+                            v.reshape(-1).tolist()) for k, v in consts.items()])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)], ir_version=9)
+
+
+F32, I64 = np.float32, np.int64
+
+
+@pytest.mark.parametrize("consts,attrs", [
+    ({"scales": np.array([1, 1, 0.6, 1.7], F32)},
+     {"mode": "cubic", "cubic_coeff_a": -0.5, "exclude_outside": 1}),
+    ({"scales": np.array([1, 1, 1.5, 2], F32)},
+     {"mode": "cubic", "coordinate_transformation_mode": "align_corners"}),
+    ({"sizes": np.array([1, 2, 3, 4], I64)}, {"mode": "linear", "antialias": 1}),
+    ({"scales": np.array([1, 1, 0.5, 0.6], F32)}, {"mode": "cubic", "antialias": 1}),
+    ({"scales": np.array([1, 1, 1.3, 0.7], F32)},
+     {"mode": "linear", "coordinate_transformation_mode": "half_pixel_symmetric"}),
+    ({"sizes": np.array([9, 4], I64)}, {"mode": "nearest", "axes": [3, 2],
+                                        "keep_aspect_ratio_policy": "not_larger"}),
+    ({"roi": np.array([0.2, -0.3, 0.9, 1.2], F32), "sizes": np.array([4, 5], I64)},
+     {"mode": "linear", "axes": [2, 3], "coordinate_transformation_mode": "tf_crop_and_resize",
+      "extrapolation_value": 3.0}),
+])
+def test_resize_modes(device: str, consts: dict[str, np.ndarray],
+                      attrs: dict[str, Any]) -> None:
+    feeds = {"x": RNG.standard_normal((1, 2, 6, 7)).astype(np.float32)}
+    check(_resize(feeds, consts, **attrs), feeds, device)

@@ -32,6 +32,7 @@ from . import (  # noqa: F401
     _nn,
     _quant,
     _reduce,
+    _resize,
     _rnn,
     _sample,
     _shape,

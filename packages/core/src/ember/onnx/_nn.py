@@ -1,5 +1,5 @@
-"""Neural-network operators: MatMul, Gemm, Conv, ConvTranspose, pooling, normalization,
-Resize."""
+"""Neural-network operators: MatMul, Gemm, Conv, ConvTranspose, pooling, normalization
+(Resize is in `_resize`)."""
 
 from __future__ import annotations
 
@@ -358,87 +358,6 @@ def softmax_cross_entropy(r: Run, node: Node, x: Any, target: Any,
     return (loss, logp) if len(node.outputs) > 1 else loss
 
 
-# -- Resize ------------------------------------------------------------------------------------
-
-_COORD = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
-          "tf_half_pixel_for_nn")
-_NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
-
-
-def _source(mode: str, out: int, size: int, scale: float) -> np.ndarray:
-    x = np.arange(out, dtype=np.float64)
-    if mode == "half_pixel":
-        return (x + 0.5) / scale - 0.5
-    if mode == "pytorch_half_pixel":
-        return (x + 0.5) / scale - 0.5 if out > 1 else np.zeros(out)
-    if mode == "align_corners":  # ONNX divides by the unrounded output length, size * scale
-        return x * ((size - 1) / (size * scale - 1)) if out > 1 else np.zeros(out)
-    if mode == "asymmetric":
-        return x / scale
-    return (x + 0.5) / scale  # tf_half_pixel_for_nn
-
-
-@op("Resize", host_inputs=(1, 2, 3),
-    note="nearest and linear; coordinate modes " + ", ".join(_COORD))
-def resize(r: Run, node: Node, x: Any, roi: Any = None, scales: Any = None,
-           sizes: Any = None) -> Tensor:
-    t = r.tensor(x)
-    at = node.attrs
-    if node.opset < 11:  # Resize-10: (X, scales), as Upsample: asymmetric, floor
-        roi, scales, sizes = None, roi, None
-        at = {**at, "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
-    mode = at.get("mode", "nearest")
-    coord = at.get("coordinate_transformation_mode", "half_pixel")
-    nearest = at.get("nearest_mode", "round_prefer_floor")
-    if mode not in ("nearest", "linear") or coord not in _COORD or nearest not in _NEAREST:
-        raise NotImplementedError(
-            f"{node.where()}: mode {mode!r}, coordinate_transformation_mode {coord!r}, "
-            f"nearest_mode {nearest!r} is not supported (modes nearest, linear; coordinate "
-            f"modes {', '.join(_COORD)}; nearest modes {', '.join(_NEAREST)})")
-    if at.get("antialias", 0) or at.get("axes") is not None:
-        raise NotImplementedError(f"{node.where()}: antialias and axes are not supported")
-    nd = t.ndim
-    sz = r.ints(sizes) if sizes is not None and r.host(sizes).size else None
-    sc = [float(v) for v in r.host(scales).reshape(-1)] if scales is not None and \
-        r.host(scales).size else None
-    if sz is None and sc is None:
-        raise ValueError(f"{node.where()}: neither scales nor sizes is given")
-    if sz is not None:
-        outs = sz
-        scs = [o / s for o, s in zip(outs, t.shape, strict=True)]
-    else:
-        assert sc is not None
-        scs = sc
-        outs = [math.floor(s * f) for s, f in zip(t.shape, sc, strict=True)]
-    for a in range(nd):
-        size, out = t.shape[a], outs[a]
-        if out == size and scs[a] == 1.0:
-            continue
-        src = _source(coord, out, size, scs[a])
-        if mode == "nearest":
-            if nearest == "round_prefer_floor":
-                idx = np.ceil(src - 0.5)
-            elif nearest == "round_prefer_ceil":
-                idx = np.floor(src + 0.5)
-            elif nearest == "floor":
-                idx = np.floor(src)
-            else:
-                idx = np.ceil(src)
-            i = np.clip(idx, 0, size - 1).astype(np.int64)
-            t = M.index_select(t, a, r.tensor(i))
-            continue
-        src = np.clip(src, 0, size - 1)
-        i0 = np.floor(src).astype(np.int64)
-        i1 = np.minimum(i0 + 1, size - 1)
-        lam = (src - i0).astype(np.dtype(t.dtype.numpy_name))
-        shape = [1] * nd
-        shape[a] = out
-        w = r.tensor(lam.reshape(shape))
-        lo, hi = M.index_select(t, a, r.tensor(i0)), M.index_select(t, a, r.tensor(i1))
-        t = lo + (hi - lo) * w
-    return t
-
-
 @op("GroupNormalization", note="scale and bias per group (opset 18) or per channel (21)")
 def group_norm(r: Run, node: Node, x: Any, scale: Any, bias: Any) -> Tensor:
     t = r.tensor(x)
@@ -495,16 +414,6 @@ def space_to_depth(r: Run, node: Node, x: Any) -> Tensor:
     y = t.reshape(n, c, h // b, b, w // b, b)
     y = y.permute(0, 3, 5, 1, 2, 4) if mode == "DCR" else y.permute(0, 1, 3, 5, 2, 4)
     return y.reshape(n, c * b * b, h // b, w // b)
-
-
-@op("Upsample", host_inputs=(1,), note="opsets 7-9 (deprecated at 10): nearest, linear")
-def upsample(r: Run, node: Node, x: Any, scales: Any = None) -> Tensor:
-    if scales is None:  # Upsample-7: scales as an attribute
-        scales = np.asarray(node.attrs["scales"], np.float32)
-    at = {**node.attrs, "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
-    at.pop("scales", None)
-    plain = Node("Resize", node.name, node.inputs, node.outputs, at, 11)
-    return resize(r, plain, x, None, np.asarray(scales))  # type: ignore[no-any-return]
 
 
 # -- Attention (opset 23-25) ------------------------------------------------------------------
