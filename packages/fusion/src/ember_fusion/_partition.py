@@ -8,7 +8,8 @@ or feeding one that is):
   head); reductions over axis 0 join as ``cross`` nodes, whose value only the kernel's end
   knows, so nothing in the same group may use them;
 - a group is ``whole`` mode for what has no such axis (0-d values, full reductions of small
-  tensors); it also takes any small node, so scalar bookkeeping does not split groups;
+  tensors); it also takes any small node but a matmul (which heads a group of its own, so its
+  epilogue fuses), so scalar bookkeeping does not split groups;
 - view ops (reshape, permute, expand, slice) are steps of their own, run by the inner backend;
 - what a ``rows`` group's next node needs but does not compute from the group is *hoisted*
   before the group instead of ending it: small nodes (scalar bookkeeping such as a gradient's
@@ -156,11 +157,11 @@ class _Partitioner:
             if r >= 0 and (r in g.cross or (r not in g.set and self.pos[r] > g.pos)):
                 return None
         op = node.op
+        if op is ops.linalg.matmul:  # a matmul heads a group of its own (its epilogue's)
+            return None
         if g.mode == "whole":
             return False if numel(node.shape) <= SMALL else None
         n = g.rows
-        if op is ops.linalg.matmul:
-            return None
         if op is not None and op.group == "reduction":
             sx = self.shape(refs[0])
             if not sx or sx[0] != n:
