@@ -110,7 +110,7 @@ class Backend:
             from .backend import rows
 
             _ROW_RENDERING.add(self)
-            for name in rows.names():
+            for name in rows.names(ops=True):
                 self.adopt_row(name)
 
     # -- ops from the kernel IR --------------------------------------------------------------

@@ -50,8 +50,9 @@ def _expr(v: ir.Value, args: list[str]) -> str:
     if op == "cast":
         return f"({args[0]} != 0)" if v.dtype == "bool" else f"{args[0]}.to({t})"
     if op == "where":
-        code = f"tl.where({args[0]}, {args[1]}, {args[2]})"
-        return f"{code}.to({t})" if consts[1] and consts[2] else code
+        if consts[1] and consts[2]:  # two literals would select in float32: type one
+            return f"tl.where({args[0]}, tl.full([1], {args[1]}, {t}), {args[2]}).to({t})"
+        return f"tl.where({args[0]}, {args[1]}, {args[2]})"
     if op == "neg":
         return f"(-{args[0]})"
     if op == "invert":

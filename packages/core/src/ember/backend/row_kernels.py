@@ -19,8 +19,10 @@ cross_entropy              logits (elem), target (row)            loss, lse (row
 cross_entropy_backward     logits (elem), target, lse, scale      dlogits
 =========================  =====================================  =============================
 
-Params: ``eps`` (norms), ``weight`` / ``bias`` (bools: which optional inputs are there),
-``ignore_index`` and ``label_smoothing`` (cross entropy).
+They are defined with ``define(..., op=False)``: the composite ops take more than the programs
+(a ``dim``, ``ndim``, a loss reduction), so each backend calls a program from its own kernel
+for the op.  Params: ``eps`` (norms), ``weight`` / ``bias`` (bools: which optional inputs are
+there), ``ignore_index`` and ``label_smoothing`` (cross entropy).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ def _float(name: str, dtype: str) -> str:
     return ir.compute_dtype(dtype)
 
 
-@define("softmax")
+@define("softmax", op=False)
 def _softmax(b: RowBuilder, dt: Sequence[str], params: Mapping[str, Any]) -> list[Any]:
     _float("softmax", dt[0])
     x = b.elem(0, dt[0])
@@ -53,7 +55,7 @@ def _softmax(b: RowBuilder, dt: Sequence[str], params: Mapping[str, Any]) -> lis
     return [(e * (1.0 / sum_(e)), dt[0])]
 
 
-@define("log_softmax")
+@define("log_softmax", op=False)
 def _log_softmax(b: RowBuilder, dt: Sequence[str], params: Mapping[str, Any]) -> list[Any]:
     _float("log_softmax", dt[0])
     x = b.elem(0, dt[0])
@@ -62,7 +64,7 @@ def _log_softmax(b: RowBuilder, dt: Sequence[str], params: Mapping[str, Any]) ->
     return [(x - (m + s.call("log")), dt[0])]
 
 
-@define("softmax_backward")
+@define("softmax_backward", op=False)
 def _softmax_backward(b: RowBuilder, dt: Sequence[str],
                       params: Mapping[str, Any]) -> list[Any]:
     _float("softmax_backward", dt[0])
@@ -70,7 +72,7 @@ def _softmax_backward(b: RowBuilder, dt: Sequence[str],
     return [(y * (g - sum_(g * y)), dt[0])]
 
 
-@define("log_softmax_backward")
+@define("log_softmax_backward", op=False)
 def _log_softmax_backward(b: RowBuilder, dt: Sequence[str],
                           params: Mapping[str, Any]) -> list[Any]:
     _float("log_softmax_backward", dt[0])
@@ -82,7 +84,7 @@ def _rstd(var: Value, eps: float) -> Value:
     return 1.0 / (var + float(eps)).call("sqrt")
 
 
-@define("layer_norm")
+@define("layer_norm", op=False)
 def _layer_norm(b: RowBuilder, dt: Sequence[str], params: Mapping[str, Any]) -> list[Any]:
     cd = _float("layer_norm", dt[0])
     x = b.elem(0, dt[0])
@@ -101,7 +103,7 @@ def _layer_norm(b: RowBuilder, dt: Sequence[str], params: Mapping[str, Any]) -> 
     return [(y, dt[0]), (mean, sd), (rstd, sd)]
 
 
-@define("layer_norm_backward")
+@define("layer_norm_backward", op=False)
 def _layer_norm_backward(b: RowBuilder, dt: Sequence[str],
                          params: Mapping[str, Any]) -> list[Any]:
     cd = _float("layer_norm_backward", dt[0])
@@ -115,7 +117,7 @@ def _layer_norm_backward(b: RowBuilder, dt: Sequence[str],
     return [((h - a - xhat * c) * rstd, dt[0])]
 
 
-@define("rms_norm")
+@define("rms_norm", op=False)
 def _rms_norm(b: RowBuilder, dt: Sequence[str], params: Mapping[str, Any]) -> list[Any]:
     cd = _float("rms_norm", dt[0])
     x = b.elem(0, dt[0])
@@ -126,7 +128,7 @@ def _rms_norm(b: RowBuilder, dt: Sequence[str], params: Mapping[str, Any]) -> li
     return [(y, dt[0]), (rstd, _stat(dt[0]))]
 
 
-@define("rms_norm_backward")
+@define("rms_norm_backward", op=False)
 def _rms_norm_backward(b: RowBuilder, dt: Sequence[str],
                        params: Mapping[str, Any]) -> list[Any]:
     cd = _float("rms_norm_backward", dt[0])
@@ -144,7 +146,7 @@ def _targets(b: RowBuilder, dt: str) -> Value:
     return b.row(1, dt).to("int64")
 
 
-@define("cross_entropy")
+@define("cross_entropy", op=False)
 def _cross_entropy(b: RowBuilder, dt: Sequence[str], params: Mapping[str, Any]) -> list[Any]:
     """Each row's loss ``(1 - s) (lse - z[t]) + s (lse - mean(z))``, exactly 0 on a row whose
     target is ``ignore_index`` (whatever its logits), and its logsumexp."""
@@ -163,7 +165,7 @@ def _cross_entropy(b: RowBuilder, dt: Sequence[str], params: Mapping[str, Any]) 
     return [(loss, sd), (lse, sd)]
 
 
-@define("cross_entropy_backward")
+@define("cross_entropy_backward", op=False)
 def _cross_entropy_backward(b: RowBuilder, dt: Sequence[str],
                             params: Mapping[str, Any]) -> list[Any]:
     """``(softmax(z) - (1 - s) onehot(t) - s / C) * scale``, 0 on ignored rows; ``scale`` is

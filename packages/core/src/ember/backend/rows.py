@@ -226,35 +226,47 @@ class RowProgram:
 RowDefinition = Callable[[RowBuilder, Sequence[str], Mapping[str, Any]],
                          Sequence["Value | tuple[Value, str]"]]
 _DEFS: dict[str, RowDefinition] = {}
+_OPS: set[str] = set()
 _LISTENERS: list[Callable[[str], None]] = []
 _CACHE: dict[tuple[Any, ...], RowProgram] = {}
 
 
 @overload
-def define(name: str) -> Callable[[RowDefinition], RowDefinition]: ...
+def define(name: str, *, op: bool = True) -> Callable[[RowDefinition], RowDefinition]: ...
 @overload
-def define(name: str, fn: RowDefinition) -> RowDefinition: ...
+def define(name: str, fn: RowDefinition, *, op: bool = True) -> RowDefinition: ...
 
 
-def define(name: str, fn: RowDefinition | None = None) -> Any:
+def define(name: str, fn: RowDefinition | None = None, *, op: bool = True) -> Any:
     """Define row kernel ``name``: ``fn(builder, dtypes, params)`` declares the inputs it reads
     (``builder.elem(i, dtypes[i])``, ``.row``, ``.col``) and returns its outputs, each a value
-    or ``(value, storage dtype)`` (default: the value's own dtype; the first elem input's
-    dtype for float outputs of a half input is the caller's to ask for).  Usable as a
-    decorator; a new definition of a name replaces the old one."""
+    or ``(value, storage dtype)`` (default: the value's own dtype).  Usable as a decorator; a
+    new definition of a name replaces the old one.
+
+    ``op``: the `ember.ops.Op` of that name (if declared) takes exactly the program's inputs
+    and params and returns its outputs, so a backend that renders row programs can adopt the
+    program as the op's kernel.  The composite ops' programs (`row_kernels`) are defined with
+    ``op=False``: their ops take more (a ``dim``, a loss reduction) and the backends call the
+    programs from their own kernels for them."""
     def register(f: RowDefinition) -> RowDefinition:
         _DEFS[name] = f
+        if op:
+            _OPS.add(name)
+        else:
+            _OPS.discard(name)
         for key in [k for k in _CACHE if k[0] == name]:
             del _CACHE[key]
-        for listener in list(_LISTENERS):
-            listener(name)
+        if op:
+            for listener in list(_LISTENERS):
+                listener(name)
         return f
 
     return register(fn) if fn is not None else register
 
 
 def on_define(listener: Callable[[str], None]) -> None:
-    """Call ``listener(name)`` whenever a row kernel is defined from now on."""
+    """Call ``listener(name)`` whenever a row kernel that is an op's kernel (``define``'s
+    ``op``) is defined from now on."""
     _LISTENERS.append(listener)
 
 
@@ -262,8 +274,9 @@ def defined(name: str) -> bool:
     return name in _DEFS
 
 
-def names() -> list[str]:
-    return list(_DEFS)
+def names(ops: bool = False) -> list[str]:
+    """Every defined row kernel's name (``ops``: only those that are an op's kernel)."""
+    return [n for n in _DEFS if n in _OPS] if ops else list(_DEFS)
 
 
 def _freeze(params: Mapping[str, Any]) -> tuple[Any, ...]:
