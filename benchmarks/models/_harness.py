@@ -158,12 +158,13 @@ def thread_limit(threads: str) -> Iterator[None]:
 
 
 def stacks(threads: str) -> dict[str, tuple[str, bool]]:
-    """Column name -> (device, compiled).  At one thread the Fusion stack runs its blocks on
-    one thread too (it uses two by default).  A stack whose plugin is missing fails to build
-    and is reported with its error."""
+    """Column name -> (device, compiled); "compiled fused" is ``ember.compile`` over the Fusion
+    stack (fusion decided at trace time, replayed as recorded).  At one thread the Fusion
+    stack runs its blocks on one thread too (it uses two by default).  A stack whose plugin is
+    missing fails to build and is reported with its error."""
     fusion = "autodiff<fusion<cpu,threads=1>>" if threads == "1" else "autodiff<fusion<cpu>>"
     return {"eager": ("autodiff<cpu>", False), "fused": (fusion, False),
-            "compiled": ("autodiff<cpu>", True)}
+            "compiled": ("autodiff<cpu>", True), "compiled fused": (fusion, True)}
 
 
 # -- timing -------------------------------------------------------------------------------------
@@ -196,8 +197,8 @@ def _error(exc: BaseException) -> str:
 
 def make_sides(bench: ModelBench, threads: str, check: bool = False
                ) -> tuple[dict[str, Step], dict[str, str]]:
-    """``{"torch": ..., "eager": ..., "fused": ..., "compiled": ...}`` and the errors of the
-    ember sides that could not be built (``ember.compile`` missing, say)."""
+    """``{"torch": ..., "eager": ..., "fused": ..., "compiled": ..., "compiled fused": ...}``
+    and the errors of the ember sides that could not be built (``ember.compile`` missing, say)."""
     sides: dict[str, Step] = {"torch": bench.torch_side(check)}
     errors: dict[str, str] = {}
     for name, (device, compiled) in stacks(threads).items():
@@ -282,7 +283,7 @@ def check_losses(bench: ModelBench, steps: int = 5, threads: str = "1") -> LossC
 
 # -- tables -------------------------------------------------------------------------------------
 
-COLUMNS = ("eager", "fused", "compiled")
+COLUMNS = ("eager", "fused", "compiled", "compiled fused")
 
 
 def model_table(timings: Sequence[Timing], check: LossCheck | None) -> str:

@@ -6,8 +6,9 @@ Run: ``.venv/bin/python -m benchmarks.models [gpt lstm gru guide mlp] [--threads
 For each model and thread setting: PyTorch eager's median step, and each ember stack's median
 step and its ratio to PyTorch's (ember / torch: below 1 is faster than PyTorch).  Stacks:
 ``eager`` (``autodiff<cpu>``), ``fused`` (``autodiff<fusion<cpu>>``, one fusion thread at one
-thread) and ``compiled`` (``ember.compile(step)`` on ``autodiff<cpu>``; "n/a: <error>" when it
-is missing or fails).  "1" limits numpy's BLAS (threadpoolctl) and PyTorch (``set_num_threads``)
+thread), ``compiled`` (``ember.compile(step)`` on ``autodiff<cpu>``; "n/a: <error>" when it
+is missing or fails) and ``compiled fused`` (``ember.compile(step)`` on the fused stack).
+"1" limits numpy's BLAS (threadpoolctl) and PyTorch (``set_num_threads``)
 to one thread; "default" is what each starts with; without ``--threads`` both are measured.
 Rounds interleave the sides, each round starting one side later; medians over rounds.
 
