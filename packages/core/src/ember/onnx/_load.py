@@ -23,8 +23,9 @@ import numpy as np
 from ember import Device, Tensor, device as _device, tensor as _tensor
 from ember.nn import Module, Parameter
 
-# register the op rules (_ndconv imports _nn first and wraps its Conv and pooling rules)
+# register the op rules (_ndconv and _carried import the modules whose rules they wrap)
 from . import (  # noqa: F401
+    _carried,
     _control,
     _elementwise,
     _fuse,
@@ -113,6 +114,8 @@ def _attrs(onnx: Any, node: Any, opset: int, where: str) -> dict[str, Any]:
     for a in node.attribute:
         if a.type == onnx.AttributeProto.TENSOR:
             out[a.name] = numpy_helper.to_array(a.t)
+            if a.t.data_type in _carried.CARRIER:
+                out[a.name] = _carried.to_carrier(out[a.name], a.t.data_type)
         elif a.type == onnx.AttributeProto.GRAPH and (node.domain or "") in ("", "ai.onnx") \
                 and node.op_type in OPS:
             out[a.name] = _control.Subgraph(a.g, opset, where)  # its nodes checked there
@@ -203,11 +206,13 @@ def _check_values(g: Any, where: str) -> None:
                                 f"{kinds.get(which or '', 'of no tensor type')}; ember "
                                 "imports graphs of tensors, and sequences and optionals of "
                                 "tensors (map and sparse values are not supported)")
-            if tt.elem_type:  # 0: not declared
+            if tt.elem_type and tt.elem_type not in _carried.CARRIER:  # 0: not declared
                 ember_dtype(tt.elem_type, f"ember.onnx.load: {where}: graph "
                             f"{kind} {v.name!r}")
     for init in g.initializer:
-        ember_dtype(init.data_type, f"ember.onnx.load: {where}: initializer {init.name!r}")
+        if init.data_type not in _carried.CARRIER:
+            ember_dtype(init.data_type, f"ember.onnx.load: {where}: initializer "
+                        f"{init.name!r}")
 
 
 # -- which initializers are trained ----------------------------------------------------------------
@@ -303,12 +308,17 @@ class OnnxModel(Module):
         _check(nodes, list(g.node), where)
         object.__setattr__(self, "opset", opset)
         object.__setattr__(self, "source", where)
-        inits = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+        inits = {t.name: numpy_helper.to_array(t) if t.data_type not in _carried.CARRIER
+                 else _carried.to_carrier(numpy_helper.to_array(t), t.data_type)
+                 for t in g.initializer}
+        #: values of the types ember carries in a wider dtype (`_carried`), by name
+        carried = _carried.value_types(model)
+        object.__setattr__(self, "_types", carried)
         static: dict[str, np.ndarray] = {}
         params: dict[str, np.ndarray] = {}
         trainable = _differentiable(nodes, [v.name for v in g.output])
         for name, arr in inits.items():
-            if arr.dtype.kind == "f" and name in trainable:
+            if arr.dtype.kind == "f" and name in trainable and name not in carried:
                 params[name] = arr
             else:
                 static[name] = arr
@@ -323,7 +333,8 @@ class OnnxModel(Module):
             if rule.host is not None and ins and all(i in static for i in ins):
                 outs = _call_host(rule.host, n, [static[i] if i else None for i in n.inputs])
                 for name, v in zip(n.outputs, outs, strict=False):
-                    static[name] = v
+                    static[name] = _carried.normalize(v, carried[name]) if name in carried \
+                        else v
                 continue
             run_nodes.append(n)
         run_nodes = _fuse.fuse(run_nodes, [v.name for v in g.output], static)
@@ -334,6 +345,9 @@ class OnnxModel(Module):
         inputs = [v for v in g.input if v.name not in init_names]
         object.__setattr__(self, "input_names", [v.name for v in inputs])
         object.__setattr__(self, "output_names", [v.name for v in g.output])
+        #: the ONNX element type of each output ember carries in a wider dtype (None: an
+        #: ember dtype); `backend` narrows these outputs to it
+        object.__setattr__(self, "carried", [carried.get(v.name) for v in g.output])
         object.__setattr__(self, "_input_types", [_value_type(v, where) for v in inputs])
         # register what the remaining nodes and the outputs read
         used = {i for n in run_nodes for i in n.reads() if i} | set(self.output_names)
@@ -401,7 +415,10 @@ class OnnxModel(Module):
         dev = self._run_device(given)
         values: dict[str, Any] = {}
         for name, expect in zip(names, self._input_types, strict=True):
-            values[name] = _check_input(name, given[name], expect, dev)
+            v = given[name]
+            if name in self._types and isinstance(v, np.ndarray | np.generic):
+                v = _carried.to_carrier(v, self._types[name])  # the narrow type, widened
+            values[name] = _check_input(name, v, expect, dev)
         buffers: dict[int, Tensor] = {}
         for name, (arr, mod, attr) in self._consts.items():
             values[name] = arr
@@ -411,6 +428,7 @@ class OnnxModel(Module):
             values[name] = getattr(mod, attr)
         run = Run(dev, buffers)
         run.scope = values
+        run.types = self._types
         for step, (node, rule) in enumerate(zip(self._nodes, self._rules, strict=True)):
             xs = [values[i] if i else None for i in node.inputs]
             try:
@@ -424,7 +442,8 @@ class OnnxModel(Module):
                 raise
             for name, v in zip(node.outputs, outs, strict=False):
                 if name:
-                    values[name] = v
+                    code = self._types.get(name)
+                    values[name] = v if code is None else _carried.normalize(v, code)
             for name in self._drop[step]:
                 values.pop(name, None)
         results = tuple(_output(run, values[n]) for n in self.output_names)
@@ -457,7 +476,7 @@ def _value_type(v: Any, where: str) -> tuple[Any, ...]:
         return (which, _value_type(type(v)(name=v.name, type=inner), where))
     tt = v.type.tensor_type
     dtype = ember_dtype(tt.elem_type, f"{where}: input {v.name!r}") \
-        if tt.elem_type in FROM_ONNX else None
+        if tt.elem_type in FROM_ONNX else _carried.CARRIER.get(tt.elem_type)
     if not tt.HasField("shape"):
         return dtype, None
     dims: list[Any] = []

@@ -18,7 +18,7 @@ import numpy as np
 import ember as E
 from ember import Tensor
 
-from . import _nn
+from . import _carried, _nn
 from ._dtypes import numpy_dtype
 from ._ndconv import _dilate
 from ._registry import Node, Run, op
@@ -346,6 +346,17 @@ def _bitcast_host(node: Node, x: np.ndarray) -> np.ndarray:
     return a.view(to)
 
 
-@op("BitCast", host=_bitcast_host, note="on the host (the bytes reinterpreted)")
+@op("BitCast", note="on the host (the bytes reinterpreted); carried types too")
 def bitcast(r: Run, node: Node, x: Any) -> Any:
-    return r.tensor(_bitcast_host(node, r.host(x)))
+    a = r.host(x)
+    src = _carried.input_type(r, node, 0)
+    if src is not None:
+        a = _carried.from_carrier(a, src)
+    to = int(node.attrs["to"])
+    if to in _carried.CARRIER:
+        b = _carried.storage(to)
+        if a.dtype.itemsize != b.itemsize:
+            raise ValueError(f"{node.where()}: BitCast from {a.dtype} to {b}: widths differ")
+        return r.tensor(_carried.to_carrier((a if a.flags.c_contiguous else a.copy()).view(b),
+                                           to))
+    return r.tensor(_bitcast_host(node, a))

@@ -4,9 +4,9 @@ DynamicQuantizeLinear, MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv.
 Integer products are computed in int32 (the operands widened, zero points subtracted, the
 matmul or im2col convolution accumulated in int32: exact), then requantized in float32 as the
 ONNX reference does: ``rint(acc * (a_scale * b_scale / y_scale)) + y_zero_point``, saturated.
-Quantized element types are those ember has: uint8, int8, int16 (and int32 inputs to
-DequantizeLinear); uint16, the 4- and 2-bit integers and the float8 kinds have no ember dtype
-and are refused when the graph is read.
+Quantized element types: uint8, int8, int16 (and int32 inputs to DequantizeLinear), and the
+types carried in a wider dtype (`_carried`): uint16, the 4- and 2-bit integers (their own
+ranges), the float8 kinds and float4 (rounded on the host by their numpy dtypes).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import ember as E
 from ember import Tensor
 
-from . import _nn
+from . import _carried, _nn
 from ._dtypes import ember_dtype
 from ._ndconv import conv_nd
 from ._registry import Node, Run, op
@@ -59,10 +59,22 @@ def _broadcast_param(r: Run, node: Node, v: Tensor, shape: tuple[int, ...],
 
 
 def _quantize(r: Run, node: Node, t: Tensor, scale: Tensor, zp: Tensor | None,
-              out_dtype: Any, axis: int, block: int) -> Tensor:
-    lo, hi = _int_range(node, out_dtype)
+              out_dtype: Any, axis: int, block: int, code: int | None = None) -> Tensor:
+    """``x / scale`` rounded and saturated to ``out_dtype``, or to the carried type ``code``
+    (its integer range; float8 and float4 through their numpy dtypes on the host)."""
     s = _broadcast_param(r, node, scale, tuple(t.shape), axis, block)
-    q = E.round(t / s.to(t.dtype)).float()
+    ratio = t / s.to(t.dtype)
+    if code in _carried.FLOAT8 or code == _carried.FLOAT4:
+        if zp is not None and code == _carried.FLOAT4:
+            ratio = ratio + _broadcast_param(r, node, zp, tuple(t.shape), axis, block)
+        saturate = bool(node.attrs.get("saturate", 1))
+        return r.tensor(_carried.cast_host(r.host(ratio), code, saturate, "up", node.where()))
+    if code is not None:
+        lo, hi = _carried.RANGE[code]
+        out_dtype = _carried.CARRIER[code]
+    else:
+        lo, hi = _int_range(node, out_dtype)
+    q = E.round(ratio).float()
     if zp is not None:
         q = q + _broadcast_param(r, node, zp, tuple(t.shape), axis, block).float()
     return E.clamp(q, float(lo), float(hi)).to(out_dtype)
@@ -86,8 +98,9 @@ def quantize_linear(r: Run, node: Node, x: Any, scale: Any, zp: Any = None) -> T
         out = ember_dtype(int(at["output_dtype"]), node.where())
     else:
         out = E.uint8
+    code = _carried.quantized_type(r, node)
     return _quantize(r, node, t, r.tensor(scale), z, out, int(at.get("axis", 1)),
-                     int(at.get("block_size", 0)))
+                     int(at.get("block_size", 0)), code)
 
 
 @op("DequantizeLinear", note="per tensor, per axis and blocked; uint8, int8, int16, int32 "
@@ -95,13 +108,18 @@ def quantize_linear(r: Run, node: Node, x: Any, scale: Any, zp: Any = None) -> T
 def dequantize_linear(r: Run, node: Node, x: Any, scale: Any, zp: Any = None) -> Tensor:
     at = node.attrs
     t = r.tensor(x)
-    if not t.dtype.is_integer:
+    code = _carried.input_type(r, node, 0)
+    floating = code in _carried.FLOAT8 or code == _carried.FLOAT4  # carried in float32
+    if not t.dtype.is_integer and not floating:
         raise TypeError(f"{node.where()}: input of dtype {t.dtype.name}; DequantizeLinear "
-                        "takes integer inputs here")
+                        "takes integer, float8 or float4 inputs")
     s = r.tensor(scale)
     axis, block = int(at.get("axis", 1)), int(at.get("block_size", 0))
     d = t.float()
-    if zp is not None:
+    if zp is not None and floating:  # ONNX: a float8 zero point must be 0
+        if bool(E.any(E.ne(r.tensor(zp), 0.0)).item()):
+            raise ValueError(f"{node.where()}: a float8/float4 zero point must be zero")
+    elif zp is not None:
         z = r.tensor(zp)
         if z.dtype is not t.dtype:
             raise TypeError(f"{node.where()}: zero point of dtype {z.dtype.name} for an input "

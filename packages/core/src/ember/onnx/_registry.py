@@ -89,6 +89,9 @@ class Run:
         self.consts = consts  # id(host constant) -> its buffer on the model's device
         #: the values in scope by name (what a subgraph reads from around it)
         self.scope: Mapping[str, Any] = {}
+        #: the ONNX element type of each value of a type ember carries in a wider dtype
+        #: (`_carried`), by name
+        self.types: Mapping[str, int] = {}
 
     def tensor(self, v: Value, node: Node | None = None) -> Tensor:
         """``v`` as a tensor on the run's device (constants come from their buffers)."""

@@ -27,6 +27,7 @@ from onnx.backend.base import Backend, BackendRep
 
 from ember import Tensor, device as _device
 
+from ._carried import from_carrier
 from ._load import OnnxModel, load
 from ._registry import OPSET_MAX, OPSET_MIN
 
@@ -57,7 +58,11 @@ class EmberRep(BackendRep):
                 inputs = [inputs]
             out = self.model(*inputs)
         outs = out if isinstance(out, tuple) else (out,)
-        return tuple(_host(t) for t in outs)
+        carried = getattr(self.model, "carried", [None] * len(outs))
+        # a type ember carries in a wider dtype goes back to its own numpy dtype
+        return tuple(_host(t) if code is None or t is None or isinstance(t, list)
+                     else from_carrier(t.numpy(), code)
+                     for t, code in zip(outs, carried, strict=True))
 
 
 def _host(v: Any) -> Any:
