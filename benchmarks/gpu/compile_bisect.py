@@ -43,7 +43,7 @@ def _instrument(prog: Any, store: list[tuple[int, str, list[np.ndarray | None]]]
             copies: list[np.ndarray | None] = []
             for o in out if isinstance(out, tuple) else (out,):
                 try:
-                    arr = o.memory.to_numpy(o) if o.is_contiguous else None
+                    arr = o.memory.to_numpy(o) if o.is_contiguous() else None
                 except AttributeError:  # a cpu payload: a numpy array already
                     arr = np.asarray(o)
                 copies.append(None if arr is None else np.asarray(arr, np.float64).copy())

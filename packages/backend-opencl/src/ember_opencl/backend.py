@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import ember
 import numpy as np
-from ember.backend import Backend, DType, Kernel, ir, numpy_dtype
+from ember.backend import Backend, DType, Kernel, install_kernels, ir, numpy_dtype
 from ember.ops import Op
 
 from . import creation, elementwise, linalg, movement, nn, reduction
@@ -52,13 +50,8 @@ class OpenCLBackend(Backend):
         if rt.fp64:
             dtypes.add(ember.float64)
         self.dtypes = frozenset(dtypes)
-        self.kernels: dict[Any, Kernel] = {}
-        for module in (creation, elementwise, reduction, movement, linalg, nn):
-            self.kernels.update(module.kernels(rt))
-        from ember.backend import extra_kernels, guard_kernels
-
-        self.kernels.update(extra_kernels("opencl"))  # custom ops other plugins provide
-        guard_kernels(self)  # direct calls of the table check params and index values too
+        groups = (creation, elementwise, reduction, movement, linalg, nn)
+        install_kernels(self, (group.kernels(rt) for group in groups))
         super().__init__()
 
     @property

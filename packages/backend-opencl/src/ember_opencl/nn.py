@@ -17,7 +17,7 @@ from ember.ops import nn
 from . import movement
 from .linalg import matmul
 from .runtime import CLArray, Runtime, compute_type, ctype, is_float, load_expr, store_expr
-from .strided import contiguous, copy_into, lerp
+from .strided import contiguous, copy_into, run_map
 
 __all__ = ["conv2d", "kernels"]
 
@@ -159,8 +159,9 @@ __kernel void apool(__global {t}* out, __global const {t}* x, long xo, long xs0,
 def kernels(rt: Runtime) -> dict[Any, Any]:
     """The nn kernels, and the views, copies and convolutions `StridedKernels` plans."""
     planned = StridedKernels("opencl", rt, fill=movement.fill, copy_into=copy_into,
-                             index_select=movement.index_select, lerp=lerp, conv2d=conv2d,
-                             pool2d=pool2d, matmul=matmul)
+                             index_select=movement.index_select, conv2d=conv2d,
+                             pool2d=pool2d, matmul=matmul, lerp=lambda rt, lo, hi, w: run_map(
+                                 rt, "a * (1 - c) + b * c", [lo, hi, w], shape=lo.shape))
 
     def adaptive_avg_pool2d(x: CLArray, output_size: Pair = (1, 1)) -> CLArray:
         n, c, h, w = x.shape

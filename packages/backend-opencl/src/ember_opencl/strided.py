@@ -18,7 +18,7 @@ from ember.backend.strided import broadcast_view, collapse, walk
 
 from .runtime import GROUP, CLArray, Runtime, compute_type, ctype, load_expr, store_expr
 
-__all__ = ["broadcast_view", "collapse", "contiguous", "copy_into", "lerp", "run_map"]
+__all__ = ["broadcast_view", "collapse", "contiguous", "copy_into", "run_map"]
 
 _NAMES = ("a", "b", "c", "d")
 
@@ -183,7 +183,3 @@ def contiguous(rt: Runtime, x: CLArray) -> CLArray:
     """``x`` itself when dense, else a dense copy."""
     return x if x.is_contiguous() else run_map(rt, "a", [x])
 
-
-def lerp(rt: Runtime, lo: CLArray, hi: CLArray, weight: CLArray) -> CLArray:
-    """``lo * (1 - weight) + hi * weight``, ``weight`` broadcast to ``lo``'s shape."""
-    return run_map(rt, "a * (1 - c) + b * c", [lo, hi, weight], shape=lo.shape)

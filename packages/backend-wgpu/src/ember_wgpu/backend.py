@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 import ember
-from ember.backend import Backend, DType, Kernel, ir, numpy_dtype
+from ember.backend import Backend, DType, Kernel, install_kernels, ir, numpy_dtype
 from ember.ops import Op
 
 from . import creation, elementwise, linalg, movement, nn, optim, reduction
@@ -55,13 +55,8 @@ class WgpuBackend(Backend):
         if rt.f16:
             dtypes.add(ember.float16)
         self.dtypes = frozenset(dtypes)
-        self.kernels: dict[Any, Kernel] = {}
-        for module in (creation, elementwise, reduction, movement, linalg, nn, optim):
-            self.kernels.update(module.kernels(rt))
-        from ember.backend import extra_kernels, guard_kernels
-
-        self.kernels.update(extra_kernels("wgpu"))  # custom ops other plugins provide
-        guard_kernels(self)  # direct calls of the table check params and index values too
+        groups = (creation, elementwise, reduction, movement, linalg, nn, optim)
+        install_kernels(self, (group.kernels(rt) for group in groups))
         super().__init__()
 
     @property

@@ -23,7 +23,7 @@ from . import conv, movement
 from .linalg import matmul
 from .render import const
 from .runtime import Runtime, WGArray
-from .strided import contiguous, copy_into, lerp, load, run_indexed, store, wgsl_compute
+from .strided import contiguous, copy_into, load, run_indexed, run_map, store, wgsl_compute
 
 __all__ = ["conv2d", "kernels"]
 
@@ -158,7 +158,8 @@ def adaptive_avg_pool2d(rt: Runtime, x: WGArray, output_size: Pair) -> WGArray:
 def kernels(rt: Runtime) -> dict[Any, Any]:
     """The nn kernels, and the views, copies and convolutions `StridedKernels` plans."""
     planned = StridedKernels("wgpu", rt, fill=movement.fill, copy_into=copy_into,
-                             index_select=movement.index_select, lerp=lerp, conv2d=conv2d,
-                             pool2d=pool2d, matmul=matmul)
+                             index_select=movement.index_select, conv2d=conv2d,
+                             pool2d=pool2d, matmul=matmul, lerp=lambda rt, lo, hi, w: run_map(
+                                 rt, "a * (1.0 - c) + b * c", [lo, hi, w], shape=lo.shape))
     return {**planned.kernels(), nn.adaptive_avg_pool2d: lambda x, output_size=(1, 1):
             adaptive_avg_pool2d(rt, x, output_size)}

@@ -20,8 +20,8 @@ from ember.backend.strided import broadcast_view, collapse, is_float, walk
 from .render import WGSL_TYPES, prelude, wrap
 from .runtime import GROUP, MAXD, STORAGE, Runtime, WGArray, storage_dtype
 
-__all__ = ["broadcast_view", "collapse", "contiguous", "copy_into", "header", "is_float", "lerp",
-           "load", "run_indexed", "run_map", "scalar_words", "shared_get", "shared_put",
+__all__ = ["broadcast_view", "collapse", "contiguous", "copy_into", "header", "is_float", "load",
+           "run_indexed", "run_map", "scalar_words", "shared_get", "shared_put",
            "shared_type", "store", "wgsl_compute", "wgsl_storage"]
 
 
@@ -372,11 +372,6 @@ def copy_into(rt: Runtime, dst: WGArray, src: WGArray) -> WGArray:
 def contiguous(rt: Runtime, x: WGArray) -> WGArray:
     """``x`` itself when dense, else a dense copy."""
     return x if x.is_contiguous() else run_map(rt, "a", [x])
-
-
-def lerp(rt: Runtime, lo: WGArray, hi: WGArray, weight: WGArray) -> WGArray:
-    """``lo * (1 - weight) + hi * weight``, ``weight`` broadcast to ``lo``'s shape."""
-    return run_map(rt, "a * (1.0 - c) + b * c", [lo, hi, weight], shape=lo.shape)
 
 
 WGSL = WGSL_TYPES

@@ -7,15 +7,14 @@ share the allocation and change ``shape``, ``strides`` (in elements, possibly 0 
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
+from ember.backend.strided import StridedView, contiguous_strides
 
 __all__ = ["DeviceArray", "contiguous_strides", "dtype_name", "kind_of", "triton_dtype_name"]
 
 
-_STRIDES: dict[tuple[int, ...], tuple[int, ...]] = {}
 _SHAPES: dict[tuple[int, ...], tuple[int, ...]] = {}
 
 
@@ -34,23 +33,6 @@ def int_shape(shape: Any) -> tuple[int, ...]:
     return got
 
 
-def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    if type(shape) is not tuple:
-        shape = tuple(shape)
-    got = _STRIDES.get(shape)
-    if got is not None:
-        return got
-    out = []
-    acc = 1
-    for n in reversed(shape):
-        out.append(acc)
-        acc *= max(n, 1)
-    got = tuple(reversed(out))
-    if len(_STRIDES) < 65536:  # shapes recur in a training loop; stop caching odd workloads
-        _STRIDES[tuple(map(int, shape))] = got
-    return got
-
-
 _TRITON_NAMES: dict[np.dtype[Any], str] = {}
 
 
@@ -62,8 +44,9 @@ def triton_dtype_name(dtype: np.dtype[Any]) -> str:
     return name
 
 
-class DeviceArray:
-    """A strided view of ``storage`` (an allocation owned by ``memory``).
+class DeviceArray(StridedView):
+    """A strided view of ``storage`` (an allocation owned by ``memory``): the
+    `ember.backend.strided.StridedView` of the Triton backends.
 
     Examples
     --------
@@ -105,19 +88,6 @@ class DeviceArray:
         a.ptr = ptr
         return a
 
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
-
-    @property
-    def is_contiguous(self) -> bool:
-        return all(n == 1 or s == c for n, s, c in
-                   zip(self.shape, self.strides, contiguous_strides(self.shape), strict=True))
-
     def view(self, shape: tuple[int, ...], strides: tuple[int, ...],
              offset: int) -> DeviceArray:
         """Another view of the same allocation (element strides and offset)."""
@@ -132,8 +102,8 @@ class DeviceArray:
         return a
 
     def transpose(self, dims: tuple[int, ...]) -> DeviceArray:
-        return self.view(tuple(self.shape[d] for d in dims), tuple(self.strides[d] for d in dims),
-                         self.offset)
+        """numpy's name for `permute`."""
+        return self.permute(dims)
 
     def address(self) -> int:
         """The device address of the view's first element."""

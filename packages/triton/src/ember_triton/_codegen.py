@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from ember.backend import strided
 
 from ._array import DeviceArray, contiguous_strides, dtype_name
 
@@ -32,27 +33,15 @@ TL = {
 
 def collapse(shape: tuple[int, ...],
              strides: Sequence[tuple[int, ...]]) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
-    """Drop size-1 axes and merge axes that are contiguous with their successor everywhere."""
-    keep = [i for i, n in enumerate(shape) if n != 1]
-    shp = [shape[i] for i in keep]
-    sts = [[s[i] for i in keep] for s in strides]
-    i = len(shp) - 2
-    while i >= 0:
-        if all(st[i] == st[i + 1] * shp[i + 1] for st in sts):
-            shp[i] *= shp[i + 1]
-            del shp[i + 1]
-            for st in sts:
-                st[i] = st[i + 1]
-                del st[i + 1]
-        i -= 1
-    return tuple(shp), [tuple(st) for st in sts]
+    """`ember.backend.strided.collapse` as tuples: size-1 axes dropped, axes that are
+    contiguous with their successor in every operand merged."""
+    dims, sts = strided.collapse(shape, strides)
+    return tuple(dims), [tuple(st) for st in sts]
 
 
 def broadcast_strides(a: DeviceArray, shape: tuple[int, ...]) -> tuple[int, ...]:
     """``a``'s strides as a view broadcast to ``shape`` (0 along broadcast axes)."""
-    pad = (0,) * (len(shape) - a.ndim)
-    return tuple(0 if n == 1 and m != 1 else s for n, m, s in
-                 zip((1,) * len(pad) + a.shape, shape, pad + a.strides, strict=True))
+    return strided.broadcast_strides(a.shape, a.strides, shape)
 
 
 def coordinates(rank: int) -> list[str]:
@@ -231,7 +220,7 @@ def contiguous(be: TritonBackend, a: DeviceArray) -> DeviceArray:
     """``a`` itself when its strides are contiguous, else a contiguous copy (see `copy_plan`)."""
     if a.strides == contiguous_strides(a.shape):
         return a
-    if a.is_contiguous:  # contiguous but for the strides of size-1 axes
+    if a.is_contiguous():  # contiguous but for the strides of size-1 axes
         return a.view(a.shape, contiguous_strides(a.shape), a.offset)
     key = ("copy", a.shape, a.strides, a.dtype)
     plan: Any = be.elementwise_plans.get(key)

@@ -27,12 +27,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from ember.backend.geometry import attention_operands_ok
+from ember.backend.strided import broadcast_view
 from ember.ops import composite as cops
 
 from ._array import DeviceArray, contiguous_strides, dtype_name
 from ._autotune import bucket
 from ._codegen import collapse, contiguous
-from .movement import expand
 
 if TYPE_CHECKING:
     from .backend import TritonBackend
@@ -192,7 +192,7 @@ class _Layout:
             arrays = [contiguous(be, a) for a in arrays]
             cshape, cstr = collapse(bshape, [a.strides[:-2] for a in arrays] + [mstr[:-2]])
         if len(cshape) > 2 and mask is not None:  # and then the mask, at full size
-            mask = contiguous(be, expand(be, mask, full))
+            mask = contiguous(be, broadcast_view(mask, full))
             mstr = mask.strides
             cshape, cstr = collapse(bshape, [a.strides[:-2] for a in arrays] + [mstr[:-2]])
         pad = 2 - len(cshape)

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from ember.backend.strided import broadcast_view
 from ember.ops import composite as cops
 from ember.ops import linalg as la
 
@@ -68,10 +69,8 @@ def matmul(be: TritonBackend, a: DeviceArray, b: DeviceArray) -> DeviceArray:
         cshape, (sa, sb) = collapse(bshape, [_batch_strides(a, bshape),
                                              _batch_strides(b, bshape)])
     if len(cshape) > 2:  # batch axes that do not merge: materialise both operands
-        from .movement import expand
-
-        a = contiguous(be, expand(be, a, (*bshape, m, k)))
-        b = contiguous(be, expand(be, b, (*bshape, k, n)))
+        a = contiguous(be, broadcast_view(a, (*bshape, m, k)))
+        b = contiguous(be, broadcast_view(b, (*bshape, k, n)))
         return matmul(be, a, b)
     pad = 2 - len(cshape)
     b1, b2 = (1,) * pad + cshape

@@ -6,6 +6,9 @@ import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from ember.backend import strided
+from ember.backend.movement import first_k
+from ember.backend.strided import view_strides
 from ember.ops import movement as mv
 
 from ._array import DeviceArray, contiguous_strides, dtype_name, kind_of
@@ -14,14 +17,12 @@ from ._codegen import TL, contiguous, copy_into, elementwise, exact_compare
 if TYPE_CHECKING:
     from .backend import TritonBackend
 
-__all__ = ["KERNELS", "sort"]
+__all__ = ["KERNELS", "VIEWS", "sort", "view_strides"]
 
 
 def reshape(be: TritonBackend, x: DeviceArray, shape: tuple[int, ...] = ()) -> DeviceArray:
     """A view where the strides allow one (as numpy's reshape), else a contiguous copy."""
     shape = tuple(shape)
-    if x.strides == contiguous_strides(x.shape):
-        return x.view(shape, contiguous_strides(shape), x.offset)
     strides = view_strides(x.shape, x.strides, shape)
     if strides is not None:
         return x.view(shape, strides, x.offset)
@@ -29,94 +30,34 @@ def reshape(be: TritonBackend, x: DeviceArray, shape: tuple[int, ...] = ()) -> D
     return src.view(shape, contiguous_strides(shape), src.offset)
 
 
-def view_strides(shape: tuple[int, ...], strides: tuple[int, ...],
-                 new: tuple[int, ...]) -> tuple[int, ...] | None:
-    """Strides that show an array of ``shape``/``strides`` as ``new`` (same size) without
-    moving data, or ``None``.  Runs of old axes that map onto runs of new axes must each be
-    contiguous among themselves; size-1 axes go anywhere."""
-    if 0 in shape:
-        return contiguous_strides(new)
-    old = [(n, s) for n, s in zip(shape, strides, strict=True) if n != 1]
-    out = [1] * len(new)
-    oi = ni = 0
-    while oi < len(old) and ni < len(new):
-        oj, nj = oi + 1, ni + 1
-        osize, nsize = old[oi][0], new[ni]
-        while osize != nsize:
-            if nsize < osize:
-                nsize *= new[nj]
-                nj += 1
-            else:
-                osize *= old[oj][0]
-                oj += 1
-        if any(old[k][1] != old[k + 1][0] * old[k + 1][1] for k in range(oi, oj - 1)):
-            return None
-        out[nj - 1] = old[oj - 1][1]
-        for k in range(nj - 1, ni, -1):
-            out[k - 1] = out[k] * new[k]
-        oi, ni = oj, nj
-    return tuple(out)
-
-
-def _permute(be: TritonBackend, x: DeviceArray, dims: tuple[int, ...] = ()) -> DeviceArray:
-    return x.transpose(tuple(dims))
-
-
-def expand(be: TritonBackend, x: DeviceArray, shape: tuple[int, ...] = ()) -> DeviceArray:
-    pad = len(shape) - x.ndim
-    xs, st = (1,) * pad + x.shape, (0,) * pad + x.strides
-    strides = tuple(0 if n == 1 and m != 1 else s for n, m, s in zip(xs, shape, st, strict=True))
-    return x.view(tuple(shape), strides, x.offset)
-
-
-def _slice(be: TritonBackend, x: DeviceArray, starts: tuple[int, ...] = (),
-           stops: tuple[int, ...] = (), steps: tuple[int, ...] = ()) -> DeviceArray:
-    offset, shape, strides = x.offset, [], []
-    for a, b, c, s in zip(starts, stops, steps, x.strides, strict=True):
-        n = len(range(a, b, c))
-        if n:
-            offset += a * s
-        shape.append(n)
-        strides.append(s * c)
-    return x.view(tuple(shape), tuple(strides), offset)
-
-
-def _interior(out: DeviceArray, starts: tuple[int, ...], shape: tuple[int, ...]) -> DeviceArray:
-    offset = out.offset + sum(a * s for a, s in zip(starts, out.strides, strict=True))
-    return out.view(shape, out.strides, offset)
-
-
 def _pad(be: TritonBackend, x: DeviceArray, pad: tuple[tuple[int, int], ...] = (),
          value: Any = 0) -> DeviceArray:
     from .creation import full
 
-    shape = tuple(n + a + b for n, (a, b) in zip(x.shape, pad, strict=True))
-    out = full(be, shape, value, x.dtype)
+    out = full(be, strided.padded_shape(x.shape, pad), value, x.dtype)
     if x.size:
-        copy_into(be, x, _interior(out, tuple(a for a, _ in pad), x.shape))
+        copy_into(be, x, strided.pad_interior(out, x.shape, pad))
     return out
-
-
-def _flip(be: TritonBackend, x: DeviceArray, dims: tuple[int, ...] = ()) -> DeviceArray:
-    offset, strides = x.offset, list(x.strides)
-    for d in dims:
-        if x.shape[d] > 1:
-            offset += (x.shape[d] - 1) * strides[d]
-            strides[d] = -strides[d]
-    return x.view(x.shape, tuple(strides), offset)
 
 
 def _cat(be: TritonBackend, *xs: DeviceArray, dim: int = 0) -> DeviceArray:
     shape = list(xs[0].shape)
     shape[dim] = sum(x.shape[dim] for x in xs)
     out = be.empty(tuple(shape), xs[0].dtype)
-    at = 0
-    for x in xs:
+    parts = strided.cat_parts(out, [x.shape[dim] for x in xs], dim)
+    for part, x in zip(parts, xs, strict=True):
         if x.size:
-            starts = tuple(at if i == dim else 0 for i in range(len(shape)))
-            copy_into(be, x, _interior(out, starts, x.shape))
-        at += x.shape[dim]
+            copy_into(be, x, part)
     return out
+
+
+#: the ops that only make a view (`ember.backend.strided.StridedView`'s)
+VIEWS: dict[Any, Any] = {
+    mv.permute: lambda be, x, dims=(): x.permute(dims),
+    mv.expand: lambda be, x, shape=(): x.broadcast_to(shape),
+    mv.slice: lambda be, x, starts=(), stops=(), steps=(): x.slice(starts, stops, steps),
+    mv.flip: lambda be, x, dims=(): x.flip(dims),
+}
 
 
 # -- index kernels, generated per rank ---------------------------------------------------------
@@ -322,29 +263,18 @@ def _topk(be: TritonBackend, x: DeviceArray, k: int = 1, dim: int = -1,
     if x.ndim == 0:
         return values, idx
     dim = dim % x.ndim
-    stops = tuple(k if i == dim else n for i, n in enumerate(x.shape))
-    starts, steps = (0,) * x.ndim, (1,) * x.ndim
-    return (contiguous(be, _slice(be, values, starts, stops, steps)),
-            contiguous(be, _slice(be, idx, starts, stops, steps)))
+    return contiguous(be, first_k(values, k, dim)), contiguous(be, first_k(idx, k, dim))
 
 
 KERNELS: dict[Any, Any] = {
-    mv.reshape: reshape,
-    mv.permute: _permute,
-    mv.expand: expand,
-    mv.slice: _slice,
-    mv.pad: _pad,
-    mv.flip: _flip,
-    mv.cat: _cat,
-    mv.gather: gather,
-    mv.scatter_add: _scatter_add,
-    mv.scatter: _scatter,
-    mv.index_select: _index_select,
-    mv.masked_fill: _masked_fill,
-    mv.tril: _tril,
-    mv.triu: _triu,
-    mv.contiguous: _contiguous,
-    mv.nonzero: _nonzero,
-    mv.sort: sort,
-    mv.topk: _topk,
+    **VIEWS,
+    # copies where a view cannot do
+    mv.reshape: reshape, mv.contiguous: _contiguous, mv.pad: _pad, mv.cat: _cat,
+    # index kernels
+    mv.gather: gather, mv.index_select: _index_select, mv.nonzero: _nonzero,
+    mv.scatter: _scatter, mv.scatter_add: _scatter_add,
+    # masks
+    mv.masked_fill: _masked_fill, mv.tril: _tril, mv.triu: _triu,
+    # sorting
+    mv.sort: sort, mv.topk: _topk,
 }

@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from ember.backend.geometry import interpolate, pool_output_size
+from ember.backend.strided import slice_view
 from ember.ops import composite as cops
 from ember.ops import nn
 
 from ._array import DeviceArray, contiguous_strides, dtype_name
 from ._codegen import contiguous, copy_into, elementwise, exact_compare
 from .linalg import matmul
-from .movement import _index_select, _slice, reshape
+from .movement import _index_select, reshape
 
 if TYPE_CHECKING:
     from .backend import TritonBackend
@@ -140,8 +141,8 @@ def conv_transpose2d(be: TritonBackend, x: DeviceArray, w: DeviceArray, stride: 
     crop0 = [max(-q[i], 0) for i in range(2)]
     crop1 = [max(-(q[i] + output_padding[i]), 0) for i in range(2)]
     if any(crop0) or any(crop1):
-        buf = _slice(be, buf, (0, 0, crop0[0], crop0[1]),
-                     (n, c, size[0] - crop1[0], size[1] - crop1[1]), (1, 1, 1, 1))
+        buf = slice_view(buf, (0, 0, crop0[0], crop0[1]),
+                         (n, c, size[0] - crop1[0], size[1] - crop1[1]), (1, 1, 1, 1))
     return conv2d(be, buf, flipped, (1, 1), (0, 0), dilation, groups)
 
 

@@ -32,8 +32,10 @@ core's in-place writes are redirected.
 backend renders in its own language (see `ember.backend.ir`).
 
 **Strided views** — `strided`: the host-side planning of strided device arrays that the
-device backends share (dense strides, broadcast views, merging contiguous axes, and the
-`strided.StridedView` base of an array class; see `ember.backend.strided`).
+device backends share (dense strides, broadcast views, merging contiguous axes, reshape
+without copies, and `strided.StridedView`, the one base of their array classes; see
+`ember.backend.strided`); `movement`: `movement.StridedKernels`, the movement, embedding,
+interpolation and convolution planning over those views, given a backend's primitives.
 
 **nn geometry** — `geometry`: what a pooling window or an interpolation reads, planned on the
 host the same way for every backend (`geometry.pool_output_size`, `geometry.interpolate` over
@@ -54,7 +56,8 @@ them, flat counters unravelled, targets stored); a language subclasses
 **Kernel guards** — `guard_kernels` wraps a backend's table entries for the ops of
 `GUARDED_OPS` (kernels that compute addresses from params or read index tensors) so that a
 direct call runs the op's shape rule and checks index values, as dispatch does (see
-`ember.backend.guard`).
+`ember.backend.guard`); `install_kernels` builds a device backend's table from its op groups'
+tables, the kernels other plugins registered for it, and the guards.
 
 **Plugins** — `plugin_manager` (the pluggy manager), `extra_kernels` (kernels other plugins
 registered for a backend) and `conformance_skips` (a device's declared skips).
@@ -80,9 +83,9 @@ from .._host import dtype_of_numpy, numpy_dtype
 from .._plugins import conformance_skips, extra_kernels, plugin_manager
 from .._tensor import Tensor
 from .._trace import TRACE, HostFloat, HostInt
-from . import geometry, ir, row_kernels, rows, schedule, strided
+from . import geometry, ir, movement, row_kernels, rows, schedule, strided
 from .fused import FusedGroup, FusedKernel, GroupNode, HeadFirst, op_by_op
-from .guard import GUARDED_OPS, guard_kernels, guarded
+from .guard import GUARDED_OPS, guard_kernels, guarded, install_kernels
 
 __all__ = [
     # backends and decorators
@@ -98,7 +101,7 @@ __all__ = [
     # fused groups (`ember.backend.fused`)
     "FusedGroup", "GroupNode", "FusedKernel", "HeadFirst", "op_by_op",
     # kernel guards (`ember.backend.guard`)
-    "GUARDED_OPS", "guard_kernels", "guarded",
+    "GUARDED_OPS", "guard_kernels", "guarded", "install_kernels",
     # plugins
     "plugin_manager", "extra_kernels", "conformance_skips",
     # the kernel IR (`ember.backend.ir`)
@@ -107,6 +110,8 @@ __all__ = [
     "row_kernels",
     # strided views and index planning (`ember.backend.strided`)
     "strided",
+    # movement, embedding, interpolation and convolution planning (`ember.backend.movement`)
+    "movement",
     # host-side geometry of the nn ops (`ember.backend.geometry`)
     "geometry",
     # the scheduling loop of the C-like fusion renderers (`ember.backend.schedule`)

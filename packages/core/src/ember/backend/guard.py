@@ -23,19 +23,21 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from .. import ops
 from .._capture import active as _capturing
 from .._dtype import int64
+from .._plugins import extra_kernels
 from ..ops import check_shapes
 
 if TYPE_CHECKING:
     from .._backend import Backend, Kernel
     from ..ops import Op
 
-__all__ = ["GUARDED_OPS", "INDEXED", "READ_WHOLE", "guard_kernels", "guarded"]
+__all__ = ["GUARDED_OPS", "INDEXED", "READ_WHOLE", "guard_kernels", "guarded",
+           "install_kernels"]
 
 NN, CO, MV, RD = ops.nn, ops.composite, ops.movement, ops.reduction
 
@@ -151,3 +153,16 @@ def guard_kernels(backend: Backend, only: Iterable[Op] = GUARDED_OPS) -> None:
         kernel = table.get(op)
         if kernel is not None and getattr(kernel, "__ember_guarded__", None) is not op:
             table[op] = guarded(op, kernel, backend)
+
+
+def install_kernels(backend: Backend, tables: Iterable[Mapping[Any, Kernel]]) -> None:
+    """Fill ``backend.kernels`` from ``tables`` in order (a later table's entry wins), then
+    with the kernels other plugins registered for ``backend.name``
+    (`ember.backend.extra_kernels`), and guard it (`guard_kernels`): how a device backend's
+    ``__init__`` builds its table."""
+    table: dict[Any, Kernel] = {}
+    for t in tables:
+        table.update(t)
+    table.update(extra_kernels(backend.name))  # custom ops other plugins provide
+    backend.kernels = table
+    guard_kernels(backend)  # direct calls of the table check params and index values too
