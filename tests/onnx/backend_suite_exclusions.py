@@ -139,31 +139,11 @@ EXCLUDED: dict[str, list[str]] = {
         'test_tfidfvectorizer_tf_onlybigrams_skip5_cpu',
         'test_tfidfvectorizer_tf_uniandbigrams_skip5_cpu',
     ],
-    'NotImplementedError: Dropout node (opset N): training_mode=True is not supported; ember imports graphs for inference and fine-tuning': [
-        'test_training_dropout_cpu',
-        'test_training_dropout_default_cpu',
-        'test_training_dropout_default_mask_cpu',
-        'test_training_dropout_mask_cpu',
-        'test_training_dropout_zero_ratio_cpu',
-        'test_training_dropout_zero_ratio_mask_cpu',
-    ],
-    "NotImplementedError: ScatterND node (opset N): reduction '…' is not supported (none, add)": [
-        'test_scatternd_max_cpu',
-        'test_scatternd_max_with_element_indices_cpu',
-        'test_scatternd_min_cpu',
-        'test_scatternd_min_with_element_indices_cpu',
-        'test_scatternd_multiply_cpu',
-    ],
     'unsupported operator: DeformConv': [
         'test_basic_deform_conv_with_padding_cpu',
         'test_basic_deform_conv_without_padding_cpu',
         'test_deform_conv_with_mask_bias_cpu',
         'test_deform_conv_with_multiple_offset_groups_cpu',
-    ],
-    "NotImplementedError: ScatterElements node (opset N): reduction '…' is not supported (none, add)": [
-        'test_scatter_elements_with_reduction_max_cpu',
-        'test_scatter_elements_with_reduction_min_cpu',
-        'test_scatter_elements_with_reduction_mul_cpu',
     ],
     'ValueError: ember.onnx.load: <ModelProto> uses opset N; ember reads opsets N-N (N through onnx.version_converter; onnx.version_converter.convert_version': [
         'test_not_2d_cpu',
@@ -185,14 +165,6 @@ EXCLUDED: dict[str, list[str]] = {
         'test_roialign_aligned_true_cpu',
         'test_roialign_mode_max_cpu',
     ],
-    'NotImplementedError: BatchNormalization node (opset N): training_mode=N (running statistics outputs) is not supported': [
-        'test_batchnorm_epsilon_training_mode_cpu',
-        'test_batchnorm_example_training_mode_cpu',
-    ],
-    'NotImplementedError: MaxPool node (opset N): the Indices output is not supported': [
-        'test_maxpool_with_argmax_2d_precomputed_pads_cpu',
-        'test_maxpool_with_argmax_2d_precomputed_strides_cpu',
-    ],
     "UnsupportedOperatorError: ember.onnx.load: <ModelProto> (opset N) uses operators ember cannot import: Gradient (domain '…') at node. Supported ops: Abs, Acos, Acosh, ": [
         'test_gradient_of_add_and_mul_cpu',
         'test_gradient_of_add_cpu',
@@ -204,9 +176,6 @@ EXCLUDED: dict[str, list[str]] = {
     "wrong result: the expected values carry float32 FFT noise (numpy 2 transforms complex64 in single precision): the 10 imaginary parts that are exactly 0 read 1.9e-7 there, over atol 1e-7; ember's float64 matmul DFT gives 3e-15": [
         'test_dft_inverse_cpu',
         'test_dft_inverse_opset19_cpu',
-    ],
-    'NotImplementedError: GatherND node (opset N): batch_dims > N is not supported': [
-        'test_gathernd_example_int32_batch_dim1_cpu',
     ],
     "TypeError: Unable to compare expected type <class '…'> and runtime type <class '…'> (known test='…')": [
         'test_loop16_seq_none_cpu',

@@ -53,15 +53,29 @@ def identity(r: Run, node: Node, x: Any) -> Any:
     return x
 
 
-@op("Dropout", note="inference: the input unchanged (and an all-true mask)")
+@op("Dropout", host_inputs=(1, 2), note="inference: the input unchanged (and an all-true "
+    "mask); training_mode: a mask from the seed attribute (numpy's RandomState, as the "
+    "ONNX reference) or else from ember's generator")
 def dropout(r: Run, node: Node, x: Any, ratio: Any = None, training: Any = None) -> Any:
-    if training is not None and bool(r.host(training).reshape(-1)[0]):
-        raise NotImplementedError(f"{node.where()}: training_mode=True is not supported; "
-                                  "ember imports graphs for inference and fine-tuning")
     x = r.tensor(x)
-    if len(node.outputs) > 1:
-        return x, E.ne(x, x).logical_not()
-    return x
+    p = 0.5 if ratio is None else float(r.host(ratio).reshape(-1)[0])
+    train = training is not None and bool(r.host(training).reshape(-1)[0])
+    if not train or p == 0.0:
+        if len(node.outputs) > 1:
+            return x, E.ne(x, x).logical_not()
+        return x
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"{node.where()}: ratio {p} is outside [0, 1)")
+    seed = node.attrs.get("seed")
+    if seed is not None:
+        # Note: a seeded mask is drawn as the ONNX reference draws it (numpy's legacy
+        # RandomState, uniform in [0, 1), kept where >= ratio), so seeded graphs agree with it
+        keep_np = np.random.RandomState(int(seed) % 2**32).uniform(0.0, 1.0, x.shape) >= p
+        keep = E.tensor(keep_np, device=x.device)
+    else:
+        keep = E.rand(x.shape, device=x.device) >= p
+    y = E.where(keep, x * (1.0 / (1.0 - p)), 0.0)
+    return (y, keep) if len(node.outputs) > 1 else y
 
 
 @op("IsInf")

@@ -173,17 +173,17 @@ def _ceil_extra(node: Node, t: Tensor, kernel: Sequence[int], strides: Sequence[
     return extra
 
 
-@op("MaxPool", note="1-D and 2-D, ceil_mode, dilations; no Indices output")
-def max_pool(r: Run, node: Node, x: Any) -> Tensor:
+@op("MaxPool", note="1-D and 2-D, ceil_mode, dilations; Indices (2-D, storage_order)")
+def max_pool(r: Run, node: Node, x: Any) -> Any:
     t = r.tensor(x)
     n = _rank_check(node, t, (1, 2))
-    if len([o for o in node.outputs if o]) > 1:
-        raise NotImplementedError(f"{node.where()}: the Indices output is not supported")
     kernel, strides, dil, begin, end = _pool_geometry(node, t)
+    if len([o for o in node.outputs if o]) > 1:
+        return _max_pool_indices(node, t, n, kernel, strides, dil, begin, end)
     if n == 2 and begin == end and not node.attrs.get("ceil_mode", 0) and \
             all(p <= k // 2 for p, k in zip(begin, kernel, strict=True)):
         # the kernel pads itself (no padded copy of the input)
-        return F.max_pool2d(t, tuple(kernel), stride=tuple(strides),  # type: ignore[return-value]  # no indices asked
+        return F.max_pool2d(t, tuple(kernel), stride=tuple(strides),
                             padding=tuple(begin), dilation=tuple(dil))
     if node.attrs.get("ceil_mode", 0):
         end = [e + x_ for e, x_ in zip(end, _ceil_extra(node, t, kernel, strides, dil, begin,
@@ -191,9 +191,32 @@ def max_pool(r: Run, node: Node, x: Any) -> Tensor:
     if any(begin) or any(end):
         t = _pad_explicit(t, begin, end, value=-math.inf)
     if n == 1:
-        return F.max_pool1d(t, kernel[0], stride=strides[0], dilation=dil[0])  # type: ignore[return-value]  # no indices asked
-    return F.max_pool2d(t, tuple(kernel), stride=tuple(strides),  # type: ignore[return-value]  # no indices asked
+        return F.max_pool1d(t, kernel[0], stride=strides[0], dilation=dil[0])
+    return F.max_pool2d(t, tuple(kernel), stride=tuple(strides),
                         dilation=tuple(dil))
+
+
+def _max_pool_indices(node: Node, t: Tensor, n: int, kernel: list[int], strides: list[int],
+                      dil: list[int], begin: list[int], end: list[int]) -> tuple[Tensor, Tensor]:
+    """MaxPool's values and Indices: each maximum's position in the whole input, flattened
+    row-major (storage_order 0) or with each plane column-major (1)."""
+    if n != 2:
+        raise NotImplementedError(f"{node.where()}: the Indices output is supported for 2-D "
+                                  "pooling")
+    if node.attrs.get("ceil_mode", 0):
+        end = [e + x_ for e, x_ in zip(end, _ceil_extra(node, t, kernel, strides, dil, begin,
+                                                        end), strict=True)]
+    h, w = t.shape[2], t.shape[3]
+    p = _pad_explicit(t, begin, end, value=-math.inf) if any(begin) or any(end) else t
+    y, idx = F.max_pool2d(p, tuple(kernel), stride=tuple(strides), dilation=tuple(dil),
+                          return_indices=True)
+    wp = p.shape[3]
+    row, col = idx // wp - begin[0], idx % wp - begin[1]
+    plane = E.arange(t.shape[0] * t.shape[1], device=t.device).reshape(
+        t.shape[0], t.shape[1], 1, 1) * (h * w)
+    if node.attrs.get("storage_order", 0):
+        return y, plane + col * h + row
+    return y, plane + row * w + col
 
 
 @op("AveragePool", note="1-D and 2-D, ceil_mode, count_include_pad")
@@ -252,12 +275,15 @@ def _per_channel(v: Tensor, ndim: int) -> Tensor:
     return v.reshape((v.shape[0],) + (1,) * (ndim - 2))
 
 
-@op("BatchNormalization", state_inputs=(3, 4), note="inference (training_mode=0)")
+@op("BatchNormalization", state_inputs=(3, 4),
+    note="inference; training_mode (opset 14 on): batch statistics and running statistics")
 def batch_norm(r: Run, node: Node, x: Any, scale: Any, bias: Any, mean: Any,
-               var: Any) -> Tensor:
+               var: Any) -> Any:
+    if node.attrs.get("training_mode", 0) and node.opset >= 14:
+        return _batch_norm_training(r, node, x, scale, bias, mean, var)
     if node.attrs.get("training_mode", 0) or len([o for o in node.outputs if o]) > 1:
-        raise NotImplementedError(f"{node.where()}: training_mode=1 (running statistics "
-                                  "outputs) is not supported")
+        raise NotImplementedError(f"{node.where()}: the statistics outputs of training "
+                                  "before opset 14 are not supported")
     if not node.attrs.get("spatial", 1):  # BatchNormalization-7 and -9: per-element stats
         raise NotImplementedError(f"{node.where()}: spatial=0 is not supported")
     t = r.tensor(x)
@@ -265,6 +291,24 @@ def batch_norm(r: Run, node: Node, x: Any, scale: Any, bias: Any, mean: Any,
     s, b, m, v = (_per_channel(r.tensor(a), t.ndim) for a in (scale, bias, mean, var))
     k = E.rsqrt(v + eps) * s  # per channel: two passes over x instead of three
     return t * k + (b - m * k)
+
+
+def _batch_norm_training(r: Run, node: Node, x: Any, scale: Any, bias: Any, mean: Any,
+                         var: Any) -> tuple[Tensor, Tensor, Tensor]:
+    """Y normalized with the batch's statistics (population variance), and the running
+    statistics moved towards them by ``1 - momentum``."""
+    t = r.tensor(x)
+    eps = float(node.attrs.get("epsilon", 1e-5))
+    momentum = float(node.attrs.get("momentum", 0.9))
+    dims = tuple(d for d in range(t.ndim) if d != 1)
+    mu = R.mean(t, dim=dims)
+    d = t - _per_channel(mu, t.ndim)
+    v = R.mean(d * d, dim=dims)
+    s, b = (_per_channel(r.tensor(a), t.ndim) for a in (scale, bias))
+    y = d * (E.rsqrt(_per_channel(v, t.ndim) + eps) * s) + b
+    run_mean = r.tensor(mean) * momentum + mu * (1 - momentum)
+    run_var = r.tensor(var) * momentum + v * (1 - momentum)
+    return y, run_mean, run_var
 
 
 @op("InstanceNormalization")

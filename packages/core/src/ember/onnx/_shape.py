@@ -381,29 +381,73 @@ def einsum(r: Run, node: Node, *xs: Any) -> Tensor:
 
 # -- indexing by index tensors -------------------------------------------------------------------
 
-def _nd_rows(r: Run, node: Node, t: Tensor, idx: Any) -> tuple[Tensor, Tensor, int]:
-    """``t`` with its first k axes flattened, the flat row of each index tuple, and k."""
-    if node.attrs.get("batch_dims", 0):
-        raise NotImplementedError(f"{node.where()}: batch_dims > 0 is not supported")
+def _nd_rows(r: Run, node: Node, t: Tensor, idx: Any,
+             batch: int = 0) -> tuple[Tensor, Tensor, int]:
+    """``t`` with its first ``batch + k`` axes flattened, the flat row of each index tuple
+    (offset by its batch entry's rows), and k."""
     i = r.tensor(idx)
     k = i.shape[-1]
-    lead = t.shape[:k]
+    if batch < 0 or batch >= min(t.ndim, i.ndim) or batch + k > t.ndim or \
+            tuple(i.shape[:batch]) != tuple(t.shape[:batch]):
+        raise ValueError(f"{node.where()}: indices {list(i.shape)} do not fit data "
+                         f"{list(t.shape)} with batch_dims {batch}")
+    lead = t.shape[batch:batch + k]
+    # an index tuple with a component out of range could still land on a valid flat row
+    parts = r.host(idx) if isinstance(idx, np.ndarray) else None
+    for axis in range(k):
+        v = parts[..., axis] if parts is not None else i[..., axis]
+        bad = (v < -lead[axis]) | (v >= lead[axis])
+        if bool(bad.any() if parts is not None else bad.any().item()):
+            raise IndexError(f"{node.where()}: an index along data axis {batch + axis} is "
+                             f"out of range for size {lead[axis]}")
     rows = None
     for axis in range(k):
         v = i[..., axis]
         v = E.where(v < 0, v + lead[axis], v)
         rows = v if rows is None else rows * lead[axis] + v
-    assert rows is not None
-    flat = t.reshape((math.prod(lead), *t.shape[k:]))
-    return flat, rows, k
+    if rows is None:  # k == 0: whole slices
+        rows = E.zeros(tuple(i.shape[:-1]), device=t.device, dtype=E.int64)
+    if batch:
+        nb = math.prod(t.shape[:batch])
+        per = math.prod(lead)
+        offs = E.arange(nb, device=t.device).reshape(
+            (*t.shape[:batch], *([1] * (i.ndim - 1 - batch)))) * per
+        rows = rows + offs
+    flat = t.reshape((math.prod(t.shape[:batch + k]), *t.shape[batch + k:]))
+    return flat, rows, batch + k
 
 
-@op("GatherND", note="batch_dims 0")
+@op("GatherND", note="batch_dims")
 def gather_nd(r: Run, node: Node, x: Any, idx: Any) -> Tensor:
     t = r.tensor(x)
-    flat, rows, k = _nd_rows(r, node, t, idx)
+    flat, rows, k = _nd_rows(r, node, t, idx, int(node.attrs.get("batch_dims", 0)))
     out = M.index_select(flat, 0, rows.reshape(-1))
     return out.reshape(tuple(rows.shape) + t.shape[k:])
+
+
+_REDUCE = {"mul": E.mul, "max": E.maximum, "min": E.minimum}
+
+
+def _scatter_reduced(r: Run, node: Node, flat: Tensor, pos: Any, upd: Tensor) -> Tensor:
+    """``flat`` (1-D) with ``upd`` (1-D) combined into the positions ``pos`` by the node's
+    reduction (mul, max, min).  The positions are read back to the host: updates that hit
+    one position are applied in rounds of distinct positions, in their order."""
+    red = node.attrs["reduction"]
+    fn = _REDUCE[red]
+    p = r.host(pos).reshape(-1).astype(np.int64)
+    if p.size and (p.min() < 0 or p.max() >= flat.shape[0]):
+        raise IndexError(f"{node.where()}: an index is out of range")
+    seen: dict[int, int] = {}
+    rounds = np.empty(p.size, np.int64)
+    for j, v in enumerate(p.tolist()):
+        rounds[j] = seen.get(v, 0)
+        seen[v] = rounds[j] + 1
+    for k in range(int(rounds.max()) + 1 if p.size else 0):
+        sel = np.nonzero(rounds == k)[0]
+        at = r.tensor(p[sel])
+        u = M.index_select(upd, 0, r.tensor(sel))
+        flat = M.scatter(flat, 0, at, fn(M.index_select(flat, 0, at), u))
+    return flat
 
 
 def _scatter(node: Node, t: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
@@ -412,26 +456,48 @@ def _scatter(node: Node, t: Tensor, dim: int, index: Tensor, src: Tensor) -> Ten
         return M.scatter(t, dim, index, src)
     if red == "add":
         return M.scatter_add(t, dim, index, src)
-    raise NotImplementedError(f"{node.where()}: reduction {red!r} is not supported (none, add)")
+    raise ValueError(f"{node.where()}: reduction {red!r} is not none, add, mul, max or min")
 
 
-@op("ScatterND", note="reduction none and add")
+@op("ScatterND", note="reduction none, add, mul, max, min (the last three read the indices "
+    "back to the host)")
 def scatter_nd(r: Run, node: Node, x: Any, idx: Any, updates: Any) -> Tensor:
     t = r.tensor(x)
     flat, rows, k = _nd_rows(r, node, t, idx)
     rest = t.shape[k:]
     m = math.prod(rows.shape)
     upd = r.tensor(updates).reshape((m, *rest))
+    if node.attrs.get("reduction", "none") in _REDUCE:
+        inner = math.prod(rest)
+        pos = rows.reshape(m, 1) * inner + E.arange(inner, device=t.device).reshape(1, inner)
+        return _scatter_reduced(r, node, flat.reshape(-1), pos, upd.reshape(-1)) \
+            .reshape(t.shape)
     index = M.broadcast_to(rows.reshape((m,) + (1,) * len(rest)), (m, *rest))
     return _scatter(node, flat, 0, index, upd).reshape(t.shape)
 
 
-@op("ScatterElements", note="reduction none and add")
+@op("ScatterElements", note="reduction none, add, mul, max, min (the last three read the "
+    "indices back to the host)")
 def scatter_elements(r: Run, node: Node, x: Any, idx: Any, updates: Any) -> Tensor:
     t = r.tensor(x)
     a = _axis(node.attrs.get("axis", 0), t.ndim, node)
     i = r.tensor(idx)
     i = E.where(i < 0, i + t.shape[a], i)
+    if node.attrs.get("reduction", "none") in _REDUCE:
+        ih = r.host(i)
+        if ih.size and (ih.min() < 0 or ih.max() >= t.shape[a]):
+            raise IndexError(f"{node.where()}: an index is out of range for axis {a} of "
+                             f"size {t.shape[a]}")
+        # each update's flat position in t: its own coordinates, with axis a from the index
+        strides = [math.prod(t.shape[d + 1:]) for d in range(t.ndim)]
+        pos = i * strides[a]
+        for d in range(t.ndim):
+            if d != a:
+                shape = [1] * t.ndim
+                shape[d] = i.shape[d]
+                pos = pos + E.arange(i.shape[d], device=t.device).reshape(shape) * strides[d]
+        upd = r.tensor(updates).reshape(-1)
+        return _scatter_reduced(r, node, t.reshape(-1), pos, upd).reshape(t.shape)
     return _scatter(node, t, a, i, r.tensor(updates))
 
 
