@@ -8,6 +8,10 @@ the CPU instead of five to nine array passes, and an erf of its own instead of s
 constants must equal GELU's to float32 precision and every intermediate value must have no
 other reader; the chain's constants stay inputs of the node, so ``state_dict()`` is unchanged.
 
+**Linear layers.**  ``MatMul(x, W) -> Add(b)`` with initializers ``W [K, N]`` and ``b [N]``
+(what exporters write for ``nn.Linear`` on 3-D inputs) runs `ember.nn.functional.linear`
+with ``W`` transposed (a view): the bias is added in place to the product.
+
 **Convolution epilogues:** ``Conv -> [BatchNormalization] -> [Add] -> [Relu]``.
 
 A chain whose intermediate values have no other reader (and are no graph output) becomes one
@@ -36,10 +40,11 @@ from ember.ops import composite as cops
 from ._nn import _spatial
 from ._registry import OPS, Node, OpRule, Run
 
-__all__ = ["FUSED", "GELU", "RULE", "RULES", "fuse"]
+__all__ = ["FUSED", "GELU", "LINEAR", "RULE", "RULES", "fuse"]
 
 FUSED = "ember.FusedConv"  # the op type of a fused node (no ONNX operator has this name)
 GELU = "ember.Gelu"  # an elementwise GELU chain
+LINEAR = "ember.Linear"  # MatMul with a constant weight, then Add of a bias
 
 
 @dataclass
@@ -58,7 +63,53 @@ def fuse(nodes: list[Node], outputs: list[str],
     """``nodes`` with each fusable chain replaced by one node, placed where its last node was
     (every input it reads is computed by then); ``static`` holds the constants' values."""
     nodes = _fuse_gelu(nodes, outputs, static or {})
+    nodes = _fuse_linear(nodes, outputs, static or {})
     return _fuse_conv(nodes, outputs)
+
+
+def _fuse_linear(nodes: list[Node], outputs: list[str],
+                 static: dict[str, np.ndarray]) -> list[Node]:
+    """``MatMul(x, W[K, N]) -> Add(., b[N])`` (either order of the sum), ``W`` and ``b``
+    initializers, as one node running `ember.nn.functional.linear`: the bias is added in
+    place to the product (one pass fewer over the result), and ``x``'s leading axes are one
+    GEMM."""
+    readers: dict[str, list[int]] = {}
+    for i, n in enumerate(nodes):
+        for name in n.inputs:
+            if name:
+                readers.setdefault(name, []).append(i)
+    kept = set(outputs)
+    replace: dict[int, Node] = {}
+    absorbed: set[int] = set()
+    for i, n in enumerate(nodes):
+        if n.op_type != "MatMul" or len(n.inputs) != 2 or len(n.outputs) != 1:
+            continue
+        w = static.get(n.inputs[1])
+        out = n.outputs[0]
+        users = readers.get(out, [])
+        if w is None or w.ndim != 2 or w.dtype.kind != "f" or len(users) != 1 or out in kept:
+            continue
+        j = users[0]
+        add = nodes[j]
+        if add.op_type != "Add" or len(add.inputs) != 2 or add.inputs.count(out) != 1 or \
+                j in absorbed:
+            continue
+        bias = add.inputs[1] if add.inputs[0] == out else add.inputs[0]
+        b = static.get(bias)
+        if b is None or b.shape != (w.shape[1],) or b.dtype != w.dtype:
+            continue
+        replace[j] = Node(LINEAR, f"{n.name}+{add.name}", [n.inputs[0], n.inputs[1], bias],
+                          list(add.outputs), {}, add.opset)
+        absorbed.update((i, j))
+    return [replace.get(k, n) for k, n in enumerate(nodes)
+            if k in replace or k not in absorbed]
+
+
+def _run_linear(r: Run, node: Node, x: Any, w: Any, b: Any) -> Any:
+    t, wt, bt = r.tensor(x), r.tensor(w), r.tensor(b)
+    if t.ndim < 2 or t.shape[-1] != wt.shape[0] or t.dtype != wt.dtype:
+        return OPS["Add"].device(r, node, OPS["MatMul"].device(r, node, t, wt), bt)
+    return F.linear(t, wt.permute(1, 0), bt)
 
 
 def _scalar(static: dict[str, np.ndarray], name: str) -> float | None:
@@ -291,4 +342,4 @@ def _run(r: Run, node: Node, *xs: Any) -> Any:
 
 RULE = OpRule(FUSED, _run)
 #: the device rules of the fused nodes' op types
-RULES = {FUSED: RULE, GELU: OpRule(GELU, _run_gelu)}
+RULES = {FUSED: RULE, GELU: OpRule(GELU, _run_gelu), LINEAR: OpRule(LINEAR, _run_linear)}

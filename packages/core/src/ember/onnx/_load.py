@@ -337,7 +337,7 @@ class OnnxModel(Module):
                         else v
                 continue
             run_nodes.append(n)
-        run_nodes = _fuse.fuse(run_nodes, [v.name for v in g.output], static)
+        run_nodes = _fuse.fuse(run_nodes, [v.name for v in g.output], {**params, **static})
         object.__setattr__(self, "_nodes", run_nodes)
         object.__setattr__(self, "_rules", [_fuse.RULES.get(n.op_type) or OPS[n.op_type]
                                             for n in run_nodes])

@@ -1,6 +1,7 @@
-"""Elementwise GELU chains (as exporters write them) fused at import into one node that runs
-`ember.nn.functional.gelu`: the same values as onnxruntime on the chain as written, and chains
-that differ (another constant, an intermediate read elsewhere) left alone."""
+"""Chains fused at import: elementwise GELU (as exporters write it) into one node that runs
+`ember.nn.functional.gelu`, and MatMul + bias Add into `ember.nn.functional.linear`: the same
+values as onnxruntime on the chain as written, and chains that differ (another constant, an
+intermediate read elsewhere, a bias that broadcasts otherwise) left alone."""
 
 from __future__ import annotations
 
@@ -90,3 +91,39 @@ def test_the_fused_node_has_gelu_s_gradient_on_autodiff() -> None:
     z = X["x"].astype(np.float64) / math.sqrt(2.0)
     want = 0.5 * (1 + erf(z)) + X["x"] * np.exp(-z * z) / math.sqrt(2 * math.pi)
     np.testing.assert_allclose(grad, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("bias_first", [False, True])
+def test_matmul_then_bias_is_one_linear_node(bias_first: bool) -> None:
+    inits = {"w": rng.standard_normal((33, 7)).astype(np.float32),
+             "b": rng.standard_normal(7).astype(np.float32)}
+    feeds = {"x": rng.standard_normal((2, 5, 33)).astype(np.float32)}
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]),
+             helper.make_node("Add", ["b", "m"] if bias_first else ["m", "b"], ["y"])]
+    model = graph_model(nodes, feeds, ["y"], inits)
+    m = ember.onnx.load(model)
+    assert [n.op_type for n in m._nodes] == ["ember.Linear"]
+    assert sorted(m.state_dict()) == ["b", "w"]
+    assert_close(m(ember.tensor(feeds["x"])).numpy(), reference(model, feeds)[0], "linear")
+    # on autodiff the weight's gradient is the graph's: x^T summed over rows
+    ma = ember.onnx.load(model, device="autodiff<cpu>")
+    x = ember.tensor(feeds["x"], device="autodiff<cpu>")
+    grads = ma(x).sum().backward()
+    w = dict(ma.named_parameters())["w"]
+    np.testing.assert_allclose(grads[w].numpy(), np.broadcast_to(
+        feeds["x"].reshape(-1, 33).sum(0)[:, None], (33, 7)), rtol=1e-5, atol=1e-5)
+
+
+def test_a_bias_of_another_shape_or_a_shared_product_is_not_linear() -> None:
+    inits = {"w": rng.standard_normal((6, 4)).astype(np.float32),
+             "b": rng.standard_normal((3, 4)).astype(np.float32)}
+    feeds = {"x": rng.standard_normal((3, 6)).astype(np.float32)}
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]),
+             helper.make_node("Add", ["m", "b"], ["y"]),
+             helper.make_node("MatMul", ["x", "w"], ["m2"]),
+             helper.make_node("Add", ["m2", "b"], ["y2"])]
+    model = graph_model(nodes, feeds, ["y", "m2", "y2"], inits)
+    m = ember.onnx.load(model)
+    assert "ember.Linear" not in [n.op_type for n in m._nodes]
+    for got, want in zip(m(ember.tensor(feeds["x"])), reference(model, feeds), strict=True):
+        assert_close(got.numpy(), want, "unfused")
