@@ -109,6 +109,15 @@ CASES: list[Case] = [
          {"axis": 0, "sorted": 0}, outputs=4, opset=11),
     Case("Unique-sorted", "Unique", [np.array([2, 1, 1, 3, 4, 3, 2], np.float32)],
          outputs=4, opset=11),
+    Case("RoiAlign-avg-adaptive", "RoiAlign",
+         [f(2, 3, 10, 9), K(np.array([[0.5, 1.2, 7.3, 8.8], [2.0, 0.0, 9.5, 4.1],
+                                      [-1.0, 3.0, 4.0, 12.0]], np.float32)),
+          K(i64(1, 0, 1))], {"output_height": 3, "output_width": 2, "spatial_scale": 0.9},
+         opset=16),
+    Case("RoiAlign-max-output-half-pixel", "RoiAlign",
+         [f(1, 2, 8, 8), K(np.array([[1.0, 1.5, 6.0, 7.0]], np.float32)), K(i64(0))],
+         {"mode": "max", "sampling_ratio": 2, "output_height": 2, "output_width": 3,
+          "coordinate_transformation_mode": "output_half_pixel"}, opset=16),
     # signal processing (_signal)
     Case("DFT-complex-inverse-length", "DFT", [f(2, 6, 3, 2), K(S(8)), K(S(1))],
          {"inverse": 1}, opset=20),
@@ -165,8 +174,9 @@ def test_3d_conv_trains() -> None:
         assert abs(fd - g[idx]) <= 1e-3 * (1 + abs(fd)), (idx, fd, g[idx])
 
 
-#: ops onnxruntime 1.32 does not run (SwiGLU is opset 28, BitCast 26): checked against numpy
-NUMPY_CHECKED = ("SwiGLU", "BitCast")
+#: ops onnxruntime 1.32 does not run (SwiGLU is opset 28, BitCast 26, DeformConv 19): checked
+#: against numpy or onnx's reference evaluator
+NUMPY_CHECKED = ("SwiGLU", "BitCast", "DeformConv")
 
 
 def _one_node(op: str, feeds: dict[str, np.ndarray], opset: int, **attrs: object) -> object:
@@ -209,3 +219,26 @@ def test_bitcast_refuses_other_widths() -> None:
     m = ember.onnx.load(_one_node("BitCast", {"x": f(2)}, 26, to=7))
     with pytest.raises(ValueError, match="widths differ"):
         m(f(2))
+
+
+@pytest.mark.parametrize("with_mask", [False, True])
+def test_deform_conv_matches_the_onnx_reference(with_mask: bool, device: str) -> None:
+    """Against onnx's ReferenceEvaluator (loops over GridSample), with groups, offset
+    groups, strides, pads and dilations."""
+    from onnx.reference import ReferenceEvaluator
+
+    import ember
+    import ember.onnx
+
+    x, w, b = f(2, 4, 7, 6), f(6, 2, 3, 2), f(6)
+    off = f(2, 2 * 6 * 2, 4, 5) * 1.5
+    feeds = {"x": x, "w": w, "off": off, "b": b}
+    if with_mask:
+        feeds["m"] = f(2, 2 * 6, 4, 5, lo=0.0, hi=1.0)
+    attrs = {"group": 2, "offset_group": 2, "strides": [2, 1], "pads": [1, 1, 1, 0],
+             "dilations": [1, 2]}
+    model = _one_node("DeformConv", feeds, 19, **attrs)
+    want = ReferenceEvaluator(model).run(None, feeds)[0]
+    m = ember.onnx.load(model, device=device)
+    got = m(**{k: ember.tensor(v, device=device) for k, v in feeds.items()}).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

@@ -360,3 +360,161 @@ def bitcast(r: Run, node: Node, x: Any) -> Any:
         return r.tensor(_carried.to_carrier((a if a.flags.c_contiguous else a.copy()).view(b),
                                            to))
     return r.tensor(_bitcast_host(node, a))
+
+
+# -- sampling: RoiAlign, DeformConv ------------------------------------------------------------
+
+def _roi_samples(node: Node, rois: np.ndarray, height: int, width: int, out_h: int,
+                 out_w: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per ROI and output cell, the sampling points' four corner positions in the flattened
+    plane and their bilinear weights [R, P, S, 4] (S padded to the largest ROI's sample
+    count), the valid-sample mask [R, P, S] and the sample counts [R] (ONNX's rules:
+    adaptive grids, points beyond one cell outside the map weigh 0)."""
+    at = node.attrs
+    scale = float(at.get("spatial_scale", 1.0))
+    ratio = int(at.get("sampling_ratio", 0))
+    half = at.get("coordinate_transformation_mode", "half_pixel") == "half_pixel" \
+        if node.opset >= 16 else False
+    off = 0.5 if half else 0.0
+    per_roi = []
+    for roi in rois.astype(np.float64):
+        x0, y0, x1, y1 = (v * scale - off for v in roi[:4])
+        rw, rh = x1 - x0, y1 - y0
+        if not half:
+            rw, rh = max(rw, 1.0), max(rh, 1.0)
+        bh, bw = rh / out_h, rw / out_w
+        gh = ratio if ratio > 0 else int(np.ceil(rh / out_h))
+        gw = ratio if ratio > 0 else int(np.ceil(rw / out_w))
+        ph, pw, iy, ix = np.meshgrid(np.arange(out_h), np.arange(out_w), np.arange(gh),
+                                     np.arange(gw), indexing="ij")
+        y = (y0 + ph * bh + (iy + 0.5) * bh / max(gh, 1)).reshape(out_h * out_w, gh * gw)
+        x = (x0 + pw * bw + (ix + 0.5) * bw / max(gw, 1)).reshape(out_h * out_w, gh * gw)
+        per_roi.append((y, x, max(gh * gw, 1)))
+    n = len(per_roi)
+    s_max = max([y.shape[1] for y, _, _ in per_roi] + [1])
+    pos = np.zeros((n, out_h * out_w, s_max, 4), np.int64)
+    wts = np.zeros((n, out_h * out_w, s_max, 4), np.float64)
+    valid = np.zeros((n, out_h * out_w, s_max), bool)
+    counts = np.array([c for _, _, c in per_roi], np.float64)
+    for r, (y, x, _) in enumerate(per_roi):
+        s = y.shape[1]
+        valid[r, :, :s] = True
+        outside = (y < -1.0) | (y > height) | (x < -1.0) | (x > width)
+        y, x = np.maximum(y, 0.0), np.maximum(x, 0.0)
+        ylo, xlo = y.astype(np.int64), x.astype(np.int64)
+        ytop, xtop = ylo >= height - 1, xlo >= width - 1
+        ylo = np.where(ytop, height - 1, ylo)
+        xlo = np.where(xtop, width - 1, xlo)
+        y, x = np.where(ytop, ylo, y), np.where(xtop, xlo, x)
+        yhi, xhi = np.where(ytop, ylo, ylo + 1), np.where(xtop, xlo, xlo + 1)
+        ly, lx = y - ylo, x - xlo
+        hy, hx = 1.0 - ly, 1.0 - lx
+        p = np.stack([ylo * width + xlo, ylo * width + xhi, yhi * width + xlo,
+                      yhi * width + xhi], -1)
+        w = np.stack([hy * hx, hy * lx, ly * hx, ly * lx], -1)
+        p[outside], w[outside] = 0, 0.0
+        pos[r, :, :s], wts[r, :, :s] = p, w
+    return pos, wts, valid, counts
+
+
+@op("RoiAlign", host_inputs=(1, 2), note="avg and max (ONNX's max of weighted corners), "
+    "half_pixel and output_half_pixel, adaptive or fixed sampling_ratio; sampling points "
+    "planned on the host from the ROIs")
+def roi_align(r: Run, node: Node, x: Any, rois: Any, batch_indices: Any) -> Tensor:
+    t = r.tensor(x)
+    if t.ndim != 4:
+        raise ValueError(f"{node.where()}: input {tuple(t.shape)} is not [N, C, H, W]")
+    n, c, h, w = t.shape
+    boxes = r.host(rois)
+    bidx = r.host(batch_indices).astype(np.int64).reshape(-1)
+    if boxes.ndim != 2 or boxes.shape[1] != 4 or boxes.shape[0] != bidx.shape[0]:
+        raise ValueError(f"{node.where()}: rois {boxes.shape} and batch_indices "
+                         f"{bidx.shape} are not [R, 4] and [R]")
+    if bidx.size and (bidx.min() < 0 or bidx.max() >= n):
+        raise IndexError(f"{node.where()}: batch index {int(bidx.max())} outside a batch "
+                         f"of {n}")
+    mode = node.attrs.get("mode", "avg")
+    if mode not in ("avg", "max"):
+        raise ValueError(f"{node.where()}: mode must be avg or max, got {mode!r}")
+    oh, ow = int(node.attrs.get("output_height", 1)), int(node.attrs.get("output_width", 1))
+    pos, wts, valid, counts = _roi_samples(node, boxes, h, w, oh, ow)
+    nr, p, s = pos.shape[:3]
+    planes = E.index_select(t.reshape(n, c, h * w), 0, r.tensor(bidx))  # [R, C, HW]
+    idx = r.tensor(pos.reshape(nr, 1, -1)).expand(nr, c, p * s * 4)
+    vals = E.gather(planes, 2, idx).reshape(nr, c, p, s, 4)
+    dtype = np.dtype(t.dtype.numpy_name)
+    weighted = vals * r.tensor(wts.astype(dtype).reshape(nr, 1, p, s, 4))
+    if mode == "avg":
+        out = E.sum(weighted, dim=(3, 4)) / r.tensor((counts.astype(dtype)).reshape(nr, 1, 1))
+    else:
+        best = E.amax(weighted, dim=4)  # [R, C, P, S]
+        low = np.where(valid, 0.0, -np.inf).astype(dtype).reshape(nr, 1, p, s)
+        out = E.amax(best + r.tensor(low), dim=3)
+    return out.reshape(nr, c, oh, ow)
+
+
+@op("DeformConv", note="2-D; offsets and mask per offset group, bilinear sampling with zeros "
+    "outside (differentiable in the input, weights, offsets and mask), groups, bias")
+def deform_conv(r: Run, node: Node, x: Any, w: Any, offset: Any, b: Any = None,
+                mask: Any = None) -> Tensor:
+    t, wt, off = r.tensor(x), r.tensor(w), r.tensor(offset)
+    if t.ndim != 4:
+        raise NotImplementedError(f"{node.where()}: {t.ndim - 2}-D input; DeformConv is "
+                                  "imported for 2-D inputs")
+    at = node.attrs
+    n, c, h, wd = t.shape
+    o = wt.shape[0]
+    kh, kw = list(at.get("kernel_shape", wt.shape[2:]))
+    sh, sw = list(at.get("strides", [1, 1]))
+    dh, dw = list(at.get("dilations", [1, 1]))
+    pads = list(at.get("pads", [0, 0, 0, 0]))
+    group, og = int(at.get("group", 1)), int(at.get("offset_group", 1))
+    k = kh * kw
+    if c % group or wt.shape[1] * group != c or o % group or c % og:
+        raise ValueError(f"{node.where()}: input {tuple(t.shape)}, weight {tuple(wt.shape)}, "
+                         f"group {group}, offset_group {og} do not fit")
+    oh_, ow_ = off.shape[2], off.shape[3]
+    if off.shape[0] != n or off.shape[1] != og * k * 2:
+        raise ValueError(f"{node.where()}: offset {tuple(off.shape)} is not [{n}, "
+                         f"{og * k * 2}, out_h, out_w]")
+    want_h = (h + pads[0] + pads[2] - ((kh - 1) * dh + 1)) // sh + 1
+    want_w = (wd + pads[1] + pads[3] - ((kw - 1) * dw + 1)) // sw + 1
+    if (oh_, ow_) != (want_h, want_w):
+        raise ValueError(f"{node.where()}: offset's output size {(oh_, ow_)} differs from "
+                         f"the convolution's {(want_h, want_w)}")
+    p = oh_ * ow_
+    # sampling positions [N, og, K, P]: the tap's place plus its learned offset
+    base_y = (-pads[0] + sh * np.arange(oh_))[None, :, None] + \
+        (dh * np.arange(kh))[:, None, None] + np.zeros((1, 1, ow_))
+    base_x = (-pads[1] + sw * np.arange(ow_))[None, None, :] + \
+        (dw * np.arange(kw))[:, None, None] + np.zeros((1, oh_, 1))
+    by = np.repeat(base_y, kw, axis=0).reshape(k, p)
+    bx = np.tile(base_x, (kh, 1, 1)).reshape(k, p)
+    dtype = np.dtype(t.dtype.numpy_name)
+    offs = off.reshape(n, og, k, 2, p)
+    py = E.select(offs, 3, 0) + r.tensor(by.astype(dtype))
+    px = E.select(offs, 3, 1) + r.tensor(bx.astype(dtype))
+    y0, x0 = E.floor(py), E.floor(px)
+    ly, lx = py - y0, px - x0
+    y0i, x0i = y0.to(E.int64), x0.to(E.int64)
+    cg = c // og
+    planes = t.reshape(n, og, cg, h * wd)
+    sampled: Tensor | None = None
+    for dy, dx, wgt in ((0, 0, (1 - ly) * (1 - lx)), (0, 1, (1 - ly) * lx),
+                        (1, 0, ly * (1 - lx)), (1, 1, ly * lx)):
+        yy, xx = y0i + dy, x0i + dx
+        inside = E.logical_and(E.logical_and(yy >= 0, yy < h),
+                               E.logical_and(xx >= 0, xx < wd))
+        flat = E.where(inside, yy * wd + xx, E.zeros_like(yy))  # [N, og, K, P]
+        idx = flat.reshape(n, og, 1, k * p).expand(n, og, cg, k * p)
+        v = E.gather(planes, 3, idx).reshape(n, og, cg, k, p)
+        part = v * (wgt * inside.to(t.dtype)).unsqueeze(2)
+        sampled = part if sampled is None else sampled + part
+    assert sampled is not None
+    if mask is not None:
+        sampled = sampled * r.tensor(mask).reshape(n, og, 1, k, p)
+    cols = sampled.reshape(n, group, (c // group) * k, p)
+    y = E.matmul(wt.reshape(group, o // group, (c // group) * k), cols).reshape(n, o, oh_, ow_)
+    if b is not None:
+        y = y + r.tensor(b).reshape(o, 1, 1)
+    return y
