@@ -139,12 +139,6 @@ EXCLUDED: dict[str, list[str]] = {
         'test_tfidfvectorizer_tf_onlybigrams_skip5_cpu',
         'test_tfidfvectorizer_tf_uniandbigrams_skip5_cpu',
     ],
-    'unsupported operator: DeformConv': [
-        'test_basic_deform_conv_with_padding_cpu',
-        'test_basic_deform_conv_without_padding_cpu',
-        'test_deform_conv_with_mask_bias_cpu',
-        'test_deform_conv_with_multiple_offset_groups_cpu',
-    ],
     'ValueError: ember.onnx.load: <ModelProto> uses opset N; ember reads opsets N-N (N through onnx.version_converter; onnx.version_converter.convert_version': [
         'test_not_2d_cpu',
         'test_not_3d_cpu',
@@ -159,11 +153,6 @@ EXCLUDED: dict[str, list[str]] = {
         'test_bernoulli_double_expanded_cpu',
         'test_bernoulli_expanded_cpu',
         'test_bernoulli_seed_expanded_cpu',
-    ],
-    'unsupported operator: RoiAlign': [
-        'test_roialign_aligned_false_cpu',
-        'test_roialign_aligned_true_cpu',
-        'test_roialign_mode_max_cpu',
     ],
     "UnsupportedOperatorError: ember.onnx.load: <ModelProto> (opset N) uses operators ember cannot import: Gradient (domain '…') at node. Supported ops: Abs, Acos, Acosh, ": [
         'test_gradient_of_add_and_mul_cpu',
