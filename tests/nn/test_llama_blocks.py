@@ -256,3 +256,21 @@ def test_a_compiled_decode_step_traces_once_for_every_position() -> None:
     assert (step.stats.traces, step.stats.replays) == (1, 3)
     np.testing.assert_allclose(np.concatenate(got, 1), full[:, 4:], rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(model.attn.kv_cache.k.numpy()[:, :, 8:], 0)  # not written
+
+
+def test_multihead_attention_with_a_cache_equals_its_causal_forward() -> None:
+    mha = nn.MultiheadAttention(8, 2, batch_first=True, generator=ember.Generator(3))
+    x = ember.tensor(randn(2, 6, 8, seed=5))
+    want, want_w = mha(x, x, x, attn_mask=nn.causal_mask(6))
+    cache = nn.KVCache(2, 2, 10, 4)
+    got, w = mha(x[:, :4], x[:, :4], x[:, :4], kv_cache=cache)
+    outs, weights = [got], [w.numpy()]
+    for i in (4, 5):
+        step = x[:, i:i + 1]
+        got, w = mha(step, step, step, kv_cache=cache, cache_start=ember.tensor(i))
+        outs.append(got)
+        weights.append(w.numpy()[..., :6])  # later cache positions have weight 0
+    np.testing.assert_allclose(ember.cat(outs, 1).numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(weights[1][:, 0], want_w.numpy()[:, 4], rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="cache's causal mask"):
+        mha(x, x, x, attn_mask=nn.causal_mask(6), kv_cache=cache)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from .. import _creation as cr, functional as F
 from .._apply import apply
@@ -15,6 +16,9 @@ from ..ops import composite as cops
 from . import init
 from .linear import DeviceLike, DTypeLike, Linear
 from .module import Module
+
+if TYPE_CHECKING:
+    from .kv_cache import KVCache
 
 __all__ = ["MultiHeadAttention", "MultiheadAttention", "attention_weights", "causal_mask",
            "scaled_dot_product_attention"]
@@ -191,7 +195,15 @@ class MultiheadAttention(Module):
     def forward(self, query: Tensor, key: Tensor, value: Tensor,
                 key_padding_mask: Tensor | None = None, need_weights: bool = True,
                 attn_mask: Tensor | None = None, average_attn_weights: bool = True,
-                is_causal: bool = False) -> tuple[Tensor, Tensor | None]:
+                is_causal: bool = False, *, kv_cache: KVCache | None = None,
+                cache_start: int | Tensor = 0) -> tuple[Tensor, Tensor | None]:
+        """``kv_cache`` (ember's addition: a `KVCache` of ``[N, num_heads, T_max,
+        head_dim]``) appends this call's keys and values at ``cache_start`` and attends causally
+        over the cache (docs/serving.md); it takes no other mask."""
+        if kv_cache is not None and (attn_mask is not None or key_padding_mask is not None
+                                     or is_causal):
+            raise ValueError("MultiheadAttention: with kv_cache the mask is the cache's causal "
+                             "mask; attn_mask, key_padding_mask and is_causal must be unset")
         unbatched = query.ndim == 2
         if unbatched:
             query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
@@ -213,6 +225,10 @@ class MultiheadAttention(Module):
         k = k.reshape(s, n, h, d).permute(1, 2, 0, 3)
         v = v.reshape(s, n, h, d).permute(1, 2, 0, 3)
         mask = None
+        if kv_cache is not None:
+            k, v = kv_cache.update(k, v, cache_start)
+            s = k.shape[2]
+            mask = _additive(kv_cache.mask(length, cache_start).logical_not(), q.dtype)
         if attn_mask is not None:
             mask = _additive(attn_mask, q.dtype)
             if mask.ndim == 3:
