@@ -15,7 +15,7 @@ Sequential(
 
 from __future__ import annotations
 
-from . import functional as functional, init as init, utils as utils
+from . import functional as functional, generation as generation, init as init, utils as utils
 from .activation import (
     ELU as ELU,
     GELU as GELU,

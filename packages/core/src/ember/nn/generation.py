@@ -55,7 +55,7 @@ def sample(logits: Tensor, temperature: float = 1.0, top_k: int | None = None,
         raise ValueError(f"sample: top_p must be in (0, 1], got {top_p}")
     if temperature == 0:
         return logits.argmax(-1)
-    x = logits.to(dtype=dt.float32) / temperature
+    x = (logits if logits.dtype is dt.float64 else logits.to(dtype=dt.float32)) / temperature
     ninf = float("-inf")
     if top_k is not None and top_k < x.shape[-1]:
         kth = x.topk(top_k, -1).values[..., -1:]
