@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from ember._errors import DTypeError, ShapeError
 from ember.ops import composite as cops
+from ember.testing import adam_step
 from ember_autodiff.testing import check_grads
 
 from ember_cpu import composite
@@ -705,18 +706,7 @@ def test_conv2d_weight_grad_names_mismatched_shapes() -> None:
 # -- Adam ---------------------------------------------------------------------------------------
 
 
-def adam_oracle(p: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray, t: int, lr: float,
-                b1: float, b2: float, eps: float, wd: float, decoupled: bool, maximize: bool
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    g = -g if maximize else g
-    if decoupled:
-        p = p * (1 - lr * wd)
-    else:
-        g = g + wd * p
-    m = b1 * m + (1 - b1) * g
-    v = b2 * v + (1 - b2) * g * g
-    mhat, vhat = m / (1 - b1 ** t), v / (1 - b2 ** t)
-    return p - lr * mhat / (np.sqrt(vhat) + eps), m, v
+adam_oracle = adam_step  # the float64 oracle of one update
 
 
 ADAM = [dict(wd=0.0, decoupled=False, maximize=False), dict(wd=0.1, decoupled=False,

@@ -15,6 +15,7 @@ import pytest
 import ember
 from ember.backend import numpy_dtype
 from ember.ops import composite as cops
+from ember.testing import adam_step
 
 RNG = np.random.default_rng(11)
 
@@ -28,20 +29,7 @@ OPTIONS = [(0.0, False, False), (0.1, False, True), (0.2, True, False), (0.2, Tr
 TOL = {"float32": (2e-6, 1e-6), "float16": (1e-3, 1e-4), "bfloat16": (8e-3, 1e-3)}
 
 
-def adam_oracle(p: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray, t: int,
-                lr: float, b1: float, b2: float, eps: float, wd: float, decoupled: bool,
-                maximize: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One step of PyTorch's Adam / AdamW at step count ``t``, in float64 (the textbook form:
-    bias-corrected moments)."""
-    g = -g if maximize else g
-    if decoupled:
-        p = p * (1 - lr * wd)
-    else:
-        g = g + wd * p
-    m = b1 * m + (1 - b1) * g
-    v = b2 * v + (1 - b2) * g * g
-    mhat, vhat = m / (1 - b1 ** t), v / (1 - b2 ** t)
-    return p - lr * mhat / (np.sqrt(vhat) + eps), m, v
+adam_oracle = adam_step  # the float64 oracle of one update
 
 
 def _dtype(dev: Any, name: str) -> Any:

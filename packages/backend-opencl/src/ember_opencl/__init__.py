@@ -8,18 +8,9 @@ pyopencl.
 
 from __future__ import annotations
 
-from typing import Any
+from ember.backend import lazy_exports
 
 __all__ = ["CLArray", "OpenCLBackend"]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "OpenCLBackend":
-        from .backend import OpenCLBackend
-
-        return OpenCLBackend
-    if name == "CLArray":
-        from .runtime import CLArray
-
-        return CLArray
-    raise AttributeError(f"module 'ember_opencl' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, {"OpenCLBackend": "backend", "CLArray": "runtime"})

@@ -9,18 +9,9 @@ wgpu.
 
 from __future__ import annotations
 
-from typing import Any
+from ember.backend import lazy_exports
 
 __all__ = ["WGArray", "WgpuBackend"]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "WgpuBackend":
-        from .backend import WgpuBackend
-
-        return WgpuBackend
-    if name == "WGArray":
-        from .runtime import WGArray
-
-        return WGArray
-    raise AttributeError(f"module 'ember_wgpu' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, {"WgpuBackend": "backend", "WGArray": "runtime"})

@@ -166,9 +166,6 @@ class ProgramReplay:
 def capture_program(rt: Runtime) -> Any:
     """``Backend.capture_program`` for a ``wgpu:N`` backend: a `ProgramReplay` per program
     (``None``, Python replay, for programs with random ops or ``EMBER_COMPILE_REPLAY=0``)."""
-    def capture(program: Any) -> Any:
-        if program.advancing or os.environ.get("EMBER_COMPILE_REPLAY", "1") == "0":
-            return None
-        return ProgramReplay(program, rt)
-
-    return capture
+    return lambda program: (
+        None if program.advancing or os.environ.get("EMBER_COMPILE_REPLAY", "1") == "0"
+        else ProgramReplay(program, rt))

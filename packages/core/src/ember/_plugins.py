@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import warnings
+from collections.abc import Callable
 from importlib import metadata
 from types import ModuleType
 from typing import Any
@@ -14,7 +16,7 @@ from . import hookspecs
 from ._device import REGISTRY, DecoratorSpec, DeviceSpec
 from ._errors import EmberPluginWarning
 
-__all__ = ["load_plugins", "plugin_manager", "register_plugin"]
+__all__ = ["lazy_exports", "load_plugins", "plugin_manager", "register_plugin"]
 
 ENTRY_POINT_GROUP = "ember.plugins"
 _PM: list[pluggy.PluginManager] = []
@@ -105,3 +107,15 @@ def conformance_skips(device: str) -> dict[str, str]:
         if part:
             skips.update(part)
     return skips
+
+
+def lazy_exports(package: str, names: dict[str, str]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` for the package ``package`` that imports each of ``names``
+    (``{name: submodule}``, e.g. ``{"OpenCLBackend": "backend"}``) on first access, so that
+    plugin discovery, which imports the package, loads none of its heavy dependencies."""
+    def __getattr__(name: str) -> Any:
+        sub = names.get(name)
+        if sub is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(f"{package}.{sub}"), name)
+    return __getattr__

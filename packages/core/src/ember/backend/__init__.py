@@ -60,7 +60,8 @@ direct call runs the op's shape rule and checks index values, as dispatch does (
 tables, the kernels other plugins registered for it, and the guards.
 
 **Plugins** — `plugin_manager` (the pluggy manager), `extra_kernels` (kernels other plugins
-registered for a backend) and `conformance_skips` (a device's declared skips).
+registered for a backend), `conformance_skips` (a device's declared skips) and `lazy_exports`
+(a package ``__getattr__`` importing its public names on first access).
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ from .._errors import (
 )
 from .._grad_mode import STATE as GRAD_MODE
 from .._host import dtype_of_numpy, numpy_dtype
-from .._plugins import conformance_skips, extra_kernels, plugin_manager
+from .._plugins import conformance_skips, extra_kernels, lazy_exports, plugin_manager
 from .._tensor import Tensor
 from .._trace import TRACE, HostFloat, HostInt
 from . import geometry, ir, movement, row_kernels, rows, schedule, strided
@@ -103,7 +104,7 @@ __all__ = [
     # kernel guards (`ember.backend.guard`)
     "GUARDED_OPS", "guard_kernels", "guarded", "install_kernels",
     # plugins
-    "plugin_manager", "extra_kernels", "conformance_skips",
+    "plugin_manager", "extra_kernels", "conformance_skips", "lazy_exports",
     # the kernel IR (`ember.backend.ir`)
     "ir",
     "rows",

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["adaptive_avg_pool2d", "avg_pool2d", "conv2d", "conv_transpose2d", "interpolate",
-           "max_pool2d"]
+__all__ = ["adam_step", "adaptive_avg_pool2d", "avg_pool2d", "conv2d", "conv_transpose2d",
+           "interpolate", "max_pool2d"]
 
 Pair = tuple[int, int]
 
@@ -147,3 +147,19 @@ def interpolate(x: np.ndarray, size: tuple[int, ...], mode: str,
 
 def erf(x: np.ndarray) -> np.ndarray:
     return np.vectorize(math.erf, otypes=[np.float64])(x) if x.size else x.astype(np.float64)
+
+
+def adam_step(p: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray, t: int, lr: float,
+              b1: float, b2: float, eps: float, wd: float, decoupled: bool, maximize: bool
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One step of PyTorch's Adam (``decoupled=False``) / AdamW at step count ``t``, in the
+    textbook form (bias-corrected moments): the new parameter and moments."""
+    g = -g if maximize else g
+    if decoupled:
+        p = p * (1 - lr * wd)
+    else:
+        g = g + wd * p
+    m = b1 * m + (1 - b1) * g
+    v = b2 * v + (1 - b2) * g * g
+    mhat, vhat = m / (1 - b1 ** t), v / (1 - b2 ** t)
+    return p - lr * mhat / (np.sqrt(vhat) + eps), m, v
