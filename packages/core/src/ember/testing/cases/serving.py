@@ -1,7 +1,8 @@
 # Lambdas with default arguments bind loop variables; mypy cannot infer their types.
 # mypy: disable-error-code="misc"
 """Decoding's ops: the KV-cache write (``index_copy`` at fixed and at device-computed
-positions) and rotary embeddings in both layouts (``rms_norm``'s cases are in functional)."""
+positions), rotary embeddings in both layouts and grouped-query attention under a cache's
+mask (``rms_norm``'s cases are in functional)."""
 
 from __future__ import annotations
 
@@ -78,3 +79,23 @@ for _d in FLOATS:
     case(f"apply_rotary_emb-permuted-broadcast-{_d.name}", "functional",
          lambda a, cc, ss: NF.apply_rotary_emb(a, cc, ss),
          lambda a, cc, ss: _rope(a, cc, ss, False), [xp, c, s], _d, **t)
+
+
+def _gqa(q: np.ndarray, k: np.ndarray, v: np.ndarray, m: np.ndarray) -> Any:
+    g = q.shape[-3] // k.shape[-3]
+    k, v = np.repeat(k, g, axis=-3), np.repeat(v, g, axis=-3)
+    s = np.where(m, q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1]), -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    return (p / p.sum(-1, keepdims=True)) @ v
+
+
+# grouped-query attention of 3 queries at positions 2..4 against a cache of 5 (the decode mask)
+_CACHE_MASK = np.arange(5)[None, :] <= (2 + np.arange(3))[:, None]
+for _d in FLOATS:
+    cid = f"scaled_dot_product_attention-gqa-cache-mask-{_d.name}"
+    rng = rng_for(cid)
+    qkv = [Arg(np.asarray(sample(s, _d, rng)), "", (), _d)
+           for s in ((1, 4, 3, 4), (1, 2, 5, 4), (1, 2, 5, 3))]
+    case(cid, "nn",
+         lambda q, k, v, m: NF.scaled_dot_product_attention(q, k, v, m, enable_gqa=True),
+         _gqa, [*qkv, Arg(_CACHE_MASK, "", (), dt.bool_)], _d, grad=(0, 1, 2), **_tol(_d))
