@@ -174,9 +174,10 @@ def test_3d_conv_trains() -> None:
         assert abs(fd - g[idx]) <= 1e-3 * (1 + abs(fd)), (idx, fd, g[idx])
 
 
-#: ops onnxruntime 1.32 does not run (SwiGLU is opset 28, BitCast 26, DeformConv 19): checked
-#: against numpy or onnx's reference evaluator
-NUMPY_CHECKED = ("SwiGLU", "BitCast", "DeformConv")
+#: ops onnxruntime 1.32 does not run (SwiGLU is opset 28, BitCast 26, DeformConv 19,
+#: LinearAttention and CausalConvWithState 27): checked against numpy or onnx's reference
+#: evaluator
+NUMPY_CHECKED = ("SwiGLU", "BitCast", "DeformConv", "LinearAttention", "CausalConvWithState")
 
 
 def _one_node(op: str, feeds: dict[str, np.ndarray], opset: int, **attrs: object) -> object:
@@ -242,3 +243,39 @@ def test_deform_conv_matches_the_onnx_reference(with_mask: bool, device: str) ->
     m = ember.onnx.load(model, device=device)
     got = m(**{k: ember.tensor(v, device=device) for k, v in feeds.items()}).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def _against_reference(op: str, feeds: dict[str, np.ndarray], opset: int, outputs: int,
+                       device: str, **attrs: object) -> None:
+    from onnx.reference import ReferenceEvaluator
+    from onnx_oracle import graph_model, helper
+
+    import ember
+    import ember.onnx
+
+    outs = [f"y{i}" for i in range(outputs)]
+    model = graph_model([helper.make_node(op, list(feeds), outs, **attrs)], feeds, outs,
+                        opset=opset)
+    want = ReferenceEvaluator(model).run(None, feeds)
+    got = ember.onnx.load(model, device=device)(
+        **{k: ember.tensor(v, device=device) for k, v in feeds.items()})
+    for g, w in zip(got if isinstance(got, tuple) else (got,), want, strict=True):
+        assert g.numpy().dtype == w.dtype
+        np.testing.assert_allclose(g.numpy(), w, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("rule", ["linear", "gated_delta"])
+def test_linear_attention_matches_the_onnx_reference(rule: str, device: str) -> None:
+    b, t, hq, hkv, dk, dv = 2, 5, 4, 2, 3, 4
+    feeds = {"q": f(b, t, hq * dk), "k": f(b, t, hkv * dk) * 0.5, "v": f(b, t, hkv * dv),
+             "s": f(b, hkv, dk, dv)}
+    if rule == "gated_delta":
+        feeds["g"] = f(b, t, hkv * dk, lo=-0.5, hi=0.0)
+        feeds["beta"] = f(b, t, hkv, lo=0.1, hi=0.9)
+    _against_reference("LinearAttention", feeds, 27, 2, device, q_num_heads=hq,
+                       kv_num_heads=hkv, update_rule=rule, scale=0.7)
+
+
+def test_causal_conv_with_state_matches_the_onnx_reference(device: str) -> None:
+    feeds = {"x": f(2, 3, 6), "w": f(3, 1, 4), "b": f(3), "s": f(2, 3, 3)}
+    _against_reference("CausalConvWithState", feeds, 27, 2, device, activation="silu")

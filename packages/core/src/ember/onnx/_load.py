@@ -29,6 +29,7 @@ from . import (  # noqa: F401
     _control,
     _elementwise,
     _fuse,
+    _linattn,
     _misc,
     _ndconv,
     _nn,
