@@ -42,12 +42,14 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
     return mod
 
 
-def _vendor(capability: bool, counts: list[int] | None = None) -> gpu.Vendor:
-    def count() -> tuple[int, str]:
+def _vendor(capability: bool, counts: list[int] | None = None,
+            library: str = "libc.so.6") -> gpu.Vendor:
+    def count(lib: Any) -> tuple[int, str]:
         if counts is not None:
             counts.append(1)
         return 0, "no fake GPU"
-    return gpu.Vendor(name="fake", count_devices=count, cupy_missing="no cupy",
+    return gpu.Vendor(name="fake", library=library, no_library="no fake runtime",
+                      count_devices=count, cupy_missing="no cupy",
                       triton_missing="no triton",
                       triton_driver=("ember_test_triton_driver", "FakeDriver", "FakeUtils",
                                      "FakeLauncher"), capability=capability)
@@ -78,3 +80,11 @@ def test_probe_counts_once_and_names_the_reason(monkeypatch: pytest.MonkeyPatch)
     assert vendor.probe() == (False, "no cupy")
     with pytest.raises(ember.DeviceUnavailableError, match="device 'fake:2' is unavailable"):
         gpu.create_backend(vendor, 2)
+
+
+def test_a_missing_runtime_library_is_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    counts: list[int] = []
+    vendor = _vendor(True, counts, library="libember-no-such-runtime.so")
+    monkeypatch.setattr(gpu.importlib.util, "find_spec", lambda name: object())
+    assert vendor.probe() == (False, "no fake runtime (libember-no-such-runtime.so not found)")
+    assert counts == []  # nothing to count with

@@ -12,11 +12,7 @@ from ember_triton.gpu import Vendor
 __all__ = ["CUDA", "device_count", "probe"]
 
 
-def _count() -> tuple[int, str]:
-    try:
-        lib = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return 0, "no CUDA driver (libcuda.so.1 not found)"
+def _count(lib: ctypes.CDLL) -> tuple[int, str]:
     err = lib.cuInit(0)
     if err != 0:
         return 0, f"no CUDA driver: cuInit failed with CUDA error {err}"
@@ -30,7 +26,7 @@ def _count() -> tuple[int, str]:
 
 
 CUDA = Vendor(
-    name="cuda", count_devices=_count,
+    name="cuda", library="libcuda.so.1", no_library="no CUDA driver", count_devices=_count,
     cupy_missing="cupy is not installed (pip install 'ember-backend-cuda[cuda13]')",
     triton_missing="triton is not installed (pip install triton)",
     triton_driver=("triton.backends.nvidia.driver", "CudaDriver", "CudaUtils", "CudaLauncher"),

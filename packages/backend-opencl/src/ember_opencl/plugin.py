@@ -4,6 +4,7 @@ factory do, on first use."""
 from __future__ import annotations
 
 import functools
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from ember.backend import DeviceSpec
@@ -37,6 +38,14 @@ def _count() -> int:
     return len(select_devices())
 
 
+@hookimpl
+def ember_devices_register() -> list[DeviceSpec]:
+    """OpenCL devices of every platform (``EMBER_OPENCL_DEVICE=platform:device`` picks one)."""
+    return [DeviceSpec(name="opencl", factory=_factory, probe=_probe, count=_count, priority=5,
+                       description="OpenCL devices through pyopencl (generated OpenCL C)",
+                       plugin="opencl")]
+
+
 def _factory(index: int) -> OpenCLBackend:
     from .backend import OpenCLBackend
     from .fusion import register_backend
@@ -47,21 +56,11 @@ def _factory(index: int) -> OpenCLBackend:
 
 
 @hookimpl
-def ember_devices_register() -> list[DeviceSpec]:
-    """OpenCL devices of every platform (``EMBER_OPENCL_DEVICE=platform:device`` picks one)."""
-    return [DeviceSpec(name="opencl", factory=_factory, probe=_probe, count=_count, priority=5,
-                       description="OpenCL devices through pyopencl (generated OpenCL C)",
-                       plugin="opencl")]
-
-
-@hookimpl
 def ember_fusion_compiler(backend: str) -> Any | None:
     """The generated-OpenCL-C compiler for ``fusion<opencl:N>`` (see ``ember_opencl.fusion``)."""
-    if backend != "opencl":
-        return None
-    from .fusion import OpenCLFusionCompiler
-
-    return OpenCLFusionCompiler()
+    # imported only when asked for opencl: ``fusion<cpu>`` must not load pyopencl
+    return (importlib.import_module(".fusion", __package__).OpenCLFusionCompiler()
+            if backend == "opencl" else None)
 
 
 @hookimpl

@@ -13,11 +13,7 @@ from ember_triton.gpu import Vendor
 __all__ = ["ROCM", "device_count", "probe"]
 
 
-def _count() -> tuple[int, str]:
-    try:
-        lib = ctypes.CDLL("libamdhip64.so")
-    except OSError:
-        return 0, "no ROCm runtime (libamdhip64.so not found)"
+def _count(lib: ctypes.CDLL) -> tuple[int, str]:
     n = ctypes.c_int(0)
     err = lib.hipGetDeviceCount(ctypes.byref(n))
     if err != 0 or n.value == 0:
@@ -26,7 +22,7 @@ def _count() -> tuple[int, str]:
 
 
 ROCM = Vendor(
-    name="rocm", count_devices=_count,
+    name="rocm", library="libamdhip64.so", no_library="no ROCm runtime", count_devices=_count,
     cupy_missing="cupy (a ROCm build) is not installed",
     triton_missing="triton is not installed",
     triton_driver=("triton.backends.amd.driver", "HIPDriver", "HIPUtils", "HIPLauncher"))

@@ -18,6 +18,7 @@ Nothing here imports cupy or triton at module level: probes run at ``import embe
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import importlib
 import importlib.util
@@ -40,8 +41,10 @@ class Vendor:
     Parameters
     ----------
     name : the device name (``cuda``, ``rocm``); also the `TritonBackend`'s name.
-    count_devices : ``() -> (devices, reason)`` from the vendor's runtime library, without
-        cupy or triton (``reason`` says why there are none).  Called once per process.
+    library, no_library : the vendor's runtime library (``libcuda.so.1``) and the reason given
+        where it cannot be loaded (``no CUDA driver``; the library's name is added).
+    count_devices : ``(library) -> (devices, reason)`` from the loaded runtime library,
+        without cupy or triton (``reason`` says why there are none).  Called once per process.
     cupy_missing, triton_missing : the reasons given when cupy or triton is not installed.
     triton_driver : Triton's driver module of the target (``triton.backends.nvidia.driver``)
         and the names of its driver, utilities and launcher classes.
@@ -50,7 +53,9 @@ class Vendor:
     """
 
     name: str
-    count_devices: Callable[[], tuple[int, str]]
+    library: str
+    no_library: str
+    count_devices: Callable[[ctypes.CDLL], tuple[int, str]]
     cupy_missing: str
     triton_missing: str
     triton_driver: tuple[str, str, str, str]
@@ -58,8 +63,12 @@ class Vendor:
 
     @functools.cached_property
     def devices(self) -> tuple[int, str]:
-        """``count_devices()``, once."""
-        return self.count_devices()
+        """``count_devices(library)``, once."""
+        try:
+            lib = ctypes.CDLL(self.library)
+        except OSError:
+            return 0, f"{self.no_library} ({self.library} not found)"
+        return self.count_devices(lib)
 
     def probe(self) -> tuple[bool, str]:
         """``(available, reason)`` for this vendor's devices (cheap: no cupy or triton

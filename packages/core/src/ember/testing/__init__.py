@@ -19,9 +19,13 @@ from ._case import (
            sample as sample,
 )
 from ._compare import TOLERANCES as TOLERANCES, assert_close as assert_close
-from ._fixtures import check as check, device_or_skip as device_or_skip
+from ._fixtures import (
+    check as check,
+    check_unavailable as check_unavailable,
+    device_or_skip as device_or_skip,
+)
 from ._grad import check_grads as check_grads
 from ._reference import adam_step as adam_step
 
 __all__ = ["TOLERANCES", "Arg", "Case", "adam_step", "all_cases", "assert_close", "check",
-           "check_grads", "device_or_skip", "register", "rng_for", "sample"]
+           "check_grads", "check_unavailable", "device_or_skip", "register", "rng_for", "sample"]

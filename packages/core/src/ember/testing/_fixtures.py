@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from .._device import Device, device, devices
+from .._errors import DeviceUnavailableError
 
-__all__ = ["check", "device_or_skip"]
+__all__ = ["check", "check_unavailable", "device_or_skip"]
 
 
 def device_or_skip(name: str, missing: str) -> Device:
@@ -33,3 +34,14 @@ def check(actual: Any, expected: Any, rtol: float = 1e-5, atol: float = 1e-6) ->
         np.testing.assert_array_equal(got, exp)
     else:
         np.testing.assert_allclose(got.astype(np.float64), exp, rtol=rtol, atol=atol)
+
+
+def check_unavailable(family: str, reason: str) -> None:
+    """That the device family ``family`` (e.g. ``"cuda"``) is listed unavailable with
+    ``reason`` (non-empty), and that using ``{family}:0`` raises it."""
+    rows = [d for d in devices() if d.name.startswith(family)]
+    assert rows, f"the {family} plugin registered no device"
+    assert not rows[0].available
+    assert rows[0].reason == reason != ""
+    with pytest.raises(DeviceUnavailableError, match=reason.split("(")[0].strip()):
+        device(f"{family}:0")
