@@ -17,7 +17,7 @@ import ember.functional as F
 import numpy as np
 import pytest
 from ember import ops
-from ember._device import Device
+from ember.backend import Device
 from ember.ops import composite as cops
 from ember_cpu import CpuBackend
 

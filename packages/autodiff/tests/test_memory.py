@@ -24,7 +24,7 @@ def test_graph_is_freed_by_reference_counting_alone() -> None:
     try:
         x = ember.randn(64, 64, dtype=ember.float64, device=AD, requires_grad=True)
         h = (x * 2.0).tanh()
-        saved = weakref.ref(h._data.value)  # the inner value, saved by the tanh and sum nodes
+        saved = weakref.ref(h.payload.value)  # the inner value, saved by the tanh and sum nodes
         y = (h * h).sum()
         del h
         assert saved() is not None

@@ -21,14 +21,14 @@ __all__ = ["Cell", "Node", "Unsaved"]
 class Cell:
     """Payload of an `AutodiffTensor`: the inner-device tensor and where it came from.
 
-    ``shape`` is the inner value's shape (core reads ``tensor._data.shape``).
+    ``shape`` is the inner value's shape (what ``tensor.payload.shape`` reads).
     """
 
     __slots__ = ("__weakref__", "node", "requires_grad", "shape", "value")
 
     def __init__(self, value: Tensor, node: Node | None, requires_grad: bool) -> None:
         self.value = value
-        self.shape = value._data.shape
+        self.shape = value.payload.shape
         self.node = node
         self.requires_grad = requires_grad
 
@@ -40,36 +40,28 @@ class Cell:
 class Unsaved:
     """What a rule gets for an input or output whose value it does not read: the tensor's
     shape, dtype and device, read as on a tensor (``x.shape``, ``x.dtype``, ``x.device``,
-    ``x._data.shape``), so that it can still build zeros of it or cast to its dtype.  The
+    ``x.payload.shape``), so that it can still build zeros of it or cast to its dtype.  The
     value itself was not kept alive (PyTorch's ``save_for_backward`` picks what to keep the
     same way).
     """
 
-    __slots__ = ("_device", "_dtype", "shape")
+    __slots__ = ("device", "dtype", "shape")
 
     def __init__(self, shape: tuple[int, ...], dtype: Any, device: Any) -> None:
         self.shape = tuple(shape)
-        self._dtype = dtype
-        self._device = device
+        self.dtype = dtype
+        self.device = device
 
     @property
-    def _data(self) -> Unsaved:  # core and the rules read ``t._data.shape``
+    def payload(self) -> Unsaved:  # the rules read ``t.payload.shape``
         return self
-
-    @property
-    def dtype(self) -> Any:
-        return self._dtype
-
-    @property
-    def device(self) -> Any:
-        return self._device
 
     @property
     def ndim(self) -> int:
         return len(self.shape)
 
     def __repr__(self) -> str:
-        return f"Unsaved(shape={self.shape}, dtype={self._dtype}, device={self._device})"
+        return f"Unsaved(shape={self.shape}, dtype={self.dtype}, device={self.device})"
 
 
 class Node:
@@ -97,7 +89,7 @@ class Node:
         self.args: tuple[Tensor | None, ...] | None = args
         self.out = out
         self.shape = cell.shape
-        self.dtype = cell.value._dtype
+        self.dtype = cell.value.dtype
         self.ref = weakref.ref(cell)
         self.depth = depth
 

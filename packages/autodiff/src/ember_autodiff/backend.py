@@ -55,14 +55,15 @@ class AutodiffBackend(Decorator):
             raise ValueError(f"checkpoint_segment must be at least 1, got {checkpoint_segment}")
         self.segment = int(checkpoint_segment)
         self._inner = inner.dispatch
+        self._make = AutodiffTensor.from_payload
 
     # -- host transfer ----------------------------------------------------------------------
 
     def wrap(self, inner: Tensor) -> Tensor:
-        return AutodiffTensor._make(Cell(inner, None, False), self.device, inner._dtype)
+        return AutodiffTensor.from_payload(Cell(inner, None, False), self.device, inner.dtype)
 
     def unwrap(self, tensor: Tensor) -> Tensor:
-        value: Tensor = tensor._data.value
+        value: Tensor = tensor.payload.value
         return value
 
     # -- dispatch ---------------------------------------------------------------------------
@@ -79,38 +80,34 @@ class AutodiffBackend(Decorator):
         n = len(args)
         cells: tuple[Cell, ...]
         if n == 2:
-            c0, c1 = cells = (args[0]._data, args[1]._data)
+            c0, c1 = cells = (args[0].payload, args[1].payload)
             values: tuple[Tensor, ...] = (c0.value, c1.value)
             grad = c0.requires_grad or c1.requires_grad
         elif n == 1:
-            c0 = args[0]._data
+            c0 = args[0].payload
             cells, values, grad = (c0,), (c0.value,), c0.requires_grad
         else:
-            cells = tuple([a._data for a in args])
+            cells = tuple([a.payload for a in args])
             values = tuple([c.value for c in cells])
             grad = any([c.requires_grad for c in cells])
         out = self._inner(op, values, params)
         if grad and op.differentiable and STATE.enabled:
             return self._record(op, cells, values, params, out)
         if op.outputs == 1:
-            t = object.__new__(AutodiffTensor)
-            t._data = Cell(out, None, False)
-            t._device = self.device
-            t._dtype = out._dtype
-            return t
+            return self._make(Cell(out, None, False), self.device, out.dtype)
         return self._plain(out, op.outputs)
 
     def _plain(self, out: Any, outputs: int) -> Any:
-        make, dev = AutodiffTensor._make, self.device
+        make, dev = AutodiffTensor.from_payload, self.device
         if outputs == 1:
-            return make(Cell(out, None, False), dev, out._dtype)
-        return tuple(make(Cell(o, None, False), dev, o._dtype) for o in out)
+            return make(Cell(out, None, False), dev, out.dtype)
+        return tuple(make(Cell(o, None, False), dev, o.dtype) for o in out)
 
     def _record(self, op: Op, cells: tuple[Cell, ...], values: tuple[Tensor, ...],
                 params: dict[str, Any], out: Any) -> Any:
         single = op.outputs == 1
         first = out if single else out[0]
-        dtype = first._dtype
+        dtype = first.dtype
         if dtype.kind != "f":  # integer and bool results carry no gradient
             return self._plain(out, op.outputs)
         if len(cells) == 2:
@@ -138,14 +135,12 @@ class AutodiffBackend(Decorator):
                 args, kept = _saved(op, reads, parents, values, out, single)
                 node = Node(op, params, parents, args, kept, cell, -2)
         cell.node = node
-        t = object.__new__(AutodiffTensor)
-        t._data = cell
-        t._device = dev = self.device
-        t._dtype = dtype
+        dev = self.device
+        t = self._make(cell, dev, dtype)
         if single:
             return t
-        make = AutodiffTensor._make
-        return (t, *(make(Cell(o, None, False), dev, o._dtype) for o in out[1:]))
+        make = AutodiffTensor.from_payload
+        return (t, *(make(Cell(o, None, False), dev, o.dtype) for o in out[1:]))
 
 
 #: ``{op: [what its per-input rules read, for each mask of inputs needing a gradient]}``
@@ -202,5 +197,5 @@ def _saved(op: Op, reads: Reads | tuple[Reads, ...], parents: tuple[Node | Cell 
     if single:
         return args, out if 0 in outs else None
     return args, (out[0] if 0 in outs else None,
-                  *(o if i in outs else Unsaved(o._data.shape, o._dtype, o._device)
+                  *(o if i in outs else Unsaved(o.payload.shape, o.dtype, o.device)
                     for i, o in enumerate(out[1:], 1)))

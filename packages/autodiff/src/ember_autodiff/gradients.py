@@ -34,17 +34,17 @@ class Gradients:
     ([3.0, 3.0], True)
     """
 
-    __slots__ = ("_device", "_grads")
+    __slots__ = ("_grads", "_on")
 
     def __init__(self, grads: dict[Cell, Tensor], device: Any) -> None:
         self._grads = grads
-        self._device = device
+        self._on = device
 
     def _lookup(self, t: Tensor) -> Tensor | None:
         # a tensor of an outer autodiff device (autodiff<autodiff<cpu>>) is looked up through
         # its inner values, so the inner pass's gradients can be indexed with outer tensors
         while True:
-            cell = t._data
+            cell = t.payload
             if type(cell) is not Cell:
                 return None
             g = self._grads.get(cell)
@@ -58,7 +58,7 @@ class Gradients:
             return g
         if not isinstance(t, Tensor):
             raise TypeError(f"Gradients are indexed by tensors, got {type(t).__name__}")
-        cell = t._data
+        cell = t.payload
         if type(cell) is not Cell:
             raise KeyError(f"no gradient: the tensor is on device {t.device}, not an autodiff "
                            "device")
@@ -82,7 +82,7 @@ class Gradients:
         from .tensor import AutodiffTensor
 
         for cell, g in self._grads.items():
-            yield AutodiffTensor._make(cell, self._device, cell.value._dtype), g
+            yield AutodiffTensor.from_payload(cell, self._on, cell.value.dtype), g
 
     def items(self) -> Iterator[tuple[Tensor, Tensor]]:
         return iter(self)
@@ -158,7 +158,7 @@ def _lift(value: Tensor, p: Node | Cell | None, device: Any) -> Tensor:
     else:
         assert type(p) is Node
         cell = Cell(value, p, True)
-    return AutodiffTensor._make(cell, device, value._dtype)
+    return AutodiffTensor.from_payload(cell, device, value.dtype)
 
 
 def _on_graph(n: Node, args: Sequence[Tensor], out: Any, device: Any) -> tuple[Any, Any]:
@@ -168,7 +168,7 @@ def _on_graph(n: Node, args: Sequence[Tensor], out: Any, device: Any) -> tuple[A
 
     def lift(value: Any, p: Node | Cell | None) -> Any:
         if isinstance(value, Unsaved):  # the rule reads no value of it
-            return Unsaved(value.shape, value._dtype, device)
+            return Unsaved(value.shape, value.dtype, device)
         return _lift(value, p, device)
 
     lifted = tuple(lift(a, p) for a, p in zip(args, n.parents, strict=True))
@@ -204,7 +204,7 @@ def _join(shape: tuple[int, ...], windows: list[Window]) -> Tensor:
     if len(windows) > 1:
         axis = -1
         for _, g in windows:
-            gshape = g._data.shape
+            gshape = g.payload.shape
             cut = [i for i, (m, n) in enumerate(zip(gshape, shape, strict=True)) if m != n]
             if len(cut) > 1 or (cut and axis >= 0 and cut[0] != axis):
                 axis = -2
@@ -222,14 +222,14 @@ def _join(shape: tuple[int, ...], windows: list[Window]) -> Tensor:
                 if a > pos:
                     parts.append(_gap(shape, axis, a - pos, ref))
                 parts.append(g)
-                pos = a + g._data.shape[axis]
+                pos = a + g.payload.shape[axis]
             else:
                 if pos < shape[axis]:
                     parts.append(_gap(shape, axis, shape[axis] - pos, ref))
                 return apply(movement.cat, *parts, dim=axis)  # type: ignore[no-any-return]
     total: Tensor | None = None
     for starts, g in windows:
-        widths = tuple((a, n - a - m) for a, m, n in zip(starts, g._data.shape, shape,
+        widths = tuple((a, n - a - m) for a, m, n in zip(starts, g.payload.shape, shape,
                                                          strict=True))
         if any(w for pair in widths for w in pair):
             g = apply(movement.pad, g, pad=widths, value=0.0)
@@ -245,8 +245,8 @@ def _gap(shape: tuple[int, ...], axis: int, size: int, like: Tensor) -> Tensor:
 
 def run_backward(root: AutodiffTensor, grad_output: Tensor | None, retain_graph: bool,
                  create_graph: bool = False) -> Gradients:
-    cell = root._data
-    device = root._device
+    cell = root.payload
+    device = root.device
     if not cell.requires_grad:
         raise RuntimeError("backward() on a tensor that does not require grad: no input of it "
                            "was created with requires_grad=True (or it was computed under "
@@ -257,17 +257,17 @@ def run_backward(root: AutodiffTensor, grad_output: Tensor | None, retain_graph:
                                f"got shape {root.shape}")
         value = cell.value
         # a loss is 0-d: its seed is core's cached constant (tensors are immutable)
-        grad = scalar_tensor(1.0, value._dtype, value._device) if not value.shape \
+        grad = scalar_tensor(1.0, value.dtype, value.device) if not value.shape \
             else ones_like(value)
     else:
         grad = grad_output
-        while grad._device is not cell.value._device and type(grad._data) is Cell:
-            grad = grad._data.value
+        while grad.device is not cell.value.device and type(grad.payload) is Cell:
+            grad = grad.payload.value
         if tuple(grad.shape) != tuple(root.shape):
             raise RuntimeError(f"grad_output has shape {grad.shape}, the tensor {root.shape}")
     if create_graph:
         retain_graph = True  # the new graph runs through the old one
-        if grad_output is not None and grad_output._device is device:
+        if grad_output is not None and grad_output.device is device:
             grad = grad_output
         else:
             grad = _lift(grad, None, device)
@@ -308,7 +308,7 @@ def run_backward(root: AutodiffTensor, grad_output: Tensor | None, retain_graph:
         else:
             args, out = n.args, n.out  # type: ignore[assignment]
             if n.depth == -2:  # kept what its rule reads: describe the rest
-                args, out = _described(n, args, out, g._device)
+                args, out = _described(n, args, out, g.device)
         if create_graph:
             args, out = _on_graph(n, args, out, device)
         rule = RULES[n.op]
@@ -322,7 +322,7 @@ def run_backward(root: AutodiffTensor, grad_output: Tensor | None, retain_graph:
         for p, gi in zip(parents, grads, strict=False):
             if p is None or gi is None:
                 continue
-            if gi._data.shape != p.shape:
+            if gi.payload.shape != p.shape:
                 gi = sum_to(gi, tuple(p.shape))
             prev = acc.get(p)
             acc[p] = gi if prev is None else prev + gi

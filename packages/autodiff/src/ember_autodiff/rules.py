@@ -49,13 +49,13 @@ def rule(op: Op) -> Callable[[Rule], Rule]:
 
 def sum_to(g: Tensor, shape: tuple[int, ...]) -> Tensor:
     """Sum a broadcast gradient back to ``shape``."""
-    gshape = g._data.shape
+    gshape = g.payload.shape
     lead = len(gshape) - len(shape)
     dims = (*range(lead), *(lead + i for i, n in enumerate(shape) if n == 1 and
                             gshape[lead + i] != 1))
     if dims:
         g = apply(reduction.sum, g, dims=dims, keepdim=True)
-    if tuple(g._data.shape) != tuple(shape):
+    if tuple(g.payload.shape) != tuple(shape):
         g = apply(movement.reshape, g, shape=tuple(shape))
     return g
 
@@ -64,7 +64,7 @@ def _keep(g: Tensor, dims: Sequence[int], keepdim: bool) -> Tensor:
     """``g`` of a reduction with its reduced axes back (size 1)."""
     if keepdim:
         return g
-    shape = list(g._data.shape)
+    shape = list(g.payload.shape)
     for d in dims:
         shape.insert(d, 1)
     return apply(movement.reshape, g, shape=tuple(shape))  # type: ignore[no-any-return]
@@ -72,7 +72,7 @@ def _keep(g: Tensor, dims: Sequence[int], keepdim: bool) -> Tensor:
 
 def _broadcast(g: Tensor, shape: Sequence[int]) -> Tensor:
     """``g`` (same number of axes) broadcast to ``shape``."""
-    if tuple(g._data.shape) == tuple(shape):
+    if tuple(g.payload.shape) == tuple(shape):
         return g
     return apply(movement.expand, g, shape=tuple(shape))  # type: ignore[no-any-return]
 
@@ -98,7 +98,7 @@ def _mask(cond: Tensor, g: Tensor) -> Tensor:
     # multiply here, and relu's backward is on every MLP's path.  An inf or nan gradient thus
     # leaks into masked-out positions as nan, where PyTorch would give 0.
     return apply(elementwise.mul, g, apply(creation.cast, cond,  # type: ignore[no-any-return]
-                                           dtype=g._dtype))
+                                           dtype=g.dtype))
 
 
 # -- elementwise: unary -----------------------------------------------------------------------
@@ -151,8 +151,8 @@ for _op in (elementwise.sign, elementwise.floor, elementwise.ceil, elementwise.r
 @rule(elementwise.clamp)
 def _clamp(g: Tensor, out: Tensor, x: Tensor, min: Any = None, max: Any = None) -> Grads:
     # the gradient passes where min <= x <= max (PyTorch's rule)
-    if (g._dtype is x._dtype and g._data.shape == x._data.shape
-            and g._device.implements(composite.clamp_backward)):
+    if (g.dtype is x.dtype and g.payload.shape == x.payload.shape
+            and g.device.implements(composite.clamp_backward)):
         return (apply(composite.clamp_backward, g, x, min=min, max=max),)
     inside = None
     if min is not None:
@@ -304,7 +304,7 @@ def _cumprod(g: Tensor, out: Tensor, x: Tensor, dim: int) -> Grads:
 # -- movement ---------------------------------------------------------------------------------
 
 RULES[movement.reshape] = lambda g, out, x, shape: (apply(movement.reshape, g,
-                                                          shape=tuple(x._data.shape)),)
+                                                          shape=tuple(x.payload.shape)),)
 RULES[movement.contiguous] = lambda g, out, x: (g,)
 RULES[movement.flip] = lambda g, out, x, dims: (g.flip(dims),)
 RULES[movement.tril] = lambda g, out, x, k: (g.tril(k),)
@@ -436,8 +436,8 @@ def _conv_rules(op: Op) -> tuple[InputRule, InputRule]:
 
     def grad_w(g: Tensor, out: Tensor, x: Tensor, w: Tensor, stride: tuple[int, ...],
                padding: tuple[int, ...], dilation: tuple[int, ...], groups: int) -> Tensor:
-        if (op is nn.conv2d and g._dtype is x._dtype is w._dtype
-                and g._device.implements(composite.conv2d_weight_grad)):
+        if (op is nn.conv2d and g.dtype is x.dtype is w.dtype
+                and g.device.implements(composite.conv2d_weight_grad)):
             return apply(composite.conv2d_weight_grad, g, x, w,  # type: ignore[no-any-return]
                          stride=stride, padding=padding, dilation=dilation, groups=groups)
         # a convolution of x with g, batch and channel axes swapped; stride and dilation too
@@ -477,8 +477,8 @@ for _op in (nn.conv_transpose1d, nn.conv_transpose2d):
 
 @rule(nn.max_pool2d)
 def _max_pool2d(g: Tensor, out: tuple[Tensor, Tensor], x: Tensor, **params: Any) -> Grads:
-    if (g._dtype is x._dtype and x._dtype.kind == "f"
-            and g._device.implements(composite.max_pool2d_backward)):
+    if (g.dtype is x.dtype and x.dtype.kind == "f"
+            and g.device.implements(composite.max_pool2d_backward)):
         return (apply(composite.max_pool2d_backward, g, out[1], x, **params),)
     n, c, h, w = x.shape
     flat = apply(movement.scatter_add, _zeros(x).reshape(n, c, h * w),

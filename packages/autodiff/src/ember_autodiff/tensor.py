@@ -26,11 +26,13 @@ class AutodiffTensor(Tensor):
 
     __slots__ = ()
 
-    _data: Cell
+    if TYPE_CHECKING:
+        @property
+        def payload(self) -> Cell: ...
 
     @property
     def requires_grad(self) -> bool:
-        return self._data.requires_grad
+        return self.payload.requires_grad
 
     def requires_grad_(self, requires_grad: bool = True) -> AutodiffTensor:
         """Mark a leaf as needing its gradient (floating dtypes only).
@@ -38,17 +40,17 @@ class AutodiffTensor(Tensor):
         On a nested device (``autodiff<autodiff<cpu>>``) the inner value is marked too, so the
         gradient itself can be differentiated (second derivatives).
         """
-        cell = self._data
+        cell = self.payload
         if cell.node is not None:
             if not requires_grad:
                 raise RuntimeError("requires_grad_(False) on a non-leaf tensor: use detach()")
             return self
-        if requires_grad and self._dtype.kind != "f":
+        if requires_grad and self.dtype.kind != "f":
             raise RuntimeError(f"only floating point tensors can require gradients, "
-                               f"got {self._dtype.name}")
+                               f"got {self.dtype.name}")
         cell.requires_grad = bool(requires_grad)
         inner = cell.value
-        if isinstance(inner, AutodiffTensor) and inner._data.node is None:
+        if isinstance(inner, AutodiffTensor) and inner.payload.node is None:
             inner.requires_grad_(requires_grad)
         return self
 
@@ -59,7 +61,7 @@ class AutodiffTensor(Tensor):
         on, since a graph may hold its old value; under ``ember.no_grad()`` the update is
         allowed and the tensor stays a leaf that requires grad.
         """
-        cell = self._data
+        cell = self.payload
         if cell.node is None and cell.requires_grad:
             if GRAD_MODE.enabled:
                 raise RuntimeError(
@@ -68,7 +70,7 @@ class AutodiffTensor(Tensor):
                     "requires_grad=True) while grad mode is on: a graph may hold its old value. "
                     "Update it under `with ember.no_grad():`, or assign to `x.clone()`")
             super().__setitem__(key, value)
-            self._data.requires_grad = True
+            self.payload.requires_grad = True
             return
         super().__setitem__(key, value)
 
@@ -78,24 +80,24 @@ class AutodiffTensor(Tensor):
 
         ``device.backend.wrap(t)`` goes the other way, giving a leaf of this device.
         """
-        return self._data.value
+        return self.payload.value
 
     @property
     def is_leaf(self) -> bool:
         """True for tensors no recorded op produced (inputs, parameters, detached values)."""
-        return self._data.node is None
+        return self.payload.node is None
 
     @property
     def grad_fn(self) -> Any:
         """The tape node that produced this tensor, or None for a leaf."""
-        return self._data.node
+        return self.payload.node
 
     def detach(self) -> AutodiffTensor:
         """The same value, cut from the graph (a leaf that does not require grad)."""
         from ._tape import Cell
 
-        out = AutodiffTensor._make(Cell(self._data.value, None, False), self._device, self._dtype)
-        return out  # type: ignore[return-value]  # _make of this class
+        return AutodiffTensor.from_payload(Cell(self.payload.value, None, False), self.device,
+                                           self.dtype)
 
     def backward(self, grad_output: Tensor | None = None, retain_graph: bool = False,
                  create_graph: bool = False) -> Gradients:

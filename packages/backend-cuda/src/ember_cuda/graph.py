@@ -39,8 +39,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 import ember
-from ember.backend import CaptureError, Tensor, capturing
-from ember.nn._values import lower, lower_to
+from ember.backend import CaptureError, Tensor, capturing, lower, lower_to
 
 if TYPE_CHECKING:
     from ember_triton.backend import TritonBackend

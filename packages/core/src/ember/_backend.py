@@ -1,32 +1,36 @@
 """What a backend is: a name, its dtypes, host transfer, and a table ``{Op: kernel}``.
 
 A *primitive backend* (cpu, opencl, cuda) subclasses `Backend`, fills ``kernels`` and stores
-whatever array type it likes as the tensor payload (``Tensor._data``); the payload must expose a
-``shape`` tuple.  Kernels are called as ``kernel(*payloads, **params)`` and return a payload (or
+whatever array type it likes as the tensor payload (``Tensor.payload``); the payload must expose
+a ``shape`` tuple.  Kernels are called as ``kernel(*payloads, **params)`` and return a payload (or
 a tuple for multi-output ops); core works out the result dtype from the op's rule.
 
 A *decorator* (autodiff, fusion) subclasses `Decorator` and overrides :meth:`dispatch`, which
 sees whole tensors and may hand any op to its inner device unchanged.
+
+The contract between core and a plugin is public names only (docs/writing-a-decorator.md):
+a tensor's ``payload``, ``device`` and ``dtype``, ``tensor_type.from_payload(payload, device,
+dtype)`` to make one, and the optional hooks below, each declared here with its default.
 """
 
 from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from ._dtype import DType
 from ._errors import DTypeError, OutOfMemoryError, allocation_error
+from ._tensor import Tensor
 from ._trace import TRACE, VALUE_SHAPED
 
 if TYPE_CHECKING:
     from ._device import Device
-    from ._tensor import Tensor
     from .ops import Op
 
-__all__ = ["Backend", "Decorator", "Kernel"]
+__all__ = ["Backend", "Decorator", "Kernel", "lift", "lower", "lower_to", "set_payload"]
 
 def _distinct(out: Any) -> Any:
     """``out`` with numpy scalars made 0-d arrays: numpy returns one interned object for every
@@ -75,6 +79,9 @@ class Backend:
     dtypes: frozenset[DType] = frozenset()
     kernels: dict[Op, Kernel]
     device: Device
+    #: the class of this backend's tensors: `Tensor`, or a subclass with methods of its own
+    #: (``AutodiffTensor.backward``); core makes results with ``tensor_type.from_payload``
+    tensor_type: type[Tensor] = Tensor
     #: optional fast path of the eager binary ops: ``dispatch_binary(op, a, b)`` for two
     #: floating tensors of this device with one dtype (broadcasting already checked) returns
     #: the result tensor, or ``None`` to have core call :meth:`dispatch` as usual.  A backend
@@ -175,6 +182,36 @@ class Backend:
     def memory_stats(self) -> dict[str, int]:
         """Allocator figures (bytes) where the backend keeps them."""
         return {}
+
+    # -- optional hooks: each has a default that core relies on ------------------------------
+
+    def record_error(self, values: Any, low: int, high: int, message: str,
+                     exc: type[Exception], *, inside: bool = False,
+                     skip: int | None = None) -> bool:
+        """Check on the device, with no host sync, that every value of payload ``values`` lies
+        in ``[low, high)`` (inside it with ``inside``; ``skip`` always passes), raising
+        ``exc(message)`` at the next sync if one does not (PyTorch's device-side asserts).
+
+        Core's value checks (index bounds, integer division by zero) call it first; ``False``
+        (the default) means "not deferred here": core reads the values to the host and checks
+        them there.  A backend that defers (the Triton backends) returns ``True``.
+        """
+        return False
+
+    def to_dlpack(self, payload: Any, stream: Any = None) -> Any:
+        """A DLPack capsule sharing ``payload``'s memory, or ``None`` (the default) to have
+        ``Tensor.__dlpack__`` export a host copy."""
+        return None
+
+    def dlpack_device(self) -> tuple[int, int]:
+        """The DLPack ``(device_type, index)`` of this backend's payloads; ``(1, 0)`` (the
+        host) by default."""
+        return (1, 0)
+
+    def from_dlpack(self, obj: Any) -> tuple[Any, DType] | None:
+        """``(payload, dtype)`` sharing a DLPack producer's memory, or ``None`` (the default)
+        to have `ember.from_dlpack` import it through a host numpy array."""
+        return None
 
     # -- dispatch ---------------------------------------------------------------------------
 
@@ -316,11 +353,61 @@ class Decorator(Backend):
         raise NotImplementedError
 
     def unwrap(self, tensor: Tensor) -> Tensor:
-        """The inner-device tensor behind a tensor of this device."""
+        """The inner-device tensor behind a tensor of this device (a sync point where the
+        decorator defers work)."""
         raise NotImplementedError
+
+    def peek(self, tensor: Tensor) -> Tensor | None:
+        """The inner-device tensor behind ``tensor`` if no deferred work must run to get it,
+        else ``None``; `ember.compile`'s trace reads payloads this way.  The default is
+        :meth:`unwrap`, right for a decorator that defers nothing; Fusion overrides it."""
+        return self.unwrap(tensor)
 
     def from_numpy(self, array: np.ndarray, dtype: DType) -> Any:
         raise NotImplementedError  # decorators create tensors through wrap()
 
     def to_numpy(self, payload: Any, dtype: DType) -> np.ndarray:
         raise NotImplementedError  # decorators read through unwrap()
+
+
+# -- decorator stacks ------------------------------------------------------------------------------
+
+def _decorator(device: Device) -> Decorator:
+    return cast(Decorator, device.backend)
+
+
+def lower(t: Tensor) -> Tensor:
+    """The tensor behind ``t`` on the innermost device of its decorator stack (no tape)."""
+    dev = t.device
+    while dev.inner is not None:
+        t = _decorator(dev).unwrap(t)
+        dev = t.device
+    return t
+
+
+def lower_to(t: Tensor, device: Device) -> Tensor:
+    """``t`` unwrapped until it lives on ``device`` (one of the devices of its stack)."""
+    dev = t.device
+    while dev is not device:
+        if dev.inner is None:
+            raise ValueError(f"device {device} is not part of {t.device}'s stack")
+        t = _decorator(dev).unwrap(t)
+        dev = t.device
+    return t
+
+
+def lift(t: Tensor, device: Device) -> Tensor:
+    """``t`` (on ``device`` or on a device inside its stack) seen as a tensor of ``device``."""
+    if t.device is device:
+        return t
+    if device.inner is None:
+        raise ValueError(f"cannot lift a tensor of {t.device} to {device}")
+    return _decorator(device).wrap(lift(t, device.inner))
+
+
+def set_payload(t: Tensor, payload: Any) -> None:
+    """Give ``t`` another payload standing for the same value, in place: how a decorator that
+    defers work swaps its placeholder for the computed payload once it has run (Fusion), and
+    how a capture puts back the payload it lent.  The value must not change: tensors are
+    values, and anything that already read ``t`` keeps what it read."""
+    t._data = payload

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ._backend import lower
 from ._errors import DivisionByZeroError
 from ._host import to_host
 from ._trace import TRACE
@@ -29,12 +30,7 @@ if TYPE_CHECKING:
 __all__ = ["check_nonzero", "check_range", "out_of_bounds"]
 
 
-def _base(t: Tensor) -> Tensor:
-    dev = t._device
-    while dev.inner is not None:
-        t = dev.backend.unwrap(t)  # type: ignore[attr-defined]
-        dev = t._device
-    return t
+_base = lower
 
 
 def _host_values(t: Tensor) -> Any:
@@ -54,9 +50,8 @@ def check_range(op: str, index: Tensor, low: int, high: int, message: Callable[[
     if TRACE or 0 in index._data.shape:
         return
     base = _base(index)
-    record = getattr(base._device.backend, "record_error", None)
-    if record is not None:
-        record(base._data, low, high, f"{op}: " + message(""), exc, skip=skip)
+    if base._device.backend.record_error(base._data, low, high, f"{op}: " + message(""), exc,
+                                         skip=skip):
         return
     values = _host_values(base)
     if values.size <= 256:  # Python's min/max over a list beat two numpy reductions here
@@ -86,14 +81,12 @@ def check_nonzero(op: str, divisor: Tensor) -> None:
     if TRACE or 0 in divisor._data.shape:
         return
     base = _base(divisor)
-    record = getattr(base._device.backend, "record_error", None)
-    if record is None:
-        values = _host_values(base)
-        if all(values.ravel().tolist()) if values.size <= 256 else values.all():
-            return
     message = f"{op}: integer division by zero (ZeroDivisionError) in a divisor of shape " \
               f"{tuple(divisor.shape)}"
-    if record is not None:
-        record(base._data, 0, 1, message, DivisionByZeroError, inside=True)
+    if base._device.backend.record_error(base._data, 0, 1, message, DivisionByZeroError,
+                                         inside=True):
+        return
+    values = _host_values(base)
+    if all(values.ravel().tolist()) if values.size <= 256 else values.all():
         return
     raise DivisionByZeroError(message)

@@ -245,7 +245,7 @@ class CompiledFunction:
 
     def _record(self, key: Any, flat: list[Any], args: tuple[Any, ...],
                kwargs: dict[str, Any]) -> Any:
-        from .nn._values import lower
+        from ._backend import lower
 
         why = self._why(key)
         self.stats.traces += 1

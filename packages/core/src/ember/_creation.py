@@ -297,9 +297,9 @@ def from_dlpack(obj: Any, *, device: DeviceLike = None) -> Tensor:
     may import without a copy (``Backend.from_dlpack``).
     """
     dev = _device(device)
-    importer = getattr(dev.base.backend, "from_dlpack", None)
-    if importer is not None and dev.inner is None:
-        payload, dtype = importer(obj)
+    imported = dev.backend.from_dlpack(obj) if dev.inner is None else None
+    if imported is not None:
+        payload, dtype = imported
         return dev.tensor_type._make(payload, dev, dtype)
     import numpy as np
 

@@ -185,7 +185,7 @@ class Device:
         self.dispatch_binary = backend.dispatch_binary
         #: ``implements(op)``: whether a composite op runs as this device's own kernel
         self.implements = backend.implements
-        self.tensor_type: type[Tensor] = getattr(backend, "tensor_type", Tensor)
+        self.tensor_type: type[Tensor] = backend.tensor_type
         backend.device = self
 
     @property

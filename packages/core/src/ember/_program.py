@@ -163,7 +163,7 @@ class Program:
 
 def base_payload(t: Tensor) -> Any:
     """The payload behind ``t`` on the innermost device of its stack."""
-    from .nn._values import lower
+    from ._backend import lower
 
     return lower(t)._data
 
@@ -171,7 +171,7 @@ def base_payload(t: Tensor) -> Any:
 def maker(t: Tensor) -> Callable[[Any], Tensor]:
     """Builds a tensor like ``t`` (its device and dtype, no gradient history) from a base
     payload."""
-    from .nn._values import lift
+    from ._backend import lift
 
     device, base, dtype = t._device, t._device.base, t._dtype
     make = base.tensor_type._make

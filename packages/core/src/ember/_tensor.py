@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, Self
 
 from . import _capture, _dtype as dt
 from ._device import Device, device as as_device
@@ -61,10 +61,43 @@ class Tensor:
     _device: Device
     _dtype: dt.DType
 
+    # The public names of the three slots (the decorator contract, docs/writing-a-decorator.md):
+    # ``payload``, ``device`` and ``dtype`` are the slots' own descriptors under a second name
+    # (set below the class), so a read costs what ``_data`` costs; a property would add ~70 ns
+    # to every read on a decorator's per-op path.  Read-only by contract: a tensor is a value.
+    if TYPE_CHECKING:
+        @property
+        def payload(self) -> Any:
+            """What the device's backend stores for this tensor: a primitive backend's array,
+            a decorator's own record (Autodiff's cell, Fusion's handle)."""
+
+        @property
+        def dtype(self) -> dt.DType: ...
+
+        @property
+        def device(self) -> Device: ...
+
+        @classmethod
+        def _make(cls, data: Any, device: Device, dtype: dt.DType) -> Tensor:
+            """Core's own spelling of `from_payload` (the same classmethod object)."""
+
     @classmethod
-    def _make(cls, data: Any, device: Device, dtype: dt.DType) -> Tensor:
+    def from_payload(cls, payload: Any, device: Device, dtype: dt.DType) -> Self:
+        """A tensor of ``device`` holding ``payload`` (what ``device``'s backend stores) with
+        dtype ``dtype``: how a backend or decorator makes tensors (call it on
+        ``device.tensor_type``).  No check and no copy: the caller vouches that the payload
+        fits the device, its ``shape`` and the dtype.
+
+        Examples
+        --------
+        >>> import ember
+        >>> x = ember.tensor([1.0, 2.0])
+        >>> y = x.device.tensor_type.from_payload(x.payload, x.device, x.dtype)
+        >>> y.tolist(), y.payload is x.payload
+        ([1.0, 2.0], True)
+        """
         t = object.__new__(cls)
-        t._data = data
+        t._data = payload
         t._device = device
         t._dtype = dtype
         return t
@@ -77,14 +110,6 @@ class Tensor:
     @property
     def shape(self) -> tuple[int, ...]:
         return tuple(self._data.shape)
-
-    @property
-    def dtype(self) -> dt.DType:
-        return self._dtype
-
-    @property
-    def device(self) -> Device:
-        return self._device
 
     @property
     def ndim(self) -> int:
@@ -222,16 +247,14 @@ class Tensor:
         return _mv.contiguous(self)
 
     def __dlpack__(self, stream: Any = None, **kwargs: Any) -> Any:
-        base = self._device.base.backend
-        exporter = getattr(base, "to_dlpack", None)
-        if exporter is not None and self._device.inner is None:
-            return exporter(self._data, stream)
+        if self._device.inner is None:
+            capsule = self._device.backend.to_dlpack(self._data, stream)
+            if capsule is not None:
+                return capsule
         return self.numpy().__dlpack__(**kwargs)
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        base = self._device.base.backend
-        dev = getattr(base, "dlpack_device", None)
-        return dev() if dev is not None and self._device.inner is None else (1, 0)
+        return self._device.backend.dlpack_device() if self._device.inner is None else (1, 0)
 
     # -- Python protocols -----------------------------------------------------------------------
 
@@ -1018,6 +1041,12 @@ class Tensor:
 
     def bool(self) -> Tensor:
         return self.to(dtype=dt.bool_)
+
+# the slots' public names (see the comment at the top of Tensor)
+for _public, _slot in (("payload", "_data"), ("device", "_device"), ("dtype", "_dtype"),
+                       ("_make", "from_payload")):
+    setattr(Tensor, _public, Tensor.__dict__[_slot])
+del _public, _slot
 
 
 def _size(size: tuple[Any, ...]) -> tuple[int, ...]:

@@ -263,8 +263,7 @@ def peek_payload(t: Tensor) -> Any:
     """The innermost payload behind ``t`` without forcing lazy values (``None`` if pending)."""
     dev = t._device
     while dev.inner is not None:
-        peek = getattr(dev.backend, "peek", None)
-        inner = peek(t) if peek is not None else dev.backend.unwrap(t)  # type: ignore[attr-defined]  # a Decorator
+        inner = dev.backend.peek(t)  # type: ignore[attr-defined]  # a Decorator: dev.inner is set
         if inner is None:
             return None
         t, dev = inner, inner._device

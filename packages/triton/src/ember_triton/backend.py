@@ -351,7 +351,7 @@ class TritonBackend(Backend):
 
     def record_error(self, values: DeviceArray, low: int, high: int, message: str,
                      exc: type[Exception], *, inside: bool = False,
-                     skip: int | None = None) -> None:
+                     skip: int | None = None) -> bool:
         """Core's value checks (`ember._checks`) on this device, with no host sync: one
         kernel over ``values`` (failing where a value lies outside ``[low, high)``, or inside
         it with ``inside``; ``skip`` always passes) sets the device's error word to the
@@ -374,6 +374,7 @@ class TritonBackend(Backend):
                     flat, n, int(low), int(high), 0 if skip is None else int(skip), code,
                     INSIDE=inside, SKIP=skip is not None, BLOCK=block)
         self._errors_pending = True
+        return True  # deferred: the next sync raises
 
     def raise_recorded_error(self) -> None:
         """Raise the first error recorded since the last sync (and clear the error word)."""

@@ -8,9 +8,15 @@ change without notice.
 
 **Backends and decorators** — a *primitive backend* subclasses `Backend`, fills its table
 ``kernels: {Op: Kernel}`` and moves data with ``from_numpy``/``to_numpy``; a *decorator*
-subclasses `Decorator` and overrides ``dispatch``.  `DeviceSpec` and `DecoratorSpec` are what a
-plugin's ``ember_devices``/``ember_decorators`` hooks return (see `ember.hookspecs`); `Device` is
-the object core builds from them.
+subclasses `Decorator` and overrides ``dispatch`` (docs/writing-a-decorator.md).  Optional
+hooks (``record_error``, ``to_dlpack``/``from_dlpack``/``dlpack_device``, ``peek``,
+``tensor_type``) are declared on `Backend`/`Decorator` with their defaults.  A plugin reads a
+tensor through its public ``payload``, ``device`` and ``dtype`` and makes one with
+``device.tensor_type.from_payload(payload, device, dtype)``, never through ``Tensor._*``
+(``scripts/check_plugin_api.py`` checks it); `lower`, `lower_to` and `lift` move a tensor
+down and up a decorator stack, and `set_payload` swaps a deferred payload for its value.
+`DeviceSpec` and `DecoratorSpec` are what a plugin's ``ember_devices``/``ember_decorators``
+hooks return (see `ember.hookspecs`); `Device` is the object core builds from them.
 
 **Data types** — `DType`, `ALL_DTYPES`, and the numpy dtype of each (`numpy_dtype`,
 `dtype_of_numpy`).
@@ -67,7 +73,17 @@ registered for a backend), `conformance_skips` (a device's declared skips) and `
 from __future__ import annotations
 
 from .._apply import apply, broadcast_shapes, scalar_tensor
-from .._backend import Backend, Decorator, Kernel, adopt_everywhere, adopt_rows_everywhere
+from .._backend import (
+    Backend,
+    Decorator,
+    Kernel,
+    adopt_everywhere,
+    adopt_rows_everywhere,
+    lift,
+    lower,
+    lower_to,
+    set_payload,
+)
 from .._capture import CaptureError, capturing
 from .._creation import ones_like
 from .._device import DecoratorSpec, Device, DeviceSpec
@@ -91,6 +107,8 @@ from .guard import GUARDED_OPS, guard_kernels, guarded, install_kernels
 __all__ = [
     # backends and decorators
     "Backend", "Decorator", "Kernel", "Device", "DeviceSpec", "DecoratorSpec",
+    # decorator stacks: what lies behind a tensor, and a tensor seen through a stack
+    "lower", "lower_to", "lift", "set_payload",
     # data types
     "DType", "ALL_DTYPES", "numpy_dtype", "dtype_of_numpy",
     # errors

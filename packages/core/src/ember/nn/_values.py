@@ -3,49 +3,19 @@
 Tensors are immutable values; a parameter is a tensor whose *payload* gets rebound (as
 ``Tensor.__setitem__`` does), so the object stays the same and ``grads[param]`` keeps working.
 New values are computed on the innermost (hardware) device, outside any decorator's tape, and
-lifted back through the decorator stack with ``Decorator.wrap``.
+lifted back through the decorator stack with ``Decorator.wrap`` (`ember.backend.lift`; the
+stack helpers live beside `Decorator`, in ``ember._backend``).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .. import _capture
+from .._backend import lift, lower, lower_to
 from .._tensor import Tensor
 
-if TYPE_CHECKING:
-    from .._device import Device
-
 __all__ = ["can_require_grad", "lift", "lower", "lower_to", "rebind"]
-
-
-def lower(t: Tensor) -> Tensor:
-    """The tensor behind ``t`` on the innermost device of its decorator stack (no tape)."""
-    dev = t.device
-    while dev.inner is not None:
-        t = dev.backend.unwrap(t)  # type: ignore[attr-defined]  # a Decorator
-        dev = t.device
-    return t
-
-
-def lower_to(t: Tensor, device: Device) -> Tensor:
-    """``t`` unwrapped until it lives on ``device`` (one of the devices of its stack)."""
-    dev = t.device
-    while dev is not device:
-        if dev.inner is None:
-            raise ValueError(f"device {device} is not part of {t.device}'s stack")
-        t = dev.backend.unwrap(t)  # type: ignore[attr-defined]  # a Decorator
-        dev = t.device
-    return t
-
-
-def lift(t: Tensor, device: Device) -> Tensor:
-    """``t`` (on ``device`` or on a device inside its stack) seen as a tensor of ``device``."""
-    if t.device is device:
-        return t
-    if device.inner is None:
-        raise ValueError(f"cannot lift a tensor of {t.device} to {device}")
-    return device.backend.wrap(lift(t, device.inner))  # type: ignore[attr-defined,no-any-return]
 
 
 def rebind(param: Tensor, value: Tensor) -> None:

@@ -105,7 +105,9 @@ def _bad_dim(device: Any) -> None:
 def _reads_values_at_once(device: Any) -> bool:
     """Whether value checks raise at the op (host backends) rather than at the next sync
     (backends with ``record_error``: there the message cannot name the value)."""
-    return getattr(device.base.backend, "record_error", None) is None
+    from ember.backend import Backend
+
+    return type(device.base.backend).record_error is Backend.record_error
 
 
 def _raises_value(device: Any, exc: Any, op: str, value: int, *needles: str) -> Any:
