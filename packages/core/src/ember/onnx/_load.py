@@ -42,7 +42,7 @@ from . import (  # noqa: F401
     _signal,
 )
 from ._dtypes import FROM_ONNX, ember_dtype
-from ._registry import OPS, OPSET_MAX, OPSET_MIN, Node, Run, is_host
+from ._registry import MODULE, MODULES, OPS, OPSET_MAX, OPSET_MIN, Node, Run, is_host
 
 __all__ = ["OnnxModel", "UnsupportedOperatorError", "load"]
 
@@ -350,6 +350,7 @@ class OnnxModel(Module):
         #: ember dtype); `backend` narrows these outputs to it
         object.__setattr__(self, "carried", [carried.get(v.name) for v in g.output])
         object.__setattr__(self, "_input_types", [_value_type(v, where) for v in inputs])
+        _own_modules(self, run_nodes, params, device)
         # register what the remaining nodes and the outputs read
         used = {i for n in run_nodes for i in n.reads() if i} | set(self.output_names)
         taken: set[str] = set()
@@ -464,6 +465,35 @@ class OnnxModel(Module):
     def extra_repr(self) -> str:
         return (f"inputs={self.input_names}, outputs={self.output_names}, opset={self.opset}, "
                 f"nodes={len(self._nodes)}")
+
+
+def _own_modules(root: Module, nodes: list[Node], params: dict[str, np.ndarray],
+                 device: Device) -> None:
+    """Nodes that import as modules of their own (`MODULES`): each module is a child of
+    ``root`` named after its node, and the initializers it holds (read by that node only)
+    leave the graph's parameters."""
+    readers: dict[str, int] = {}
+    for n in nodes:
+        for name in n.reads():
+            readers[name] = readers.get(name, 0) + 1
+    for n in nodes:
+        build = MODULES.get(n.op_type)
+        if build is None:
+            continue
+        mine = {k: v for k, v in params.items() if k in n.inputs and readers.get(k) == 1
+                and k not in getattr(root, "output_names", ())}
+        built = build(n, mine, device)
+        if built is None:
+            continue
+        mod, held = built
+        name = _part(n.name)
+        while name in root._modules or name in root._parameters or name in root._buffers:
+            name += "_"
+        root.add_module(name, mod)
+        n.attrs[MODULE] = mod
+        n.inputs = ["" if i in held else i for i in n.inputs]
+        for k in held:
+            params.pop(k)
 
 
 _SUPPORTED_NP = {np.dtype(d) for d in ("float16", "float32", "float64", "int8", "int16",

@@ -18,7 +18,8 @@ import numpy as np
 if TYPE_CHECKING:
     from ember import Device, Tensor
 
-__all__ = ["OPSET_MAX", "OPSET_MIN", "OPS", "Node", "OpRule", "Run", "op", "supported_ops"]
+__all__ = ["MODULE", "MODULES", "OPSET_MAX", "OPSET_MIN", "OPS", "Node", "OpRule", "Run", "op",
+           "supported_ops"]
 
 #: the default-domain opsets ember reads (onnx 1.23 knows opsets up to 28); older models are
 #: refused, except opset 6, which `onnx.version_converter` moves to 7 (see `_load._opset`)
@@ -63,6 +64,14 @@ class OpRule:
 
 
 OPS: dict[str, OpRule] = {}
+
+#: op type -> a builder that imports a node as a module of its own (an LSTM node as an
+#: `ember.nn.LSTM`): ``build(node, params, device)`` returns the module and the names of the
+#: initializers it now holds as its parameters, or None where the node's attributes need
+#: the op's general rule; the module is given to the device function as
+#: ``node.attrs[MODULE]``
+MODULES: dict[str, Callable[..., Any]] = {}
+MODULE = "ember.module"
 
 
 def op(*names: str, host: Callable[..., Any] | None = None, host_inputs: Sequence[int] = (),

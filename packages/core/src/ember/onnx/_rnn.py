@@ -7,6 +7,13 @@ bidirectional), ``activations`` with ``activation_alpha``/``activation_beta``, `
 ``linear_before_reset``; the optional inputs ``sequence_lens`` (steps past a batch entry's
 length leave its state unchanged and its outputs zero), ``initial_h`` and ``initial_c``.
 The input projection of every step is one matmul; the steps run in a Python loop.
+
+Where the attributes are those of PyTorch's layers (forward or bidirectional, the default
+activations, or relu for RNN; no clip, peepholes, input_forget or sequence_lens; GRU with
+``linear_before_reset=1``) and W, R and B are initializers read by that node only, the node
+imports as an `ember.nn.LSTM` / `GRU` / `RNN` holding them (gates reordered to PyTorch's
+``i, f, g, o`` and ``r, z, n``): the imported model then has that layer as a child module,
+named after the node, fine-tuned like any ``nn.LSTM`` (and run by its fused kernels).
 """
 
 from __future__ import annotations
@@ -14,11 +21,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import ember as E
-from ember import Tensor
-from ember.nn import functional as F
+import numpy as np
 
-from ._registry import Node, Run, op
+import ember as E
+from ember import Tensor, nn, tensor as _tensor
+from ember.nn import Module, Parameter, functional as F
+
+from ._registry import MODULE, MODULES, Node, Run, op
 
 #: activation name -> (number of attribute parameters, function of (x, alpha, beta))
 _ACTIVATIONS: dict[str, tuple[int, Callable[[Tensor, float, float], Tensor]]] = {
@@ -77,10 +86,12 @@ def _activations(node: Node, dirs: int) -> list[list[Callable[[Tensor], Tensor]]
     return out
 
 
-def _recurrent(r: Run, node: Node, x: Any, w: Any, rw: Any, b: Any = None,
+def _recurrent(r: Run, node: Node, x: Any, w: Any = None, rw: Any = None, b: Any = None,
                lens: Any = None, h0: Any = None, c0: Any = None,
                p: Any = None) -> tuple[Tensor, ...]:
     at = node.attrs
+    if MODULE in at:
+        return _run_module(r, node, at[MODULE], x, h0, c0)
     kind = node.op_type
     gates = _KINDS[kind][0]
     direction = at.get("direction", "forward")
@@ -194,7 +205,89 @@ def _step(kind: str, at: dict[str, Any], xp: Tensor, h: Tensor, c: Tensor, rd: T
     return f[0](cl(go)) * f[2](c_new), c_new
 
 
+#: ONNX's gate order -> PyTorch's, per op: LSTM iofc -> ifgo (c is g), GRU zrh -> rzn
+_TO_TORCH = {"LSTM": [0, 2, 3, 1], "GRU": [1, 0, 2], "RNN": [0]}
+_LAYERS = {"LSTM": nn.LSTM, "GRU": nn.GRU, "RNN": nn.RNN}
+
+
+def _as_module(node: Node, params: dict[str, np.ndarray],
+               device: Any) -> tuple[Module, list[str]] | None:
+    """The node as an ``nn.LSTM``/``GRU``/``RNN`` holding its initializers, where its
+    attributes are that layer's (else None: the general rule runs it)."""
+    at, kind = node.attrs, node.op_type
+    ins = [*node.inputs, *[""] * 8][:8]
+    w, rw, b, lens, p = ins[1], ins[2], ins[3], ins[4], ins[7]
+    direction = at.get("direction", "forward")
+    if w not in params or rw not in params or (b and b not in params) or lens or p or \
+            direction == "reverse" or at.get("clip") is not None or \
+            at.get("input_forget", 0) or at.get("activation_alpha") or \
+            at.get("activation_beta") or (kind == "GRU" and not at.get("linear_before_reset")):
+        return None
+    dirs = 2 if direction == "bidirectional" else 1
+    acts = [a.lower() for a in at.get("activations", [])]
+    extra: dict[str, Any] = {}
+    if kind == "RNN":
+        act = acts[0] if acts else "tanh"
+        if act not in ("tanh", "relu") or any(a != act for a in acts):
+            return None
+        extra["nonlinearity"] = act
+    elif acts and acts != [a.lower() for a in _KINDS[kind][1]] * dirs:
+        return None
+    wa, ra = params[w], params[rw]
+    gates = _KINDS[kind][0]
+    if wa.ndim != 3 or ra.ndim != 3 or wa.shape[0] != dirs or ra.shape[0] != dirs:
+        return None
+    hidden, width = ra.shape[-1], wa.shape[-1]
+    if wa.shape[1] != gates * hidden or int(at.get("hidden_size") or hidden) != hidden:
+        return None
+    layer = _LAYERS[kind](width, hidden, bias=bool(b), bidirectional=dirs == 2, **extra)
+    order = _TO_TORCH[kind]
+
+    def torch_order(a: np.ndarray) -> Any:  # a Parameter
+        g = a.reshape(gates, hidden, *a.shape[1:])[order].reshape(a.shape)
+        return Parameter(_tensor(np.ascontiguousarray(g), device=device))
+
+    for d in range(dirs):
+        suffix = "_reverse" if d else ""
+        setattr(layer, f"weight_ih_l0{suffix}", torch_order(wa[d]))
+        setattr(layer, f"weight_hh_l0{suffix}", torch_order(ra[d]))
+        if b:
+            ba = params[b]
+            setattr(layer, f"bias_ih_l0{suffix}", torch_order(ba[d, :gates * hidden]))
+            setattr(layer, f"bias_hh_l0{suffix}", torch_order(ba[d, gates * hidden:]))
+    return layer, [n for n in (w, rw, b) if n]
+
+
+def _run_module(r: Run, node: Node, layer: Any, x: Any, h0: Any,
+                c0: Any) -> tuple[Tensor, ...]:
+    layout = int(node.attrs.get("layout", 0))
+    xt = r.tensor(x)
+    if layout:
+        xt = xt.permute(1, 0, 2)
+    steps, batch = xt.shape[0], xt.shape[1]
+    dirs, hidden = (2 if layer.bidirectional else 1), layer.hidden_size
+
+    def state(v: Any) -> Tensor:
+        if v is None:
+            return E.zeros((dirs, batch, hidden), device=xt.device, dtype=xt.dtype)
+        t = r.tensor(v)
+        return t.permute(1, 0, 2) if layout else t
+
+    if node.op_type == "LSTM":
+        hx = None if h0 is None and c0 is None else (state(h0), state(c0))
+        out, (yh, yc) = layer(xt, hx)
+    else:
+        out, yh = layer(xt, None if h0 is None else state(h0))
+        yc = None
+    y = out.reshape(steps, batch, dirs, hidden).permute(0, 2, 1, 3)
+    if layout:
+        y, yh = y.permute(2, 0, 1, 3), yh.permute(1, 0, 2)
+        yc = yc.permute(1, 0, 2) if yc is not None else None
+    return (y, yh, yc) if yc is not None else (y, yh)
+
+
 for _kind in _KINDS:
+    MODULES[_kind] = _as_module
     op(_kind, host_inputs=(4,), note="every direction, activation, clip, layout, "
        "sequence_lens and initial state" + ("; peepholes, input_forget"
                                             if _kind == "LSTM" else
