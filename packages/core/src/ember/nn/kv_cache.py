@@ -76,8 +76,8 @@ class KVCache(Module):
                 raise ValueError(f"KVCache: a tensor start must be one integer, got "
                                  f"{start.dtype.name} {start.shape}")
             start = start.reshape(1).to(dtype=dt.int64)
-            # the positions must fit: one host read in eager calls, none while compiling (the
-            # scatter kernels drop out-of-range writes themselves)
+            # the positions must fit: one host read in eager calls, none while compiling
+            # (docs/serving.md says what each backend's scatter does then)
             check_range("KVCache.update", start, 0, self.max_len - length + 1,
                         lambda v: f"start{v} with {length} new position(s) does not fit "
                                   f"max_len={self.max_len}")
