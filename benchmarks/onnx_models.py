@@ -29,13 +29,12 @@ awake for at most 1 ms after a job; the loop sleeps 3 ms between the two sides' 
 neither runs beside the other's leftover threads.  ember's thread count follows the BLAS's
 (``threadpoolctl``), so one thread is ``threadpool_limits(1)``.
 
-ember's GEMMs run on the OpenBLAS numpy ships, which picks its kernels from the CPU's family
-when it loads.  OpenBLAS 0.3.31 does not know AMD's Zen 5 (family 26) and falls back to its
-Haswell (AVX2) kernels there: 35-60 GFLOP/s on one core against 150-180 with its SkylakeX
-(AVX-512) kernels.  Where the CPU has AVX-512 and ``OPENBLAS_CORETYPE`` is unset, this script
-sets it to ``SkylakeX`` before numpy loads (``--blas-as-detected`` keeps OpenBLAS's choice);
-the first line names the kernels in use.  onnxruntime has its own kernels (MLAS) and is
-unaffected.
+ember's GEMMs run on the OpenBLAS numpy ships, whose kernels follow ``OPENBLAS_CORETYPE``
+when it is set, else the CPU it detects; the first line names the kernels in use.
+onnxruntime has its own (MLAS) and is unaffected.  On the 2-core AMD EPYC VM the environment
+sets ``OPENBLAS_CORETYPE=Haswell`` (AVX2 kernels); unset, OpenBLAS picks its SkylakeX
+(AVX-512) kernels there, 3-4x faster for a batch-1 layer's GEMMs
+(``env -u OPENBLAS_CORETYPE python benchmarks/onnx_models.py``).
 """
 
 from __future__ import annotations
@@ -52,31 +51,13 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+import onnxruntime as ort
+import torch
+from threadpoolctl import threadpool_info, threadpool_limits
 
-def _blas_core() -> str:
-    """OpenBLAS's kernels for this CPU, chosen before numpy loads it (see the docstring)."""
-    if "--blas-as-detected" in sys.argv or "OPENBLAS_CORETYPE" in os.environ:
-        return os.environ.get("OPENBLAS_CORETYPE", "as detected")
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = next((line for line in f if line.startswith("flags")), "").split()
-    except OSError:
-        return "as detected"
-    if "avx512f" in flags and "avx512bw" in flags and "avx512vl" in flags:
-        os.environ["OPENBLAS_CORETYPE"] = "SkylakeX"
-        return "SkylakeX"
-    return "as detected"
-
-
-BLAS_CORE = _blas_core()
-
-import numpy as np  # noqa: E402  # after the BLAS's core type is set
-import onnxruntime as ort  # noqa: E402
-import torch  # noqa: E402
-from threadpoolctl import threadpool_info, threadpool_limits  # noqa: E402
-
-import ember  # noqa: E402
-import ember.onnx  # noqa: E402
+import ember
+import ember.onnx
 
 nn = torch.nn
 F = torch.nn.functional
@@ -439,8 +420,6 @@ def main() -> None:
                     help="3 rounds, one thread only")
     ap.add_argument("--threads", default="1,default",
                     help="thread settings to run: '1', 'default' or both")
-    ap.add_argument("--blas-as-detected", action="store_true",
-                    help="leave OPENBLAS_CORETYPE unset (see the module's docstring)")
     args = ap.parse_args()
     names = [n for n in args.models.split(",") if n]
     unknown = [n for n in names if n not in MODELS]
@@ -454,7 +433,7 @@ def main() -> None:
           f" {os.cpu_count()} cores; fastest of {rounds} interleaved rounds; OpenBLAS kernels "
           + ", ".join(str(i.get("architecture")) for i in threadpool_info()
                       if i.get("internal_api") == "openblas")
-          + f" (OPENBLAS_CORETYPE {BLAS_CORE})")
+          + f" (OPENBLAS_CORETYPE {os.environ.get('OPENBLAS_CORETYPE', 'unset')})")
     print(time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
           "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()), flush=True)
     with tempfile.TemporaryDirectory() as folder:
