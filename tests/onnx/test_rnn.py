@@ -130,3 +130,27 @@ def test_attributes_pytorch_lacks_keep_the_graph_parameters() -> None:
     model = _model("LSTM", ["x", "w", "r"], feeds, inits, 1, hidden_size=h, clip=3.0)
     m = ember.onnx.load(model)
     assert sorted(name for name, _ in m.named_parameters()) == ["r", "w"]
+
+
+@pytest.mark.parametrize("op,gates,attrs", [
+    ("LSTM", 4, {"direction": "bidirectional"}),
+    ("GRU", 3, {"linear_before_reset": 1})])
+def test_imported_layer_exports_back_unrolled(tmp_path: Any, op: str, gates: int,
+                                              attrs: dict[str, Any]) -> None:
+    from onnx_oracle import ort
+
+    t, n, i, h = 3, 2, 3, 4
+    dirs = 2 if attrs.get("direction") == "bidirectional" else 1
+    feeds = {"x": f(t, n, i)}
+    inits = {"w": f(dirs, gates * h, i), "r": f(dirs, gates * h, h),
+             "b": f(dirs, 2 * gates * h)}
+    m = ember.onnx.load(_model(op, ["x", "w", "r", "b"], feeds, inits, 2, hidden_size=h,
+                               **attrs))
+    assert isinstance(getattr(m, f"{op}_0"), getattr(ember.nn, op))
+    path = str(tmp_path / "back.onnx")
+    x = ember.tensor(feeds["x"])
+    ember.onnx.export(m, x, path)
+    ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(
+        None, {"input": feeds["x"]})
+    for got, want in zip(m(x), ref, strict=True):
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)

@@ -339,6 +339,61 @@ RULES.update(linear=_linear, conv1d=_conv, conv2d=_conv, conv_transpose1d=_conv_
              scaled_dot_product_attention=_sdpa, interpolate=_interpolate)
 
 
+# -- recurrent steps (nn.LSTM / nn.GRU's fused kernels), unrolled over the steps ---------------
+
+def _rnn_step(c: _Call, kind: str, gates_x: str, state: str, hidden: int) -> str:
+    """One step of PyTorch's LSTM (state ``[h, c]``) or GRU (state ``h``) as ONNX nodes."""
+    g = c.g
+    hh = g.node("MatMul", [g.node("Slice", [state, g.ints([0]), g.ints([hidden]),
+                                            g.ints([1])]) if kind == "lstm" else state,
+                           g.node("Transpose", [c.ins[2]], perm=[1, 0])])
+    if c.params.get("bias"):
+        hh = g.node("Add", [hh, c.ins[3]])
+    n = 4 if kind == "lstm" else 3
+    xs = [g.name("gate") for _ in range(n)]
+    g.node("Split", [gates_x], xs, axis=1, num_outputs=n)
+    if kind == "lstm":
+        hs = [g.name("gate") for _ in range(n)]
+        g.node("Split", [hh], hs, axis=1, num_outputs=n)
+        i, f, gg, o = (g.node("Add", [x, h]) for x, h in zip(xs, hs, strict=True))
+        prev_c = g.node("Slice", [state, g.ints([hidden]), g.ints([2 * hidden]), g.ints([1])])
+        cell = g.node("Add", [g.node("Mul", [g.node("Sigmoid", [f]), prev_c]),
+                              g.node("Mul", [g.node("Sigmoid", [i]), g.node("Tanh", [gg])])])
+        h = g.node("Mul", [g.node("Sigmoid", [o]), g.node("Tanh", [cell])])
+        return g.node("Concat", [h, cell], axis=1)
+    hs = [g.name("gate") for _ in range(n)]
+    g.node("Split", [hh], hs, axis=1, num_outputs=n)
+    r = g.node("Sigmoid", [g.node("Add", [xs[0], hs[0]])])
+    z = g.node("Sigmoid", [g.node("Add", [xs[1], hs[1]])])
+    cand = g.node("Tanh", [g.node("Add", [xs[2], g.node("Mul", [r, hs[2]])])])
+    # h' = (1 - z) * n + z * h = n + z * (h - n)
+    return g.node("Add", [cand, g.node("Mul", [z, g.node("Sub", [state, cand])])])
+
+
+def _rnn_cell(kind: str) -> Rule:
+    def rule(c: _Call) -> str:
+        hidden = c.shapes[2][1]
+        return _rnn_step(c, kind, c.ins[0], c.ins[1], hidden)
+    return rule
+
+
+def _rnn_layer(kind: str) -> Rule:
+    def rule(c: _Call) -> str:
+        steps, hidden = c.shapes[0][0], c.shapes[2][1]
+        state, outs = c.ins[1], [""] * steps
+        order = range(steps - 1, -1, -1) if c.params.get("reverse") else range(steps)
+        for t in order:
+            x = c.g.node("Gather", [c.ins[0], c.g.const(np.asarray(t, np.int64))], axis=0)
+            state = _rnn_step(c, kind, x, state, hidden)
+            outs[t] = c.g.node("Unsqueeze", [state, c.g.ints([0])])
+        return c.g.node("Concat", outs, axis=0)
+    return rule
+
+
+RULES["lstm_cell"], RULES["gru_cell"] = _rnn_cell("lstm"), _rnn_cell("gru")
+RULES["lstm_layer"], RULES["gru_layer"] = _rnn_layer("lstm"), _rnn_layer("gru")
+
+
 # -- tracing ------------------------------------------------------------------------------------
 
 def export(module: Any, example_inputs: Tensor | Sequence[Tensor], path: str | os.PathLike[str],
