@@ -3,14 +3,42 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, overload
+from typing import Any, Self, overload
 
 from .module import Module
 
 __all__ = ["ModuleDict", "ModuleList", "Sequential"]
 
 
-class Sequential(Module):
+class _ModuleSequence(Module):
+    """What `Sequential` and `ModuleList` share: length, iteration over the modules, and
+    indexing (a slice gives a container of the same kind, made by ``_of``)."""
+
+    def _of(self, items: list[tuple[str, Module]]) -> Any:
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return (m for m in self._modules.values() if m is not None)
+
+    @overload
+    def __getitem__(self, idx: int) -> Module: ...
+    @overload
+    def __getitem__(self, idx: slice) -> Self: ...
+
+    def __getitem__(self, idx: int | slice) -> Module:
+        items = list(self._modules.items())
+        if isinstance(idx, slice):
+            out: Module = self._of([(k, m) for k, m in items[idx] if m is not None])
+            return out
+        m = items[idx][1]
+        assert m is not None
+        return m
+
+
+class Sequential(_ModuleSequence):
     """Modules applied one after another; parameters are named ``"0.weight"`` and so on.
 
     Accepts modules as arguments or one mapping of names to modules.
@@ -46,27 +74,11 @@ class Sequential(Module):
         self.add_module(str(len(self._modules)), module)
         return self
 
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return (m for m in self._modules.values() if m is not None)
-
-    @overload
-    def __getitem__(self, idx: int) -> Module: ...
-    @overload
-    def __getitem__(self, idx: slice) -> Sequential: ...
-
-    def __getitem__(self, idx: int | slice) -> Module:
-        items = list(self._modules.items())
-        if isinstance(idx, slice):
-            return Sequential({k: m for k, m in items[idx] if m is not None})
-        m = items[idx][1]
-        assert m is not None
-        return m
+    def _of(self, items: list[tuple[str, Module]]) -> Any:
+        return Sequential(dict(items))  # a slice keeps the names
 
 
-class ModuleList(Module):
+class ModuleList(_ModuleSequence):
     """A list of modules, registered under ``"0"``, ``"1"``, ...
 
     Examples
@@ -93,24 +105,8 @@ class ModuleList(Module):
             self.append(m)
         return self
 
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return (m for m in self._modules.values() if m is not None)
-
-    @overload
-    def __getitem__(self, idx: int) -> Module: ...
-    @overload
-    def __getitem__(self, idx: slice) -> ModuleList: ...
-
-    def __getitem__(self, idx: int | slice) -> Module:
-        values = list(self._modules.values())
-        if isinstance(idx, slice):
-            return ModuleList([m for m in values[idx] if m is not None])
-        m = values[idx]
-        assert m is not None
-        return m
+    def _of(self, items: list[tuple[str, Module]]) -> Any:
+        return ModuleList([m for _, m in items])  # a slice is numbered afresh
 
     def __setitem__(self, idx: int, module: Module) -> None:
         key = list(self._modules)[idx]

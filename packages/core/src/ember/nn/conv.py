@@ -114,10 +114,9 @@ def _pad(x: Tensor, pads: list[int]) -> Tensor:
     return pad(x, pads)
 
 
-class Conv1d(_ConvNd):
-    """1-D convolution of ``x[N, C, L]``; ``weight[out, in/groups, k]``."""
-
-    _n = 1
+class _Conv(_ConvNd):
+    """`Conv1d` and `Conv2d`: PyTorch's signature, and ``forward`` through the functional form
+    of ``_n`` dimensions."""
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: Size, stride: Size = 1,
                  padding: Size | str = 0, dilation: Size = 1, groups: int = 1,
@@ -128,10 +127,37 @@ class Conv1d(_ConvNd):
 
     def forward(self, x: Tensor) -> Tensor:
         x, pad = self._padded(x)
-        return F.conv1d(x, self.weight, self.bias, self.stride, pad, self.dilation, self.groups)
+        conv = F.conv1d if self._n == 1 else F.conv2d
+        return conv(x, self.weight, self.bias, self.stride, pad, self.dilation, self.groups)
 
 
-class Conv2d(_ConvNd):
+class _ConvTranspose(_ConvNd):
+    """`ConvTranspose1d` and `ConvTranspose2d` likewise."""
+
+    _transposed = True
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Size, stride: Size = 1,
+                 padding: Size = 0, output_padding: Size = 0, groups: int = 1,
+                 bias: bool = True, dilation: Size = 1, padding_mode: str = "zeros", *,
+                 device: DeviceLike = None, dtype: DTypeLike = None,
+                 generator: Generator | None = None) -> None:
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
+                         groups, bias, padding_mode, output_padding, device, dtype, generator)
+
+    def forward(self, x: Tensor) -> Tensor:
+        assert not isinstance(self.padding, str)
+        conv = F.conv_transpose1d if self._n == 1 else F.conv_transpose2d
+        return conv(x, self.weight, self.bias, self.stride, self.padding, self.output_padding,
+                    self.groups, self.dilation)
+
+
+class Conv1d(_Conv):
+    """1-D convolution of ``x[N, C, L]``; ``weight[out, in/groups, k]``."""
+
+    _n = 1
+
+
+class Conv2d(_Conv):
     """2-D convolution of ``x[N, C, H, W]``; ``weight[out, in/groups, kH, kW]``.
 
     Examples
@@ -145,53 +171,14 @@ class Conv2d(_ConvNd):
 
     _n = 2
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: Size, stride: Size = 1,
-                 padding: Size | str = 0, dilation: Size = 1, groups: int = 1,
-                 bias: bool = True, padding_mode: str = "zeros", *, device: DeviceLike = None,
-                 dtype: DTypeLike = None, generator: Generator | None = None) -> None:
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
-                         groups, bias, padding_mode, 0, device, dtype, generator)
 
-    def forward(self, x: Tensor) -> Tensor:
-        x, pad = self._padded(x)
-        return F.conv2d(x, self.weight, self.bias, self.stride, pad, self.dilation, self.groups)
-
-
-class ConvTranspose1d(_ConvNd):
+class ConvTranspose1d(_ConvTranspose):
     """Transposed 1-D convolution; ``weight[in, out/groups, k]`` as PyTorch."""
 
     _n = 1
-    _transposed = True
-
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: Size, stride: Size = 1,
-                 padding: Size = 0, output_padding: Size = 0, groups: int = 1,
-                 bias: bool = True, dilation: Size = 1, padding_mode: str = "zeros", *,
-                 device: DeviceLike = None, dtype: DTypeLike = None,
-                 generator: Generator | None = None) -> None:
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
-                         groups, bias, padding_mode, output_padding, device, dtype, generator)
-
-    def forward(self, x: Tensor) -> Tensor:
-        assert not isinstance(self.padding, str)
-        return F.conv_transpose1d(x, self.weight, self.bias, self.stride, self.padding,
-                                  self.output_padding, self.groups, self.dilation)
 
 
-class ConvTranspose2d(_ConvNd):
+class ConvTranspose2d(_ConvTranspose):
     """Transposed 2-D convolution; ``weight[in, out/groups, kH, kW]`` as PyTorch."""
 
     _n = 2
-    _transposed = True
-
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: Size, stride: Size = 1,
-                 padding: Size = 0, output_padding: Size = 0, groups: int = 1,
-                 bias: bool = True, dilation: Size = 1, padding_mode: str = "zeros", *,
-                 device: DeviceLike = None, dtype: DTypeLike = None,
-                 generator: Generator | None = None) -> None:
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
-                         groups, bias, padding_mode, output_padding, device, dtype, generator)
-
-    def forward(self, x: Tensor) -> Tensor:
-        assert not isinstance(self.padding, str)
-        return F.conv_transpose2d(x, self.weight, self.bias, self.stride, self.padding,
-                                  self.output_padding, self.groups, self.dilation)
