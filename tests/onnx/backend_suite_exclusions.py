@@ -135,7 +135,7 @@ EXCLUDED: dict[str, list[str]] = {
         'test_dft_inverse_cpu',
         'test_dft_inverse_opset19_cpu',
     ],
-    "TypeError: Unable to compare expected type <class '…'> and runtime type <class '…'> (known test='…')": [
+    "onnx's runner cannot compare a sequence output holding a 0-d tensor (its assert_similar_outputs calls len() on it); onnxruntime fails it the same way": [
         'test_loop16_seq_none_cpu',
     ],
     "wrong result: float32 rounding amplified (a light model of constant weights: its 1000 logits are 9.48e9, equal in exact arithmetic; ember's differ by one float32 ulp, 1024, and Softmax turns that into 0 and 0.25 where onnx expects 0.001)": [
