@@ -518,3 +518,70 @@ def deform_conv(r: Run, node: Node, x: Any, w: Any, offset: Any, b: Any = None,
     if b is not None:
         y = y + r.tensor(b).reshape(o, 1, 1)
     return y
+
+
+# -- TfIdfVectorizer ----------------------------------------------------------------------------
+
+def _tfidf_host(node: Node, x: np.ndarray) -> np.ndarray:
+    at = node.attrs
+    if "pool_strings" in at:
+        raise TypeError(f"{node.where()}: pool_strings (string inputs) are not supported; "
+                        "ember has no string dtype")
+    pool = [int(v) for v in at.get("pool_int64s", [])]
+    counts = [int(v) for v in at["ngram_counts"]]
+    indexes = [int(v) for v in at["ngram_indexes"]]
+    lo, hi = int(at["min_gram_length"]), int(at["max_gram_length"])
+    skips = int(at["max_skip_count"])
+    mode = at["mode"]
+    weights = [float(v) for v in at.get("weights", [])]
+    if mode not in ("TF", "IDF", "TFIDF"):
+        raise ValueError(f"{node.where()}: mode must be TF, IDF or TFIDF, got {mode!r}")
+    size = max(indexes) + 1 if indexes else 0
+    # the pool's n-grams of the lengths counted, each with its output column
+    grams: dict[tuple[int, ...], int] = {}
+    gid = 0
+    for i, start in enumerate(counts):
+        end = counts[i + 1] if i + 1 < len(counts) else len(pool)
+        n = i + 1
+        for j in range((end - start) // n):
+            if lo <= n <= hi:
+                grams[tuple(pool[start + j * n:start + (j + 1) * n])] = indexes[gid]
+            gid += 1
+    a = np.asarray(x)
+    if a.ndim > 2:
+        raise ValueError(f"{node.where()}: input of shape {a.shape} is not [C] or [B, C]")
+    rows = a.reshape(1, -1) if a.ndim < 2 else a
+    freq = np.zeros((rows.shape[0], size), np.int64)
+    for r_, row in enumerate(rows.tolist() if rows.size else []):
+        first = lo
+        for s in range(1, skips + 2):
+            for start in range(len(row)):
+                for n in range(1, hi + 1):
+                    last = start + (n - 1) * s
+                    if last >= len(row):
+                        break
+                    if n < first:
+                        continue
+                    col = grams.get(tuple(row[start:last + 1:s]))
+                    if col is not None:
+                        freq[r_, col] += 1
+            if first == 1:  # unigrams are counted once, at skip distance 1
+                first = 2
+                if first > hi:
+                    break
+    if mode == "TF":
+        y = freq.astype(np.float32)
+    elif mode == "IDF":
+        y = (np.asarray(weights, np.float32)[None, :] * (freq > 0) if weights
+             else (freq > 0).astype(np.float32))
+    else:
+        y = (np.asarray(weights, np.float32)[None, :] * freq if weights
+             else freq.astype(np.float32))
+    y = y.astype(np.float32)
+    return y.reshape(size) if a.ndim < 2 else y
+
+
+@op("TfIdfVectorizer", host=_tfidf_host, note="integer pools (pool_int64s), TF/IDF/TFIDF, "
+    "skip-grams; on the host")
+def tfidf_vectorizer(r: Run, node: Node, x: Any) -> Any:
+    return r.tensor(_tfidf_host(node, r.host(x)))
