@@ -99,15 +99,6 @@ EXCLUDED: dict[str, list[str]] = {
         'test_image_decoder_decode_tiff_rgb_cpu',
         'test_image_decoder_decode_webp_rgb_cpu',
     ],
-    'unsupported operator: TfIdfVectorizer': [
-        'test_tfidfvectorizer_tf_batch_onlybigrams_skip0_cpu',
-        'test_tfidfvectorizer_tf_batch_onlybigrams_skip5_cpu',
-        'test_tfidfvectorizer_tf_batch_uniandbigrams_skip5_cpu',
-        'test_tfidfvectorizer_tf_only_bigrams_skip0_cpu',
-        'test_tfidfvectorizer_tf_onlybigrams_levelempty_cpu',
-        'test_tfidfvectorizer_tf_onlybigrams_skip5_cpu',
-        'test_tfidfvectorizer_tf_uniandbigrams_skip5_cpu',
-    ],
     'ValueError: ember.onnx.load: <ModelProto> uses opset N; ember reads opsets N-N (N through onnx.version_converter; onnx.version_converter.convert_version': [
         'test_not_2d_cpu',
         'test_not_3d_cpu',
