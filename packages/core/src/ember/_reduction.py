@@ -114,31 +114,35 @@ def amin(x: Tensor, dim: Dim = None, keepdim: bool = False, *, axis: Dim = None)
 def max(x: Tensor, dim: int | Tensor | None = None,  # PyTorch's name
         keepdim: bool = False, *, axis: int | None = None) -> Tensor | ValuesIndices:
     """``max(x)``: the largest value; ``max(x, dim)``: (values, indices); ``max(x, y)``: maximum."""
-    dim = _axis("max", dim, axis)
     from ._elementwise import maximum
-    from ._tensor import Tensor
 
-    if isinstance(dim, Tensor):
-        return maximum(x, dim)
-    _check_nonempty("max", x, dim)
-    if dim is None:
-        return amax(x)
-    return ValuesIndices(amax(x, dim, keepdim), argmax(x, dim, keepdim))
+    return _extremum("max", maximum, amax, argmax, x, dim, keepdim, axis)
 
 
 def min(x: Tensor, dim: int | Tensor | None = None,  # PyTorch's name
         keepdim: bool = False, *, axis: int | None = None) -> Tensor | ValuesIndices:
     """``min(x)``, ``min(x, dim)`` -> (values, indices), or ``min(x, y)``: minimum."""
-    dim = _axis("min", dim, axis)
     from ._elementwise import minimum
+
+    return _extremum("min", minimum, amin, argmin, x, dim, keepdim, axis)
+
+
+def _extremum(name: str, pairwise: Any, values: Any, arg: Any, x: Tensor,
+              dim: int | Tensor | None, keepdim: bool, axis: int | None
+              ) -> Tensor | ValuesIndices:
+    """`max`/`min`: of two tensors (``pairwise``), of all of ``x`` (``values``), or the values
+    and indices (``arg``) over ``dim``."""
+    dim = _axis(name, dim, axis)
     from ._tensor import Tensor
 
     if isinstance(dim, Tensor):
-        return minimum(x, dim)
-    _check_nonempty("min", x, dim)
+        out: Tensor = pairwise(x, dim)
+        return out
+    _check_nonempty(name, x, dim)
     if dim is None:
-        return amin(x)
-    return ValuesIndices(amin(x, dim, keepdim), argmin(x, dim, keepdim))
+        whole: Tensor = values(x)
+        return whole
+    return ValuesIndices(values(x, dim, keepdim), arg(x, dim, keepdim))
 
 
 def _arg(op: Op, x: Tensor, dim: int | None, keepdim: bool) -> Tensor:
