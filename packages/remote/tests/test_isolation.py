@@ -13,7 +13,7 @@ def test_a_second_client_cannot_read_the_first_clients_tensors(server, remote_to
     secret = ember.tensor([[1.5, -2.0], [3.0, 4.25]], device=d)
     doubled = secret * 2
     np.testing.assert_array_equal(doubled.numpy(), [[3.0, -4.0], [6.0, 8.5]])
-    ids = [secret._data.id, doubled._data.id]
+    ids = [secret.payload.id, doubled.payload.id]
     ws, _ = open_raw(server.port, remote_token)
     for k, tid in enumerate([*ids, *range(1, max(ids) + 3)]):
         reply = ask(ws, ["get", tid])

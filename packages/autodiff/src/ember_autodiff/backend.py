@@ -19,6 +19,8 @@ from .tensor import AutodiffTensor
 
 __all__ = ["AutodiffBackend"]
 
+_new = object.__new__
+
 #: ops whose outputs are recomputed in backward under ``checkpointing=true`` (memory-bound)
 RECOMPUTED_GROUPS = frozenset({"elementwise"})
 
@@ -94,7 +96,10 @@ class AutodiffBackend(Decorator):
         if grad and op.differentiable and STATE.enabled:
             return self._record(op, cells, values, params, out)
         if op.outputs == 1:
-            return self._make(Cell(out, None, False), self.device, out.dtype)
+            cell = _new(Cell)  # Cell(out, None, False) spelled out: no call of __init__
+            cell.value, cell.shape, cell.node, cell.requires_grad = out, out.payload.shape, \
+                None, False
+            return self._make(cell, self.device, out.dtype)
         return self._plain(out, op.outputs)
 
     def _plain(self, out: Any, outputs: int) -> Any:
@@ -117,7 +122,8 @@ class AutodiffBackend(Decorator):
                 (c1.node or c1) if c1.requires_grad else None)
         else:
             parents = tuple([(c.node or c) if c.requires_grad else None for c in cells])
-        cell = Cell(first, None, True)
+        cell = _new(Cell)  # Cell(first, None, True) spelled out: no call of __init__
+        cell.value, cell.shape, cell.requires_grad = first, first.payload.shape, True
         if self.checkpointing and op.group in RECOMPUTED_GROUPS:
             # keep constants only; inputs that require grad come back from their producers
             args = tuple([None if c.requires_grad else c.value for c in cells])

@@ -348,12 +348,12 @@ class Session:
                 if len(tensors) + len(failed) >= self.limits.max_tensors:
                     raise self._full(1)  # type: ignore[misc]  # over the limit: an error
                 result = self.device.dispatch(op, [tensors[a] for a in args], _NO_PARAMS)
-                data = result._data
+                data = result.payload
                 shape = data.shape
                 if (shape != shapes[0] and tuple(shape) != shapes[0]) \
-                        or result._dtype is not dtypes[0]:
+                        or result.dtype is not dtypes[0]:
                     raise RuntimeError(
-                        f"{op.name}: its result has shape {tuple(shape)} {result._dtype.name}, "
+                        f"{op.name}: its result has shape {tuple(shape)} {result.dtype.name}, "
                         f"its rule says {shapes[0]} {dtypes[0].name} (a bug in ember_remote or "
                         "the backend)")
                 held = getattr(data, "dtype", None)
@@ -399,11 +399,11 @@ class Session:
                 raise RuntimeError(f"{op.name} gave {len(results)} result(s), its rule says {n}")
             for i in range(n):
                 t = results[i]
-                data = t._data
+                data = t.payload
                 shape = data.shape
-                if (shape != shapes[i] and tuple(shape) != shapes[i]) or t._dtype is not dtypes[i]:
+                if (shape != shapes[i] and tuple(shape) != shapes[i]) or t.dtype is not dtypes[i]:
                     raise RuntimeError(
-                        f"{op.name}: result {i} has shape {tuple(shape)} {t._dtype.name}, its "
+                        f"{op.name}: result {i} has shape {tuple(shape)} {t.dtype.name}, its "
                         f"rule says {shapes[i]} {dtypes[i].name} (a bug in ember_remote or the "
                         "backend)")
                 held = getattr(data, "dtype", None)
@@ -578,7 +578,7 @@ class Session:
             if expected is not None and shape != expected[i]:
                 raise RuntimeError(f"{op.name}: result {i} has shape {shape}, its rule says "
                                    f"{expected[i]} (a bug in ember_remote or the backend)")
-            payload_dtype = getattr(t._data, "dtype", None)
+            payload_dtype = getattr(t.payload, "dtype", None)
             if payload_dtype is not None and payload_dtype != numpy_dtype(t.dtype):
                 raise RuntimeError(f"{op.name}: result {i} holds {payload_dtype}, declared "
                                    f"{t.dtype.name}")

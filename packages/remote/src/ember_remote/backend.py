@@ -161,10 +161,10 @@ class RemoteBackend(Backend):
     def _session_of(self, args: Sequence[Tensor]) -> Connection:
         if not args:
             return self.connection()
-        conn: Connection = args[0]._data.conn
+        conn: Connection = args[0].payload.conn
         if conn.alive:
             for a in args:
-                if a._data.conn is not conn:
+                if a.payload.conn is not conn:
                     return self._revive(args)
             return conn
         return self._revive(args)
@@ -173,12 +173,12 @@ class RemoteBackend(Backend):
         """Inputs from a session that ended: "session lost", except for constants (core
         caches small ones per device), which are made again in the live session."""
         for a in args:
-            h: RemoteHandle = a._data
+            h: RemoteHandle = a.payload
             if not h.conn.alive and h.recipe is None:
                 raise h.conn.lost()
         conn = self.connection()
         for a in args:
-            h = a._data
+            h = a.payload
             if h.conn is not conn:
                 name, params = h.recipe  # type: ignore[misc]  # checked above
                 h.conn, h.id = conn, conn.new_id()
@@ -198,7 +198,7 @@ class RemoteBackend(Backend):
         shapes: Any = None
         if rule is not None:
             try:
-                shapes = rule([a._data.shape for a in args], params)
+                shapes = rule([a.payload.shape for a in args], params)
             except ShapeError:
                 raise  # the op's own rule refuses it: here, at the call, as on a local device
             except (ValueError, KeyError, TypeError):
@@ -215,41 +215,38 @@ class RemoteBackend(Backend):
         if n == 1 and op.outputs == 1:  # most ops: spelled out, no generators
             tid = conn.new_id()
             if code is None:
-                records.append(("op", op.name, tuple([a._data.id for a in args]), params,
+                records.append(("op", op.name, tuple([a.payload.id for a in args]), params,
                                 (tid,)))
             elif params:
-                records.append((code, (tid,), tuple([a._data.id for a in args]), params))
+                records.append((code, (tid,), tuple([a.payload.id for a in args]), params))
             elif len(args) == 1:
-                records.append((code, tid, args[0]._data.id))
+                records.append((code, tid, args[0].payload.id))
             elif len(args) == 2:
-                records.append((code, tid, args[0]._data.id, args[1]._data.id))
+                records.append((code, tid, args[0].payload.id, args[1].payload.id))
             else:
-                records.append((code, tid, *[a._data.id for a in args]))
+                records.append((code, tid, *[a.payload.id for a in args]))
             if shapes is not None:  # what the server will have to work on, roughly
                 conn.elements += prod(shapes)
                 if conn.elements >= FLUSH_ELEMENTS:
                     conn.flush()
             if len(records) >= conn.flush_records:
                 conn.flush()
-            dtype = args[0]._dtype if op.result == "same" else op.result_rule(args, params)
+            dtype = args[0].dtype if op.result == "same" else op.result_rule(args, params)
             if shapes is None:
                 h: RemoteHandle = PendingShapeHandle(conn, tid)
             else:  # RemoteHandle(...) spelled out: no call of __init__
                 h = _new(RemoteHandle)
                 h.conn, h.id, h.shape, h.host = conn, tid, shapes, None
                 h.recipe = (op.name, params) if op is _FULL else None
-            t = _new(device.tensor_type)
-            t._data = h
-            t._device = device
-            t._dtype = dtype  # type: ignore[assignment]  # one output: one dtype
-            return t
+            return device.tensor_type.from_payload(
+                h, device, dtype)  # type: ignore[arg-type]  # one output: one dtype
         ids = tuple([conn.new_id() for _ in range(n)])
-        ins = tuple([a._data.id for a in args])
+        ins = tuple([a.payload.id for a in args])
         records.append(("op", op.name, ins, params, ids) if code is None
                        else (code, ids, ins, params))
         if len(records) >= conn.flush_records:
             conn.flush()
-        make = device.tensor_type._make
+        make = device.tensor_type.from_payload
         dtypes: Any = op.result_rule(args, params)
         if shapes is None:
             shapes = [None] * n
@@ -259,8 +256,8 @@ class RemoteBackend(Backend):
     def dispatch_binary(self, op: Op, a: Tensor, b: Tensor) -> Tensor | None:
         """Core's fast path of eager binary ops (two float tensors of this device, one dtype,
         broadcasting checked): one coded record; ``None`` sends core to `dispatch`."""
-        ha: RemoteHandle = a._data
-        hb: RemoteHandle = b._data
+        ha: RemoteHandle = a.payload
+        hb: RemoteHandle = b.payload
         conn = ha.conn
         code = conn.codes.get(op)
         if hb.conn is not conn or code is None or not conn.alive:
@@ -276,11 +273,9 @@ class RemoteBackend(Backend):
         h = _new(RemoteHandle)  # RemoteHandle(...) spelled out: no call of __init__
         h.conn, h.id, h.shape, h.recipe, h.host = conn, tid, shape, None, None
         device = self.device
-        t = _new(device.tensor_type)
-        t._data = h
-        t._device = device
-        t._dtype = a._dtype if op.result == "same" else op.result_rule((a, b), _NO_PARAMS)  # type: ignore[assignment]  # one output: one dtype
-        return t
+        return device.tensor_type.from_payload(
+            h, device, a.dtype if op.result == "same" else op.result_rule(  # type: ignore[arg-type]  # one output: one dtype
+                (a, b), _NO_PARAMS))
 
     # -- data movement ---------------------------------------------------------------------------
 

@@ -313,7 +313,7 @@ class RemoteServer:
 
     # -- one connection --------------------------------------------------------------------
 
-    def _device(self, name: Any) -> Device:
+    def _device_named(self, name: Any) -> Device:
         entry = self.allowed.resolve(name)  # text only: nothing the client named is built
         dev = ember.device(entry)
         if dev.tensor_type is not ember.Tensor:
@@ -358,7 +358,7 @@ class RemoteServer:
             if version != VERSION:
                 raise ProtocolError(f"protocol version {version!r}, this server speaks "
                                     f"{VERSION}")
-            dev = self._device(device)
+            dev = self._device_named(device)
             with self._lock:  # the token is good: from a pending slot to a client's
                 if self._pending.pop(_LOCAL.ticket, None) is None:
                     raise ConnectionError("pushed out by newer connections")
