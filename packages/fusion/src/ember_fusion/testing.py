@@ -120,7 +120,7 @@ GRID = 4
 #: after at most a few rounded ops, whose error is below n * eps * max|term| ~ 4e-5 x scale in
 #: float32 (eps 1.2e-7) and ~1e-13 in float64 (also covering a transcendental's last ulp or a
 #: contracted multiply-add)
-TOL = {"float32": 2e-4, "float64": 1e-9}
+TOL = {"float32": 2e-4, "float64": 1e-9, "float16": 4e-3, "bfloat16": 3e-2}
 
 
 @dataclass
@@ -148,7 +148,7 @@ class Program:
     @property
     def tol(self) -> float:
         names = {v.dtype for v in self.inputs} | set(self.dtypes)
-        return TOL["float32"] if "float32" in names else TOL["float64"]
+        return max(TOL.get(d, 0.0) for d in names)
 
     def source(self) -> str:
         args = ", ".join(v.name for v in self.inputs)
@@ -275,6 +275,13 @@ class _Gen:
         if kind in exact:
             return self.new(exact[kind], s, d, a.exact)
         if kind == "cast":
+            if self.chance(0.25):  # autocast's round trip through a 16-bit float
+                low = self.pick(["float16", "bfloat16"])
+                h = self.new(f"{n}.to(ember.{low})", s, low, False)
+                if self.chance(0.5) and s:
+                    h = self.new(f"({h.name} * 0.5).sum(-1, keepdim=True)", (*s[:-1], 1), low,
+                                 False)
+                return self.new(f"{h.name}.to(ember.{d})", h.shape, d, False)
             other = "float64" if d == "float32" else "float32"
             return self.new(f"{n}.to(ember.{other})", s, other, a.exact)
         inexact = {"exp": f"{n}.clamp(-8, 8).exp()", "tanh": f"{n}.tanh()",
@@ -533,6 +540,18 @@ class _Gen:
             h = self.row(h) if self.chance(0.5) else self.reduce(h)
         return h
 
+    def sync(self, a: Value) -> Value:
+        """A sync point inside the program: a host scalar read off a pending value, or an item
+        assignment into a copy of one; then more ops on the result."""
+        if not a.shape:
+            return self.unary(a)
+        if self.chance(0.5):
+            v = self.new(f"{a.name} - float({a.name}.mean()) * 0.5", a.shape, a.dtype, False)
+        else:
+            v = self.new(f"{a.name}.clone()", a.shape, a.dtype, a.exact)
+            self.lines.append(f"{v.name}[0] = 0.25")
+        return self.reduce(v) if self.chance(0.5) else self.chain(v, 2)
+
     # -- a program --------------------------------------------------------------------------
 
     def build(self) -> Program:
@@ -556,9 +575,12 @@ class _Gen:
         if self.chance(0.1):
             self.inp(shape, "bool")
         last = x
-        for _ in range(int(self.r.integers(1, 5))):
+        for _ in range(int(self.r.integers(1, 3 if self.small else 5))):
             motif = self.pick(["chain", "reduce", "reduce", "reduce", "row", "matmul",
-                               "matmul", "int"])
+                               "matmul", "int", "sync"])
+            if motif == "sync":
+                last = self.sync(self.pick(self.floats(1)[-4:] or [x]))
+                continue
             if motif == "int":
                 ints = [v for v in self.pool if v.dtype not in _FLOAT and v.shape]
                 if not ints:
