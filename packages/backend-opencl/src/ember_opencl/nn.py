@@ -160,7 +160,7 @@ def kernels(rt: Runtime) -> dict[Any, Any]:
     """The nn kernels, and the views, copies and convolutions `StridedKernels` plans."""
     planned = StridedKernels("opencl", rt, fill=movement.fill, copy_into=copy_into,
                              index_select=movement.index_select, conv2d=conv2d,
-                             pool2d=pool2d, matmul=matmul, lerp=lambda rt, lo, hi, w: run_map(
+                             pool2d=pool2d, lerp=lambda rt, lo, hi, w: run_map(
                                  rt, "a * (1 - c) + b * c", [lo, hi, w], shape=lo.shape))
 
     def adaptive_avg_pool2d(x: CLArray, output_size: Pair = (1, 1)) -> CLArray:

@@ -159,7 +159,7 @@ def kernels(rt: Runtime) -> dict[Any, Any]:
     """The nn kernels, and the views, copies and convolutions `StridedKernels` plans."""
     planned = StridedKernels("wgpu", rt, fill=movement.fill, copy_into=copy_into,
                              index_select=movement.index_select, conv2d=conv2d,
-                             pool2d=pool2d, matmul=matmul, lerp=lambda rt, lo, hi, w: run_map(
+                             pool2d=pool2d, lerp=lambda rt, lo, hi, w: run_map(
                                  rt, "a * (1.0 - c) + b * c", [lo, hi, w], shape=lo.shape))
     return {**planned.kernels(), nn.adaptive_avg_pool2d: lambda x, output_size=(1, 1):
             adaptive_avg_pool2d(rt, x, output_size)}

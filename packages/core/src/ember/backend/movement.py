@@ -2,12 +2,12 @@
 
 Movement ops (reshape, expand, permute, slice, flip, pad, cat, contiguous), embedding,
 interpolation, conv1d and the transposed convolutions, and the pools' output geometry are the
-same on every backend whose arrays are `ember.backend.strided.StridedView` s of a device
-buffer: they move no data, or write their inputs into views of a fresh output, or call other
-kernels.  `StridedKernels` holds that planning once; a backend hands it the primitives only it
-can run (allocate, upload, fill, strided copy, index_select, lerp, conv2d, a pool, matmul),
-each a function taking the backend's runtime first, and puts `StridedKernels.kernels` in its
-table.
+same on every backend whose arrays are strided views of a device buffer
+(`ember.backend.strided.StridedView`): they move no data, or write their inputs into views of
+a fresh output, or call other kernels.  `StridedKernels` holds that planning once; a backend
+hands it the primitives only it can run (fill, strided copy, index_select, lerp, conv2d, a
+pool), each a function taking the backend's runtime first, and puts `StridedKernels.kernels`
+in its table.
 
 >>> import numpy as np
 >>> from ember.backend.strided import StridedView
@@ -92,8 +92,9 @@ class StridedKernels(Generic[V]):
     ``index_select(x, index, dim)``; ``lerp(lo, hi, weight)`` ``lo * (1 - weight) + hi *
     weight`` with ``weight`` broadcast; ``conv2d(x, w, stride, padding, dilation, groups)``;
     ``pool2d(x, oh, ow, kernel, stride, padding, dilation, include_pad, want_index)`` (max
-    with its indices when ``want_index``, else the average); ``matmul(a, b)``.  ``rt`` itself
-    has ``empty(shape, dtype)`` and ``upload(host)``.
+    with its indices when ``want_index``, else the average).  A table entry is made only for
+    the ops whose primitives were given.  ``rt`` itself has ``empty(shape, dtype)`` and
+    ``upload(host)``.
     """
 
     def __init__(self, device: str, rt: Any, *,
@@ -102,11 +103,10 @@ class StridedKernels(Generic[V]):
                  index_select: Callable[..., V] | None = None,
                  lerp: Callable[..., V] | None = None,
                  conv2d: Callable[..., V] | None = None,
-                 pool2d: Callable[..., tuple[V, V | None]] | None = None,
-                 matmul: Callable[..., V] | None = None) -> None:
+                 pool2d: Callable[..., tuple[V, V | None]] | None = None) -> None:
         self.device, self.rt = device, rt
         prims = {"fill": fill, "copy_into": copy_into, "index_select": index_select,
-                 "lerp": lerp, "conv2d": conv2d, "pool2d": pool2d, "matmul": matmul}
+                 "lerp": lerp, "conv2d": conv2d, "pool2d": pool2d}
         self._given = frozenset(k for k, f in prims.items() if f is not None)
         self._fill: Callable[..., V] = fill or _missing("fill")
         self._copy_into: Callable[..., V] = copy_into or _missing("copy_into")
@@ -114,7 +114,6 @@ class StridedKernels(Generic[V]):
         self._lerp: Callable[..., V] = lerp or _missing("lerp")
         self._conv2d: Callable[..., V] = conv2d or _missing("conv2d")
         self._pool2d: Callable[..., tuple[V, V | None]] = pool2d or _missing("pool2d")
-        self._matmul: Callable[..., V] = matmul or _missing("matmul")
 
     # -- movement --------------------------------------------------------------------------
 
