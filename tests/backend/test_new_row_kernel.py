@@ -1,7 +1,8 @@
 """A new row kernel, declared and defined here from IR reductions (its `ember.ops.Op` and its
 row program), runs on every hardware stack CI has and agrees with numpy in float64: no backend
 file knows it (`ember.backend.rows`).  The backends that render row programs (cpu: numba,
-triton: Triton) adopt it as a kernel of their own; the others run it as ember ops."""
+triton: Triton, opencl: OpenCL C) adopt it as a kernel of their own; the others run it as
+ember ops (checked here too: `rows.as_ember_ops`)."""
 
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ def _centred(b: rows.RowBuilder, dt: Sequence[str], params: Mapping[str, Any]) -
 
 
 HARDWARE = ["cpu", "triton-interpret", "opencl:0"]
-RENDERS = {"cpu", "triton-interpret"}  # the backends with a row renderer
+RENDERS = {"cpu", "triton-interpret", "opencl:0"}  # the backends with a row renderer
 
 
 def _device(name: str) -> ember.Device:

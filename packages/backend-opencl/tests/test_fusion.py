@@ -87,7 +87,8 @@ def test_layer_norm_and_mse_loss_are_one_kernel_each(fused: ember.Device,
     x, y = ember.tensor(a, device=fused), ember.tensor(b, device=fused)
     ember_fusion.reset_stats(fused)
     got = ember.nn.functional.layer_norm(x, (70,)).numpy()
-    assert ember_fusion.stats(fused).kernels_launched == 1
+    stats = ember_fusion.stats(fused)  # opencl's own layer_norm kernel, run eagerly
+    assert (stats.kernels_launched, stats.eager_ops) == (0, 1)
     want = (a - a.mean(1, keepdims=True)) / np.sqrt(a.var(1, keepdims=True) + 1e-5)
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
     ember_fusion.reset_stats(fused)

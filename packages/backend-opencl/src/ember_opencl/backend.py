@@ -7,7 +7,7 @@ import numpy as np
 from ember.backend import Backend, DType, Kernel, install_kernels, ir, numpy_dtype
 from ember.ops import Op
 
-from . import creation, elementwise, linalg, movement, nn, reduction
+from . import creation, elementwise, linalg, movement, nn, reduction, rows
 from .runtime import CLArray, Runtime
 from .strided import contiguous
 
@@ -50,7 +50,7 @@ class OpenCLBackend(Backend):
         if rt.fp64:
             dtypes.add(ember.float64)
         self.dtypes = frozenset(dtypes)
-        groups = (creation, elementwise, reduction, movement, linalg, nn)
+        groups = (creation, elementwise, reduction, movement, linalg, nn, rows)
         install_kernels(self, (group.kernels(rt) for group in groups))
         super().__init__()
 
@@ -61,6 +61,10 @@ class OpenCLBackend(Backend):
     def ir_kernel(self, op: Op) -> Kernel | None:
         """An elementwise op known only from its kernel IR definition, rendered to C."""
         return elementwise.ir_kernel(self.runtime, op) if ir.defined(op.name) else None
+
+    def row_kernel(self, op: Op) -> Kernel | None:
+        """A row kernel known only from its row program, rendered to C (`rows`)."""
+        return rows.row_kernel(self.runtime, op.name)
 
     def from_numpy(self, array: np.ndarray, dtype: DType) -> CLArray:
         host = np.require(np.asarray(array, dtype=numpy_dtype(dtype)), requirements="C")

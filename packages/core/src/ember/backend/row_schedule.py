@@ -105,6 +105,10 @@ class RowRenderer:
         deeper)."""
         raise NotImplementedError
 
+    def close_pass(self) -> list[str]:
+        """What ends a pass (after its body; a closing brace in C-like languages)."""
+        return []
+
     def acc_init(self, r: Value, acc: str) -> list[str]:
         raise NotImplementedError
 
@@ -117,7 +121,8 @@ class RowRenderer:
     def store(self, k: int, layout: str, value: Value, spelled: str) -> list[str]:
         raise NotImplementedError
 
-    def assign(self, name: str, expr: str) -> str:
+    def assign(self, name: str, expr: str, v: Value) -> str:
+        """A statement naming ``expr``, the spelling of ``v``."""
         return f"{name} = {expr}"
 
     def spell(self, v: Value, args: list[str]) -> str:
@@ -155,7 +160,7 @@ class RowRenderer:
             else:
                 expr = self.spell(u, [self.row_names[id(s)] for s in u.src])
             name = self.fresh("r")
-            self.emit(self.assign(name, expr))
+            self.emit(self.assign(name, expr, u))
             self.row_names[id(u)] = name
             if u.src and all(s.op == "const" or self.row_names[id(s)] in self.scalars
                              for s in u.src):
@@ -198,7 +203,7 @@ class RowRenderer:
             else:
                 expr = self.spell(u, [self.elem_names[id(s)] for s in u.src])
             name = self.fresh("e")
-            self.emit(self.assign(name, expr))
+            self.emit(self.assign(name, expr, u))
             self.elem_names[id(u)] = name
         return self.elem_names[id(v)]
 
@@ -213,6 +218,7 @@ class RowRenderer:
     def _close(self) -> None:
         if not self.one:
             self.depth -= 1
+            self.emit(*self.close_pass())
 
     def body(self) -> list[str]:
         """The lines computing and storing every output of one row (block)."""
