@@ -186,9 +186,11 @@ def test_3d_conv_trains() -> None:
 
 
 #: ops onnxruntime 1.32 does not run (SwiGLU is opset 28, BitCast 26, DeformConv 19,
-#: LinearAttention and CausalConvWithState 27): checked against numpy or onnx's reference
-#: evaluator
-NUMPY_CHECKED = ("SwiGLU", "BitCast", "DeformConv", "LinearAttention", "CausalConvWithState")
+#: LinearAttention and CausalConvWithState 27; random draws): checked against numpy or onnx's
+#: reference evaluator
+NUMPY_CHECKED = ("SwiGLU", "BitCast", "DeformConv", "LinearAttention", "CausalConvWithState",
+                 "Bernoulli", "RandomUniform", "RandomUniformLike", "RandomNormal",
+                 "RandomNormalLike")
 
 
 def _one_node(op: str, feeds: dict[str, np.ndarray], opset: int, **attrs: object) -> object:
@@ -290,3 +292,34 @@ def test_linear_attention_matches_the_onnx_reference(rule: str, device: str) -> 
 def test_causal_conv_with_state_matches_the_onnx_reference(device: str) -> None:
     feeds = {"x": f(2, 3, 6), "w": f(3, 1, 4), "b": f(3), "s": f(2, 3, 3)}
     _against_reference("CausalConvWithState", feeds, 27, 2, device, activation="silu")
+
+
+@pytest.mark.parametrize(("op", "attrs"), [("Bernoulli", {}), ("RandomUniformLike", {}),
+                                           ("RandomNormalLike", {"dtype": 11})])
+def test_seeded_random_ops_draw_as_the_onnx_reference(op: str, attrs: dict[str, int],
+                                                      device: str) -> None:
+    p = f(3, 50, lo=0.0, hi=1.0)
+    _against_reference(op, {"p": p}, 15, 1, device, seed=3.0, **attrs)
+
+
+def test_unseeded_random_ops_have_their_shape_dtype_and_law(device: str) -> None:
+    from onnx_oracle import graph_model, helper
+
+    import ember
+    import ember.onnx
+
+    ember.manual_seed(0)
+    nodes = [helper.make_node("RandomUniform", [], ["u"], shape=[200, 50], low=-2.0,
+                              high=3.0),
+             helper.make_node("RandomNormal", [], ["z"], shape=[200, 50], mean=1.5,
+                              scale=0.5, dtype=11),
+             helper.make_node("Bernoulli", ["p"], ["b"])]
+    p = np.full((200, 50), 0.3, np.float32)
+    m = ember.onnx.load(graph_model(nodes, {"p": p}, ["u", "z", "b"], opset=15),
+                        device=device)
+    u, z, b = (t.numpy() for t in m(ember.tensor(p, device=device)))
+    assert u.shape == z.shape == b.shape == (200, 50)
+    assert (u.dtype, z.dtype, b.dtype) == (np.float32, np.float64, np.float32)
+    assert u.min() >= -2.0 and u.max() < 3.0 and abs(u.mean() - 0.5) < 0.1
+    assert abs(z.mean() - 1.5) < 0.03 and abs(z.std() - 0.5) < 0.03
+    assert set(np.unique(b)) <= {0.0, 1.0} and abs(b.mean() - 0.3) < 0.03

@@ -34,6 +34,7 @@ from . import (  # noqa: F401
     _ndconv,
     _nn,
     _quant,
+    _random,
     _reduce,
     _resize,
     _rnn,
