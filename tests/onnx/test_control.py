@@ -184,3 +184,10 @@ def test_unsupported_operator_inside_a_subgraph_is_refused_at_load() -> None:
     model = _model([node], [_t("c", TensorProto.BOOL, []), _t("x", FLOAT, [2])], [_t("y")])
     with pytest.raises(ember.onnx.UnsupportedOperatorError, match=r"subgraph 'then'.*Foo"):
         ember.onnx.load(model)
+
+
+def test_sequence_of_mixed_element_types_is_refused() -> None:
+    model = _model([helper.make_node("SequenceInsert", ["s", "x"], ["t"])],
+                   [_seq("s"), _t("x", TensorProto.INT64, [2])], [_seq("t")])
+    with pytest.raises(TypeError, match="one element type, got float32, int64"):
+        ember.onnx.load(model)([ember.tensor([1.0])], ember.tensor([1, 2]))

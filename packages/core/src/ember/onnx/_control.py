@@ -258,8 +258,21 @@ def sequence_empty(r: Run, node: Node) -> list[Any]:
     return []
 
 
+def _dtype_name(v: Any) -> str:
+    return str(v.dtype) if is_host(v) else v.dtype.name
+
+
+def _same_dtype(node: Node, items: Sequence[Any]) -> None:
+    """A sequence holds tensors of one element type."""
+    names = {_dtype_name(v) for v in items}
+    if len(names) > 1:
+        raise TypeError(f"{node.where()}: a sequence holds one element type, got "
+                        f"{', '.join(sorted(names))}")
+
+
 @op("SequenceConstruct")
 def sequence_construct(r: Run, node: Node, *xs: Any) -> list[Any]:
+    _same_dtype(node, xs)
     return list(xs)
 
 
@@ -281,6 +294,7 @@ def sequence_erase(r: Run, node: Node, seq: Any, pos: Any = None) -> list[Any]:
 @op("SequenceInsert")
 def sequence_insert(r: Run, node: Node, seq: Any, x: Any, pos: Any = None) -> list[Any]:
     s = list(_seq(node, seq))
+    _same_dtype(node, [*s[:1], x])
     s.insert(len(s) if pos is None else _position(r, node, s, pos, insert=True), x)
     return s
 
