@@ -156,22 +156,24 @@ class _Source:
 #: compile on the first call instead of in the background (tests: every call then runs the
 #: compiled loops, not the numpy path that runs while they load)
 SYNC = os.environ.get("EMBER_CPU_ROWS_SYNC") == "1"
-_STATE: dict[int, Any] = {}  # id(program) -> compiled function, or None while loading
+#: id(program) -> (the program, its compiled function or None while loading); the program
+#: is kept so that its id is not reused by another one
+_STATE: dict[int, tuple[rows.RowProgram, Any]] = {}
 
 
 def compiled(p: rows.RowProgram) -> Callable[..., Any] | None:
     """``p``'s compiled function, or ``None`` until it is loaded (the first call starts it)."""
-    got = _STATE.get(id(p), False)
-    if got is False:
-        _STATE[id(p)] = None
+    got = _STATE.get(id(p))
+    if got is None or got[0] is not p:
+        _STATE[id(p)] = (p, None)
         src = _Source(source(p))
 
         def ready(module: Any) -> None:
-            _STATE[id(p)] = module.kernel
+            _STATE[id(p)] = (p, module.kernel)
 
         _fusion_loops.load_soon(src, ready)  # type: ignore[arg-type]  # key and source suffice
         return None
-    fn: Callable[..., Any] | None = got
+    fn: Callable[..., Any] | None = got[1]
     return fn
 
 
