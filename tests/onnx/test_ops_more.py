@@ -190,7 +190,7 @@ def test_3d_conv_trains() -> None:
 #: reference evaluator
 NUMPY_CHECKED = ("SwiGLU", "BitCast", "DeformConv", "LinearAttention", "CausalConvWithState",
                  "Bernoulli", "RandomUniform", "RandomUniformLike", "RandomNormal",
-                 "RandomNormalLike")
+                 "RandomNormalLike", "ImageDecoder")
 
 
 def _one_node(op: str, feeds: dict[str, np.ndarray], opset: int, **attrs: object) -> object:
@@ -323,3 +323,24 @@ def test_unseeded_random_ops_have_their_shape_dtype_and_law(device: str) -> None
     assert u.min() >= -2.0 and u.max() < 3.0 and abs(u.mean() - 0.5) < 0.1
     assert abs(z.mean() - 1.5) < 0.03 and abs(z.std() - 0.5) < 0.03
     assert set(np.unique(b)) <= {0.0, 1.0} and abs(b.mean() - 0.3) < 0.03
+
+
+@pytest.mark.parametrize("fmt", ["RGB", "BGR", "Grayscale"])
+def test_image_decoder_gives_back_the_pixels_of_a_png(fmt: str) -> None:
+    """A lossless PNG of known pixels decodes to those pixels (channel order as asked)."""
+    import io
+
+    from PIL import Image
+
+    import ember.onnx
+
+    pixels = RNG.integers(0, 256, (5, 7, 3)).astype(np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(pixels if fmt != "Grayscale" else pixels[:, :, 0]).save(buf, "PNG")
+    data = np.frombuffer(buf.getvalue(), np.uint8).copy()
+    m = ember.onnx.load(_one_node("ImageDecoder", {"x": data}, 20, pixel_format=fmt))
+    got = m(data).numpy()
+    want = {"RGB": pixels, "BGR": pixels[:, :, ::-1],
+            "Grayscale": pixels[:, :, :1]}[fmt]
+    assert got.dtype == np.uint8
+    np.testing.assert_array_equal(got, want)

@@ -585,3 +585,39 @@ def _tfidf_host(node: Node, x: np.ndarray) -> np.ndarray:
     "skip-grams; on the host")
 def tfidf_vectorizer(r: Run, node: Node, x: Any) -> Any:
     return r.tensor(_tfidf_host(node, r.host(x)))
+
+
+# -- ImageDecoder --------------------------------------------------------------------------------
+
+def _image_host(node: Node, encoded: np.ndarray) -> np.ndarray:
+    import io
+
+    try:
+        from PIL import Image
+    except ImportError:  # pragma: no cover - Pillow comes with the test environment
+        raise ImportError(f"{node.where()}: ImageDecoder decodes with Pillow: pip install "
+                          "pillow") from None
+    fmt = node.attrs.get("pixel_format", "RGB")
+    if fmt not in ("RGB", "BGR", "Grayscale"):
+        raise ValueError(f"{node.where()}: pixel_format must be RGB, BGR or Grayscale, got "
+                         f"{fmt!r}")
+    a = np.asarray(encoded)
+    if a.dtype != np.uint8 or a.ndim != 1:
+        raise TypeError(f"{node.where()}: encoded_stream must be 1-D uint8, got {a.dtype} "
+                        f"{a.shape}")
+    try:
+        img = Image.open(io.BytesIO(a.tobytes()))
+        img.load()
+    except Exception as exc:
+        raise ValueError(f"{node.where()}: the {a.size} bytes are no image Pillow can read: "
+                         f"{exc}") from exc
+    if fmt == "Grayscale":
+        return np.asarray(img.convert("L"))[:, :, None].copy()
+    rgb = np.asarray(img.convert("RGB") if img.mode != "RGB" else img)
+    return (rgb[:, :, ::-1] if fmt == "BGR" else rgb).copy()
+
+
+@op("ImageDecoder", host=_image_host, note="on the host with Pillow (what it reads: JPEG, "
+    "PNG, BMP, TIFF, WebP, PNM, JPEG 2000 where built in); RGB, BGR, Grayscale")
+def image_decoder(r: Run, node: Node, encoded: Any) -> Any:
+    return r.tensor(_image_host(node, r.host(encoded)))
