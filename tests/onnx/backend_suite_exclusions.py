@@ -88,18 +88,7 @@ EXCLUDED: dict[str, list[str]] = {
         'test_flexattention_score_mod_cpu',
         'test_flexattention_soft_cap_cpu',
     ],
-    'unsupported operator: ImageDecoder': [
-        'test_image_decoder_decode_bmp_rgb_cpu',
-        'test_image_decoder_decode_jpeg2k_rgb_cpu',
-        'test_image_decoder_decode_jpeg_bgr_cpu',
-        'test_image_decoder_decode_jpeg_grayscale_cpu',
-        'test_image_decoder_decode_jpeg_rgb_cpu',
-        'test_image_decoder_decode_png_rgb_cpu',
-        'test_image_decoder_decode_pnm_rgb_cpu',
-        'test_image_decoder_decode_tiff_rgb_cpu',
-        'test_image_decoder_decode_webp_rgb_cpu',
-    ],
-    'wrong result: random draws (the expected values are one unseeded draw of numpy\'s global generator, np.random.binomial, even for the seed=0 cases; no generator reproduces them, onnxruntime neither)': [
+    "wrong result: random draws (the expected values are one unseeded draw of numpy's global generator, np.random.binomial, even for the seed=0 cases; no generator reproduces them, onnxruntime neither)": [
         'test_bernoulli_cpu',
         'test_bernoulli_double_cpu',
         'test_bernoulli_double_expanded_cpu',
