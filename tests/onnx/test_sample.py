@@ -120,3 +120,21 @@ def test_resize_modes(device: str, consts: dict[str, np.ndarray],
                       attrs: dict[str, Any]) -> None:
     feeds = {"x": RNG.standard_normal((1, 2, 6, 7)).astype(np.float32)}
     check(_resize(feeds, consts, **attrs), feeds, device)
+
+
+def test_resize_of_integers_rounds_and_saturates(device: str) -> None:
+    # Note: onnxruntime truncates the weighted sums of uint8 inputs; the ONNX reference
+    # rounds them (and saturates), and so does ember: the oracle here is the reference
+    from onnx.reference import ReferenceEvaluator
+
+    x = RNG.integers(0, 256, (1, 1, 4, 5)).astype(np.uint8)
+    x[0, 0, :, 1:4] = [[0, 255, 0], [255, 0, 255], [0, 255, 0], [255, 0, 255]]  # overshoots
+    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="cubic")
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", 2, [1, 1, 4, 5])],
+                          [helper.make_empty_tensor_value_info("y")],
+                          [helper.make_tensor("scales", 1, [4], [1, 1, 1.5, 1.7])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)], ir_version=9)
+    want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    got = ember.onnx.load(model, device=device)(ember.tensor(x, device=device)).numpy()
+    assert got.dtype == np.uint8 and (want == 255).any() and (want == 0).any()
+    np.testing.assert_array_equal(got, want)

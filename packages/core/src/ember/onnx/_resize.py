@@ -187,6 +187,10 @@ def resize(r: Run, node: Node, x: Any, roi: Any = None, scales: Any = None,
     axes, outs, scs, rois = _plan(r, node, t, roi, scales, sizes)
     fill = float(at.get("extrapolation_value", 0.0))
     np_dtype = np.dtype(t.dtype.numpy_name)
+    integer = np_dtype.kind in "iu" and mode != "nearest"
+    if integer:  # weighted in float32, then rounded and saturated as the reference does
+        t = t.to(dtype=E.float32)
+        np_dtype, int_dtype = np.dtype(np.float32), np.dtype(np_dtype)
     for a in axes:
         size, out = t.shape[a], outs[a]
         if out == size and scs[a] == 1.0 and rois[a] == (0.0, 1.0):
@@ -212,6 +216,10 @@ def resize(r: Run, node: Node, x: Any, roi: Any = None, scales: Any = None,
             t = total if total is not None else E.index_select(t, a, r.tensor(idx[:, 0])) * 0
         if outside is not None and outside.any():
             t = E.where(r.tensor(outside.reshape(shape)), fill, t)
+    if integer:
+        info = np.iinfo(int_dtype)
+        t = t.round().clamp(float(info.min), float(info.max)).to(
+            dtype=getattr(E, int_dtype.name))
     return t
 
 
