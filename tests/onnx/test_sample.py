@@ -138,3 +138,15 @@ def test_resize_of_integers_rounds_and_saturates(device: str) -> None:
     got = ember.onnx.load(model, device=device)(ember.tensor(x, device=device)).numpy()
     assert got.dtype == np.uint8 and (want == 255).any() and (want == 0).any()
     np.testing.assert_array_equal(got, want)
+
+
+def test_grid_sample_of_integers_samples_in_float_and_truncates() -> None:
+    x = RNG.integers(-50, 50, (1, 2, 4, 5)).astype(np.int32)
+    grid = RNG.uniform(-1.1, 1.1, (1, 3, 2, 2)).astype(np.float32)
+    as_int = ember.onnx.load(_model("GridSample", {"x": x, "grid": grid}))(
+        ember.tensor(x), ember.tensor(grid)).numpy()
+    xf = x.astype(np.float32)
+    as_float = ember.onnx.load(_model("GridSample", {"x": xf, "grid": grid}))(
+        ember.tensor(xf), ember.tensor(grid)).numpy()
+    assert as_int.dtype == np.int32
+    np.testing.assert_array_equal(as_int, np.trunc(as_float).astype(np.int32))

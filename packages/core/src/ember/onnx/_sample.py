@@ -73,6 +73,12 @@ def grid_sample(r: Run, node: Node, x: Any, grid: Any) -> Tensor:
     if nd < 1 or gt.ndim != nd + 2 or gt.shape[0] != xt.shape[0] or gt.shape[-1] != nd:
         raise ValueError(f"{node.where()}: X {list(xt.shape)} and grid {list(gt.shape)} do "
                          f"not match (grid [N, *out, {max(nd, 1)}] for X [N, C, *spatial])")
+    out_dtype = None
+    if not xt.dtype.is_floating_point:
+        # Note: an integer input is sampled in the grid's float type and truncated back
+        # toward zero (the ONNX reference casts its interpolation weights to the integer
+        # type, which zeroes them; onnxruntime takes float inputs only)
+        out_dtype, xt = xt.dtype, xt.to(dtype=gt.dtype)
     n, c, dims = xt.shape[0], xt.shape[1], list(xt.shape[2:])
     out = list(gt.shape[1:-1])
     p = math.prod(out)
@@ -131,7 +137,8 @@ def grid_sample(r: Run, node: Node, x: Any, grid: Any) -> Tensor:
             picked = picked * weight.reshape(n, 1, p)
         total = picked if total is None else total + picked
     assert total is not None
-    return total.reshape(n, c, *out)
+    total = total.reshape(n, c, *out)
+    return total if out_dtype is None else total.trunc().to(dtype=out_dtype)
 
 
 @op("AffineGrid", host_inputs=(1,), note="2-D and 3-D; align_corners")
