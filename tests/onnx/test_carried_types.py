@@ -1,6 +1,6 @@
 """ONNX element types ember carries in a wider dtype (`ember.onnx._carried`): UINT16, UINT32,
-INT4/UINT4/INT2/UINT2, the float8 kinds, FLOAT4E2M1: graphs run through `ember.onnx.backend`
-(narrow numpy arrays in and out) against onnxruntime, bit for bit."""
+UINT64 (below 2**63), INT4/UINT4/INT2/UINT2, the float8 kinds, FLOAT4E2M1: graphs run through
+`ember.onnx.backend` (narrow numpy arrays in and out) against onnxruntime, bit for bit."""
 
 from __future__ import annotations
 
@@ -112,8 +112,22 @@ def test_the_module_returns_the_carrier() -> None:
     assert y.dtype == ember.int32 and y.tolist() == [65534, 2]
 
 
-def test_uint64_stays_refused() -> None:
-    a = np.array([1], np.uint64)
-    node = helper.make_node("Add", ["a", "a"], ["y"])
-    with pytest.raises(TypeError, match="UINT64 has no ember dtype"):
-        ember.onnx.load(_model([node], {"a": a}, [("y", TensorProto.UINT64)], 14))
+def test_uint64_below_2_63_exact_and_beyond_an_error(device: str) -> None:
+    a = RNG.integers(0, 2**40, (3, 4)).astype(np.uint64)
+    b = RNG.integers(1, 2**20, (3, 4)).astype(np.uint64)
+    nodes = [helper.make_node(op, ["a", "b"], [op.lower()]) for op in
+             ("Add", "Mul", "Div", "Mod")]
+    nodes.append(helper.make_node("Greater", ["a", "b"], ["gt"]))
+    outs = [(op.lower(), TensorProto.UINT64) for op in ("Add", "Mul", "Div", "Mod")]
+    _same(_model(nodes, {"a": a, "b": b}, [*outs, ("gt", TensorProto.BOOL)], 14),
+          {"a": a, "b": b}, device)
+    big = np.array([2**63, 1], np.uint64)
+    add = _model([helper.make_node("Add", ["a", "a"], ["y"])], {"a": big},
+                 [("y", TensorProto.UINT64)], 14)
+    with pytest.raises(OverflowError, match="2\\*\\*63"):
+        backend.prepare(add, device).run({"a": big})
+    small = np.array([1, 2], np.uint64)
+    sub = _model([helper.make_node("Sub", ["a", "b"], ["y"])], {"a": small, "b": small[::-1]},
+                 [("y", TensorProto.UINT64)], 14)
+    with pytest.raises(OverflowError, match="wrapped"):  # 1 - 2 wraps in UINT64
+        backend.prepare(sub, device).run({"a": small, "b": small[::-1].copy()})

@@ -15,8 +15,10 @@ A carried value is its numbers in the carrier dtype.  What keeps it exact:
   outputs to their declared types on the way out.  `OnnxModel` itself returns the carrier
   (``model.carried`` names each output's ONNX type).
 
-UINT64 has no carrier (int64 cannot hold it and its unsigned comparisons, division and casts
-would need every op rewritten): it stays refused.  Adding these as real ember dtypes would
+UINT64 is carried in int64 for values below 2**63, where every op's signed result is the
+unsigned one; a value at or above 2**63 (an input, or a result that wraps, which int64 shows
+as negative) is an error, never a silent wrong number.  Each UINT64 result is checked, a
+reduction and a read-back per node.  Adding these as real ember dtypes would
 mean kernels for each in every backend (numba, OpenCL, Triton, WGSL), which the importer
 cannot do on its own.
 """
@@ -38,10 +40,11 @@ __all__ = ["CARRIER", "from_carrier", "normalize", "to_carrier", "value_types"]
 
 FLOAT8 = (17, 18, 19, 20)  # E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ
 FLOAT4, E8M0 = 23, 24
-UINT16, UINT32 = 4, 12
+UINT16, UINT32, UINT64 = 4, 12, 13
 #: ONNX element type -> the ember dtype that carries it
 CARRIER: dict[int, DType] = {
-    UINT16: E.int32, UINT32: E.int64, 21: E.uint8, 22: E.int8, 25: E.uint8, 26: E.int8,
+    UINT16: E.int32, UINT32: E.int64, UINT64: E.int64, 21: E.uint8, 22: E.int8,
+    25: E.uint8, 26: E.int8,
     **{c: E.float32 for c in (*FLOAT8, FLOAT4, E8M0)}}
 #: integer ranges of the carried integer types
 RANGE = {UINT16: (0, 65535), UINT32: (0, 4294967295), 21: (0, 15), 22: (-8, 7),
@@ -57,16 +60,31 @@ def storage(code: int) -> np.dtype[Any]:
 
 
 def to_carrier(a: Any, code: int) -> np.ndarray:
-    return np.asarray(a).astype(CARRIER[code].numpy_name)
+    arr = np.asarray(a)
+    if code == UINT64 and arr.size and arr.dtype.kind in "uif" and \
+            (arr.max() >= 2**63 or arr.min() < 0):
+        raise OverflowError(_UINT64_LIMIT)
+    return arr.astype(CARRIER[code].numpy_name)
 
 
 def from_carrier(a: Any, code: int) -> np.ndarray:
     return np.asarray(a).astype(storage(code))
 
 
+_UINT64_LIMIT = ("a UINT64 value is 2**63 or more (or a UINT64 result wrapped below 0): "
+                 "ember carries UINT64 in int64 and computes it exactly below 2**63 only")
+
+
 def normalize(v: Any, code: int) -> Any:
     """A value an op computed of carried type ``code``, reduced to that type (UINT16 and
-    UINT32 wrap; the others come only from casts, which round themselves)."""
+    UINT32 wrap; UINT64 is checked to lie below 2**63, an error otherwise; the others come
+    only from casts, which round themselves)."""
+    if code == UINT64:
+        neg = bool(np.any(v < 0)) if isinstance(v, np.ndarray) else \
+            bool(E.any(v < 0).item()) if isinstance(v, Tensor) and v.numel() else False
+        if neg:
+            raise OverflowError(_UINT64_LIMIT)
+        return v
     mask = _MASK.get(code)
     if mask is None:
         return v
