@@ -198,10 +198,10 @@ class _Gen:
         return bool(self.r.random() < p)
 
     def size(self, rows: bool) -> int:
-        """An extent: 1, odd ones, and (unless ``small``) ones above the compilers' block
-        sizes in the tests' configurations and opencl's work-group threshold (64)."""
+        """An extent: 1, odd ones, and ones above the compilers' block sizes in the tests'
+        configurations and opencl's work-group threshold (64 elements a row)."""
         if self.small:
-            sizes = [1, 3, 5, 9] if rows else [1, 3, 8, 13, 20]
+            sizes = [1, 3, 5, 9] if rows else [1, 3, 8, 13, 20, 70]
         else:
             sizes = [1, 2, 7, 13, 33, 70, 130] if rows else [1, 5, 16, 67, 130]
         return int(sizes[int(self.rs.integers(len(sizes)))])
