@@ -131,3 +131,28 @@ def test_uint64_below_2_63_exact_and_beyond_an_error(device: str) -> None:
                  [("y", TensorProto.UINT64)], 14)
     with pytest.raises(OverflowError, match="wrapped"):  # 1 - 2 wraps in UINT64
         backend.prepare(sub, device).run({"a": small, "b": small[::-1].copy()})
+
+
+def _same_strings(model: Any, feeds: dict[str, np.ndarray], device: str) -> None:
+    want = reference(model, feeds)
+    got = backend.prepare(model, device).run(feeds)
+    for g, w in zip(got, want, strict=True):
+        assert g.shape == w.shape and g.dtype.kind == w.dtype.kind, (g, w)
+        assert g.tolist() == w.tolist()
+
+
+def test_string_ops_match_onnxruntime(device: str) -> None:
+    """Strings stay numpy object arrays on the host: normalizer, split, concat, regex, Equal."""
+    words = np.array(["Monday", "tuesday", "été", "the", "THE sun"], dtype=object)
+    other = np.array(["day", "x", "", "y", "z"], dtype=object)
+    nodes = [helper.make_node("StringNormalizer", ["w"], ["n"], case_change_action="LOWER",
+                              stopwords=["the"], locale="C"),
+             helper.make_node("StringSplit", ["w"], ["parts", "count"], delimiter="a"),
+             helper.make_node("StringConcat", ["w", "o"], ["cat"]),
+             helper.make_node("RegexFullMatch", ["w"], ["match"], pattern=r"[a-z]+day"),
+             helper.make_node("Equal", ["w", "o"], ["eq"])]
+    outs = [("n", TensorProto.STRING), ("parts", TensorProto.STRING),
+            ("count", TensorProto.INT64), ("cat", TensorProto.STRING),
+            ("match", TensorProto.BOOL), ("eq", TensorProto.BOOL)]
+    _same_strings(_model(nodes, {"w": words, "o": other}, outs, 20), {"w": words, "o": other},
+                  device)

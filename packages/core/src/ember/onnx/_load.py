@@ -41,6 +41,7 @@ from . import (  # noqa: F401
     _sample,
     _shape,
     _signal,
+    _strings,
 )
 from ._dtypes import FROM_ONNX, ember_dtype
 from ._registry import MODULE, MODULES, OPS, OPSET_MAX, OPSET_MIN, Node, Run, is_host
@@ -208,11 +209,12 @@ def _check_values(g: Any, where: str) -> None:
                                 f"{kinds.get(which or '', 'of no tensor type')}; ember "
                                 "imports graphs of tensors, and sequences and optionals of "
                                 "tensors (map and sparse values are not supported)")
-            if tt.elem_type and tt.elem_type not in _carried.CARRIER:  # 0: not declared
+            if tt.elem_type and tt.elem_type not in _carried.CARRIER and \
+                    tt.elem_type != _strings.STRING:  # 0: not declared
                 ember_dtype(tt.elem_type, f"ember.onnx.load: {where}: graph "
                             f"{kind} {v.name!r}")
     for init in g.initializer:
-        if init.data_type not in _carried.CARRIER:
+        if init.data_type not in _carried.CARRIER and init.data_type != _strings.STRING:
             ember_dtype(init.data_type, f"ember.onnx.load: {where}: initializer "
                         f"{init.name!r}")
 
@@ -526,6 +528,8 @@ def _check_input(name: str, v: Any, expect: tuple[Any, ...], dev: Device) -> Any
     if expect[0] == "optional_type":
         return _control.EMPTY if v is None else _check_input(name, v, expect[1], dev)
     dtype, dims = expect
+    if isinstance(v, np.ndarray | np.generic) and np.asarray(v).dtype.kind in "OUS":
+        return np.asarray(v).astype(object)  # strings stay on the host (`_strings`)
     if isinstance(v, np.ndarray | np.generic):
         a = np.asarray(v)
         v = _tensor(a if a.flags.c_contiguous else a.copy(), device=dev)
@@ -566,6 +570,8 @@ def _output(run: Run, v: Any) -> Any:
     """A graph output: a tensor, a list of them (a sequence), or None (an empty optional)."""
     if isinstance(v, list):
         return [run.tensor(e) for e in v]
+    if is_host(v) and v.dtype.kind in "OUS":
+        return v  # strings: a numpy array (ember has no string dtype)
     return None if v is _control.EMPTY else run.tensor(v)
 
 

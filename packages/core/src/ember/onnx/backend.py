@@ -70,7 +70,9 @@ def _host(v: Any) -> Any:
     optional)."""
     if isinstance(v, list):
         return [_host(e) for e in v]
-    return None if v is None else np.asarray(v.numpy())
+    if v is None or isinstance(v, np.ndarray):  # an empty optional, or strings
+        return v
+    return np.asarray(v.numpy())
 
 
 class EmberBackend(Backend):
