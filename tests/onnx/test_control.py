@@ -191,3 +191,21 @@ def test_sequence_of_mixed_element_types_is_refused() -> None:
                    [_seq("s"), _t("x", TensorProto.INT64, [2])], [_seq("t")])
     with pytest.raises(TypeError, match="one element type, got float32, int64"):
         ember.onnx.load(model)([ember.tensor([1.0])], ember.tensor([1, 2]))
+
+
+def test_loop_of_no_iteration_gives_empty_scan_outputs_of_the_declared_shape() -> None:
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c"], ["c_out"]),
+         helper.make_node("Add", ["s_in", "s_in"], ["s_out"])],
+        "body", [_t("i", TensorProto.INT64, []), _t("c", TensorProto.BOOL, []),
+                 _t("s_in", FLOAT, [3])],
+        [_t("c_out", TensorProto.BOOL, []), _t("s_out", FLOAT, [3]), _t("s_out", FLOAT, [3])])
+    body.output[2].name = "s_out"
+    node = helper.make_node("Loop", ["m", "", "s0"], ["s", "scans"], body=body)
+    model = _model([node], [_t("m", TensorProto.INT64, []), _t("s0", FLOAT, [3])],
+                   [_t("s"), _t("scans")])
+    feeds = {"m": np.array(0, np.int64), "s0": np.ones(3, np.float32)}
+    ref = reference(model, feeds)
+    s, scans = ember.onnx.load(model)(**{k: ember.tensor(v) for k, v in feeds.items()})
+    assert_close(s.numpy(), ref[0], "state")
+    assert scans.shape == ref[1].shape == (0, 3)

@@ -48,6 +48,16 @@ class Subgraph:
         self.name = g.name
         self.inputs = [v.name for v in g.input]
         self.outputs = [v.name for v in g.output]
+        #: each output's declared element type and dimensions (None where not all known)
+        self.output_types: list[tuple[int, list[int]] | None] = []
+        for v in g.output:
+            declared = None
+            if v.type.WhichOneof("value") == "tensor_type":
+                tt = v.type.tensor_type
+                dims = [d.dim_value if d.HasField("dim_value") else -1 for d in tt.shape.dim]
+                if tt.elem_type and tt.HasField("shape") and -1 not in dims:
+                    declared = (int(tt.elem_type), dims)
+            self.output_types.append(declared)
         self.consts: dict[str, Any] = {t.name: numpy_helper.to_array(t)
                                        for t in g.initializer}
         for t in g.initializer:
@@ -154,11 +164,20 @@ def loop(r: Run, node: Node, m: Any = None, cond: Any = None, *carried: Any) -> 
         i += 1
     stacked = []
     for k, parts in enumerate(scans):
-        if not parts:
-            raise NotImplementedError(f"{node.where()}: scan output {k} of a loop that ran "
-                                      "no iteration (its shape is unknown)")
-        stacked.append(_stack(r, parts))
+        stacked.append(_stack(r, parts) if parts else
+                       _empty(node, body, 1 + n_carried + k, "a loop that ran no iteration"))
     return (*state, *stacked)
+
+
+def _empty(node: Node, body: Subgraph, k: int, why: str) -> np.ndarray:
+    """A scan output of no element, shaped from the body output's declared type."""
+    declared = body.output_types[k]
+    if declared is None:
+        raise NotImplementedError(f"{node.where()}: scan output {body.outputs[k]!r} of {why} "
+                                  "has no declared type and shape to build it from")
+    from onnx import helper
+
+    return np.zeros((0, *declared[1]), helper.tensor_dtype_to_np_dtype(declared[0]))
 
 
 def _move(r: Run, v: Any, src: int, dst: int) -> Any:
@@ -192,8 +211,9 @@ def _scan(r: Run, node: Node, states: list[Any], xs: list[Any]) -> tuple[Any, ..
     results = []
     for k, parts in enumerate(scans):
         if not parts:
-            raise NotImplementedError(f"{node.where()}: scan output {k} of a scan over no "
-                                      "element (its shape is unknown)")
+            e = _empty(node, body, len(states) + k, "a scan over no element")
+            results.append(np.moveaxis(e, 0, out_axes[k] % e.ndim))
+            continue
         if out_dirs[k]:
             parts = parts[::-1]
         s = _stack(r, parts)
