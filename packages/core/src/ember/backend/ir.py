@@ -273,8 +273,9 @@ def expand(name: str, dtypes: Sequence[str]) -> Value:
     return fn([b.input(i, d) for i, d in enumerate(dtypes)])
 
 
-def schedule(root: Value) -> Iterator[Value]:
-    """The nodes of ``root``'s DAG in an order where every node follows its sources."""
+def schedule(root: Value, stop: Callable[[Value], bool] | None = None) -> Iterator[Value]:
+    """The nodes of ``root``'s DAG in an order where every node follows its sources; with
+    ``stop``, not descending below a node where it holds (the node itself is yielded)."""
     seen: set[int] = set()
     stack: list[tuple[Value, bool]] = [(root, False)]
     while stack:
@@ -286,7 +287,8 @@ def schedule(root: Value) -> Iterator[Value]:
             continue
         seen.add(id(v))
         stack.append((v, True))
-        stack.extend((s, False) for s in reversed(v.src) if id(s) not in seen)
+        if stop is None or not stop(v):
+            stack.extend((s, False) for s in reversed(v.src) if id(s) not in seen)
 
 
 # float functions: one primitive each, or a short formula

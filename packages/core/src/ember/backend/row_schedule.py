@@ -17,10 +17,9 @@ reduction's accumulator (`acc_init`, `acc_update`, `acc_final`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 from typing import ClassVar
 
-from .ir import Value
+from .ir import Value, schedule
 from .rows import RowProgram
 
 __all__ = ["RowRenderer", "stages"]
@@ -39,23 +38,6 @@ def stages(p: RowProgram) -> list[list[Value]]:
             out.append([])
         out[k].append(v)
     return out
-
-
-def _walk(root: Value, stop: Callable[[Value], bool]) -> Iterator[Value]:
-    """``root``'s DAG sources first, not descending below a node where ``stop`` holds."""
-    seen: set[int] = set()
-    stack: list[tuple[Value, bool]] = [(root, False)]
-    while stack:
-        v, done = stack.pop()
-        if done:
-            yield v
-            continue
-        if id(v) in seen:
-            continue
-        seen.add(id(v))
-        stack.append((v, True))
-        if not stop(v):
-            stack.extend((s, False) for s in reversed(v.src) if id(s) not in seen)
 
 
 class RowRenderer:
@@ -145,7 +127,7 @@ class RowRenderer:
         got = self.row_names.get(id(v))
         if got is not None:
             return got
-        for u in _walk(v, lambda u: id(u) in self.row_names):
+        for u in schedule(v, lambda u: id(u) in self.row_names):
             if id(u) in self.row_names:
                 continue
             if u.op == "reduce":
@@ -187,7 +169,7 @@ class RowRenderer:
         if got is not None:
             return got
         level = self.p.level
-        for u in _walk(v, lambda u: id(u) in self.elem_names or level(u) == "row"):
+        for u in schedule(v, lambda u: id(u) in self.elem_names or level(u) == "row"):
             if id(u) in self.elem_names:
                 continue
             if self.p.level(u) == "row":
