@@ -129,6 +129,11 @@ CASES: list[Case] = [
          {"mode": "IDF", "min_gram_length": 2, "max_gram_length": 2, "max_skip_count": 0,
           "ngram_counts": [0, 4], "ngram_indexes": [0, 1, 2, 3, 4, 5, 6],
           "pool_int64s": [2, 3, 5, 4, 5, 6, 7, 8, 6, 7]}, opset=9),
+    Case("MaxRoiPool", "MaxRoiPool",
+         [f(2, 3, 9, 8), K(np.array([[0, 1.2, 0.6, 6.3, 7.7], [1, 0, 0, 3, 2],
+                                     [1, 5.5, 2.0, 20.0, 30.0]], np.float32))],
+         {"pooled_shape": [3, 2], "spatial_scale": 0.8}, opset=12),
+    Case("GlobalLpPool-p3", "GlobalLpPool", [f(2, 3, 4, 5)], {"p": 3}, opset=12),
     # signal processing (_signal)
     Case("DFT-complex-inverse-length", "DFT", [f(2, 6, 3, 2), K(S(8)), K(S(1))],
          {"inverse": 1}, opset=20),
@@ -190,7 +195,7 @@ def test_3d_conv_trains() -> None:
 #: reference evaluator
 NUMPY_CHECKED = ("SwiGLU", "BitCast", "DeformConv", "LinearAttention", "CausalConvWithState",
                  "Bernoulli", "RandomUniform", "RandomUniformLike", "RandomNormal",
-                 "RandomNormalLike", "ImageDecoder",
+                 "RandomNormalLike", "ImageDecoder", "Multinomial",
                  # strings: against onnxruntime in test_carried_types (numpy object arrays)
                  "StringNormalizer", "StringSplit", "StringConcat", "RegexFullMatch")
 
@@ -346,3 +351,25 @@ def test_image_decoder_gives_back_the_pixels_of_a_png(fmt: str) -> None:
             "Grayscale": pixels[:, :, :1]}[fmt]
     assert got.dtype == np.uint8
     np.testing.assert_array_equal(got, want)
+
+
+def test_multinomial_draws_by_the_softmax_of_its_input(device: str) -> None:
+    from onnx_oracle import graph_model, helper
+
+    import ember
+    import ember.onnx
+
+    logits = np.log(np.array([[0.1, 0.6, 0.3], [0.5, 0.0001, 0.4999]], np.float32))
+    for seed in (None, 4.0):
+        attrs = {"sample_size": 4000, "dtype": 7}
+        if seed is not None:
+            attrs["seed"] = seed
+        node = helper.make_node("Multinomial", ["x"], ["y"], **attrs)
+        m = ember.onnx.load(graph_model([node], {"x": logits}, ["y"], opset=12), device=device)
+        y = m(ember.tensor(logits, device=device)).numpy()
+        assert y.shape == (2, 4000) and y.dtype == np.int64
+        assert y.min() >= 0 and y.max() <= 2
+        freq = np.stack([np.bincount(row, minlength=3) / 4000 for row in y])
+        np.testing.assert_allclose(freq, np.exp(logits), atol=0.03)
+        if seed is not None:  # the same seed, the same draws
+            np.testing.assert_array_equal(y, m(ember.tensor(logits, device=device)).numpy())

@@ -621,3 +621,43 @@ def _image_host(node: Node, encoded: np.ndarray) -> np.ndarray:
     "PNG, BMP, TIFF, WebP, PNM, JPEG 2000 where built in); RGB, BGR, Grayscale")
 def image_decoder(r: Run, node: Node, encoded: Any) -> Any:
     return r.tensor(_image_host(node, r.host(encoded)))
+
+
+@op("MaxRoiPool", host_inputs=(1,), note="Fast R-CNN's ROI max pooling (rounded ROI corners, "
+    "floor/ceil bins, empty bins 0); bins planned on the host from the ROIs")
+def max_roi_pool(r: Run, node: Node, x: Any, rois: Any) -> Tensor:
+    t = r.tensor(x)
+    if t.ndim != 4:
+        raise ValueError(f"{node.where()}: input {tuple(t.shape)} is not [N, C, H, W]")
+    n, c, h, w = t.shape
+    ph, pw = (int(v) for v in node.attrs["pooled_shape"])
+    scale = float(node.attrs.get("spatial_scale", 1.0))
+    boxes = r.host(rois).astype(np.float64)
+    if boxes.ndim != 2 or boxes.shape[1] != 5:
+        raise ValueError(f"{node.where()}: rois {boxes.shape} is not [R, 5]")
+    dtype = np.dtype(t.dtype.numpy_name)
+    outs = []
+    for roi in boxes:
+        b = int(roi[0])
+        if not 0 <= b < n:
+            raise IndexError(f"{node.where()}: ROI batch index {b} outside a batch of {n}")
+        x0, y0, x1, y1 = (int(np.round(v * scale)) for v in roi[1:])
+        rh, rw = max(y1 - y0 + 1, 1), max(x1 - x0 + 1, 1)
+        # one -inf-padded window per bin: a mask [ph*pw, H*W] of the cells each bin covers
+        mask = np.zeros((ph * pw, h * w), bool)
+        for i in range(ph):
+            hs = min(max(int(np.floor(i * rh / ph)) + y0, 0), h)
+            he = min(max(int(np.ceil((i + 1) * rh / ph)) + y0, 0), h)
+            for j in range(pw):
+                ws = min(max(int(np.floor(j * rw / pw)) + x0, 0), w)
+                we = min(max(int(np.ceil((j + 1) * rw / pw)) + x0, 0), w)
+                cells = np.zeros((h, w), bool)
+                cells[hs:he, ws:we] = True
+                mask[i * pw + j] = cells.reshape(-1)
+        empty = ~mask.any(axis=1)
+        low = np.where(mask, 0.0, -np.inf).astype(dtype)  # [bins, HW]
+        plane = E.select(t, 0, b).reshape(c, 1, h * w)
+        best = E.amax(plane + r.tensor(low), dim=2)  # [C, bins]
+        best = E.where(r.tensor(empty), E.zeros_like(best), best)
+        outs.append(best.reshape(c, ph, pw))
+    return E.stack(outs, dim=0)

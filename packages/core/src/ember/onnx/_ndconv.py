@@ -270,3 +270,16 @@ def average_pool(r: Run, node: Node, x: Any) -> Tensor:
         raise ValueError(f"{node.where()}: input of rank {t.ndim}; AveragePool takes "
                          "[N, C, ...]")
     return _average_pool_nd(r, node, t)
+
+
+@op("GlobalLpPool", note="p-norm over every spatial axis")
+def global_lp_pool(r: Run, node: Node, x: Any) -> Tensor:
+    t = r.tensor(x)
+    if t.ndim < 3:
+        raise ValueError(f"{node.where()}: input of rank {t.ndim}; GlobalLpPool takes "
+                         "[N, C, ...]")
+    p = int(node.attrs.get("p", 2))
+    a = E.abs(t)
+    s = E.sum(a * a if p == 2 else E.pow(a, float(p)), dim=tuple(range(2, t.ndim)),
+              keepdim=True)
+    return E.sqrt(s) if p == 2 else (s if p == 1 else E.pow(s, 1.0 / p))

@@ -90,3 +90,26 @@ def bernoulli(r: Run, node: Node, x: Any) -> Tensor:
             raise ValueError(f"{node.where()}: probabilities must lie in [0, 1]")
         return r.tensor(st.binomial(1, p)).to(dtype)
     return (E.rand(tuple(t.shape), dtype=E.float32, device=r.device) < t.float()).to(dtype)
+
+
+@op("Multinomial", note="sample_size draws per row of unnormalized log-probabilities; dtype "
+    "int32/int64; seeded draws from numpy's RandomState(seed)")
+def multinomial(r: Run, node: Node, x: Any) -> Tensor:
+    t = r.tensor(x)
+    if t.ndim != 2:
+        raise ValueError(f"{node.where()}: input {tuple(t.shape)} is not [batch, classes]")
+    n = int(node.attrs.get("sample_size", 1))
+    if n < 1:
+        raise ValueError(f"{node.where()}: sample_size must be positive, got {n}")
+    dtype = ember_dtype(int(node.attrs.get("dtype", 6)), node.where())
+    if dtype not in (E.int32, E.int64):
+        raise TypeError(f"{node.where()}: dtype must be int32 or int64, got {dtype.name}")
+    probs = E.softmax(t.float(), dim=1)
+    st = _state(node)
+    if st is None:
+        return E.multinomial(probs, n, replacement=True).to(dtype)
+    p = r.host(probs).astype(np.float64)
+    cum = np.cumsum(p, axis=1)
+    u = st.rand(p.shape[0], n) * cum[:, -1:]
+    idx = np.stack([np.searchsorted(cum[i], u[i], side="right") for i in range(p.shape[0])])
+    return r.tensor(np.minimum(idx, p.shape[1] - 1)).to(dtype)
