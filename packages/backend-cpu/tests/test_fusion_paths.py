@@ -262,6 +262,26 @@ def test_scalar_and_one_element_inputs_in_compiled_loops(paths: list[bool]) -> N
     _same(_fused(f, [a, one], paths), _cpu(f, [a, one]))
 
 
+def test_a_row_broadcast_input_keeps_numpys_blocks(paths: list[bool]) -> None:
+    """A group of one shape whose input is broadcast along rows (a bias of the last axis) is
+    not flat: it gets no loops (they took the bias for a scalar and raised on the third call,
+    found by the layer programs of packages/fusion/tests/test_layer_programs.py)."""
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((130, 67)).astype(np.float32)
+    bias = rng.standard_normal(67).astype(np.float32)
+
+    def f(x: ember.Tensor, b: ember.Tensor) -> ember.Tensor:
+        return (x - b).clamp(-30, 30).exp().tanh()
+
+    device = "fusion<cpu,eager=0,chunk=16>"
+    for _ in range(fusion.LOOP_AFTER_CALLS + 2):
+        del paths[:]
+        got = f(ember.tensor(a, device=device), ember.tensor(bias, device=device)).numpy()
+        _fusion_loops.wait()
+        assert paths and not any(paths)
+        _same(got, _cpu(f, [a, bias]))
+
+
 def test_clamp_in_compiled_loops_keeps_numpys_signed_zero_and_nan_rules(paths: list[bool]) -> None:
     a = _edges(N, 9)
     a[8:12] = [0.0, -0.0, 0.0, -0.0]

@@ -201,6 +201,9 @@ def plan(g: FusedGroup, kernels: dict[Any, Callable[..., Any]] | None = None
     if any(d.name not in _PLAIN for _, d in g.inputs) or any(
             n.dtype.name not in _PLAIN for n in g.nodes):
         return None
+    if any(s != shape and math.prod(s) != 1 for k, (s, _) in enumerate(g.inputs)
+           if k in g.used_inputs):
+        return None  # an input broadcast along rows (a bias) is neither a block nor a scalar
     b = ir.Builder()
     vals: dict[int, ir.Value] = {}
     ns: dict[str, Any] = {}  # the cpu kernels (and their params) the block calls

@@ -371,7 +371,8 @@ class _Codegen:
         self.source = whole_src + "\n\n" + block_src
         exec(compile(block_src, "<ember-fusion block>", "exec"), self.ns)  # generated code
         block: Callable[..., None] = self.ns["block"]
-        loops = _fusion_loops.plan(g, self.c.kernels) if self.c.loops else None
+        # the loops run over flat blocks (the elements, inputs of the shape or one element)
+        loops = _fusion_loops.plan(g, self.c.kernels) if self.c.loops and self.flat else None
         return _BlockedKernel(self, whole, block, bufs, loops)
 
 
