@@ -189,3 +189,22 @@ def test_plugins_import_core_through_ember_backend_only() -> None:
     assert check.main([]) == 0
     for name in ember.backend.__all__:
         assert getattr(ember.backend, name) is not None, name
+
+
+def test_plugins_read_tensors_through_the_public_contract_only() -> None:
+    """``scripts/check_plugin_api.py`` flags a plugin's reads of ``Tensor._*`` (and writes to
+    another object's), but not a plugin class's own ``self._dtype = ...``."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "check_plugin_api.py"
+    spec = importlib.util.spec_from_file_location("check_plugin_api", path)
+    assert spec is not None and spec.loader is not None
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    source = ("def f(t, d):\n    x = t._data.shape\n    t._device = d\n"
+              "    return T._make(x, d, t.dtype), t.payload, t.dtype\n"
+              "class C:\n    def __init__(self, d):\n        self._dtype = d\n"
+              "        self._make = make\n    def g(self):\n        return self._dtype\n")
+    assert list(check.private_attributes(source)) == [
+        (2, "_data"), (3, "_device"), (4, "_make"), (10, "_dtype")]

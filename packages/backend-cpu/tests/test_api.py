@@ -46,7 +46,7 @@ def test_views_share_memory_but_values_stay_immutable():
     x = ember.tensor(np.arange(6.0).reshape(2, 3))
     t = x.permute(1, 0)
     assert t.shape == (3, 2) and t.tolist() == [[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]]
-    assert np.shares_memory(t._data, x._data)
+    assert np.shares_memory(t.payload, x.payload)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64", "int8", "int16",
@@ -74,7 +74,7 @@ def test_sort_and_max_pool_return_two_tensors():
 def test_dlpack_exchange_shares_memory_with_numpy():
     src = np.arange(4.0)
     t = ember.from_dlpack(src)
-    assert np.shares_memory(t._data, src)
+    assert np.shares_memory(t.payload, src)
     back = np.from_dlpack(t)
     assert back.tolist() == [0.0, 1.0, 2.0, 3.0] and np.shares_memory(back, src)
     wide = ember.tensor([1.0, 2.0]).reshape(1, 2).expand(3, 2)  # a read-only view

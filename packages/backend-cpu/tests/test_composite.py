@@ -39,7 +39,7 @@ def _rng(seed: int = 0) -> np.random.Generator:
 
 def _np(a: np.ndarray, dtype: str) -> np.ndarray:
     """``a`` as the payload the CPU holds for ``dtype``."""
-    return ember.tensor(a, dtype=getattr(ember, dtype))._data
+    return ember.tensor(a, dtype=getattr(ember, dtype)).payload
 
 
 def _f64(a: Any) -> np.ndarray:
@@ -584,7 +584,7 @@ def test_max_pool2d_backward_matches_the_oracle_and_autodiff(dtype: str, geom: d
     params = dict(kernel_size=k, stride=pair(geom.get("stride", k)),
                   padding=pair(geom.get("padding", 0)), dilation=pair(geom.get("dilation", 1)),
                   ceil_mode=geom.get("ceil_mode", False))
-    dx = K[cops.max_pool2d_backward](_np(g, dtype), idx._data, _np(x, dtype), **params)
+    dx = K[cops.max_pool2d_backward](_np(g, dtype), idx.payload, _np(x, dtype), **params)
     assert dx.dtype == _np(x, dtype).dtype and dx.shape == x.shape
     _close(dx, maxpool_grad_oracle(g, idx.numpy(), x.shape), dtype, 4)
 

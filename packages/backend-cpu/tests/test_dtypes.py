@@ -87,7 +87,7 @@ CASES: dict[str, tuple[Any, dict[str, Any]]] = {
 
 
 class Typed:
-    """What a dtype rule reads from a tensor: its ``_dtype``."""
+    """What a dtype rule reads from a tensor: its dtype (core reads the slot, ``_dtype``)."""
 
     def __init__(self, dtype: dt.DType) -> None:
         self._dtype = dtype

@@ -91,10 +91,10 @@ def test_gelu_kernel_and_its_gradient_match_the_float64_oracle(dtype: str,
                                                                approximate: str) -> None:
     x = _rounded(_rng().standard_normal((7, 33)) * 3, dtype)
     g = _rounded(_rng(1).standard_normal((7, 33)), dtype)
-    y = K[ops.composite.gelu](_as(x, dtype)._data, approximate=approximate)
-    assert y.dtype == _as(x, dtype)._data.dtype
+    y = K[ops.composite.gelu](_as(x, dtype).payload, approximate=approximate)
+    assert y.dtype == _as(x, dtype).payload.dtype
     _close(y, gelu_oracle(x, approximate), dtype, 4)
-    dx = K[ops.composite.gelu_backward](_as(g, dtype)._data, _as(x, dtype)._data, y,
+    dx = K[ops.composite.gelu_backward](_as(g, dtype).payload, _as(x, dtype).payload, y,
                                         approximate=approximate)
     _close(dx, g * gelu_grad_oracle(x, approximate), dtype, 8)
 
@@ -201,7 +201,7 @@ def test_attention_kernel_matches_the_float64_oracle(dtype: str, kind: str) -> N
     arrays = [_rounded(a, dtype) if a.dtype != bool else a for a in _sdpa_inputs(kind)]
     q, k, v = arrays[:3]
     m = arrays[3] if len(arrays) > 3 else None
-    args = [_as(a, dtype)._data if a.dtype != bool else a for a in arrays]
+    args = [_as(a, dtype).payload if a.dtype != bool else a for a in arrays]
     out, lse = K[SDPA](*args, scale=0.7, causal=kind == "causal", mask=m is not None)
     assert lse.shape == q.shape[:-1]
     assert lse.dtype == (np.float32 if dtype in ("float16", "bfloat16") else out.dtype)
@@ -333,11 +333,11 @@ def _rnn_arrays(gates: int, hidden: int = 3, steps: int = 4, batch: int = 2, inp
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_lstm_cell_kernel_steps_match_the_float64_oracle(dtype: str) -> None:
     x, h, c, w_ih, w_hh, b_ih, b_hh = (_rounded(a, dtype) for a in _rnn_arrays(4))
-    hc = _as(np.concatenate([h, c], -1), dtype)._data
-    w, b = _as(w_hh, dtype)._data, _as(b_hh, dtype)._data
+    hc = _as(np.concatenate([h, c], -1), dtype).payload
+    w, b = _as(w_hh, dtype).payload, _as(b_hh, dtype).payload
     ys = []
     for xt in x:
-        gx = _as(_rounded(xt @ w_ih.T + b_ih, dtype), dtype)._data
+        gx = _as(_rounded(xt @ w_ih.T + b_ih, dtype), dtype).payload
         hc, gates = K[LSTM_CELL](gx, hc, w, b, bias=True)
         assert hc.dtype == gx.dtype and gates.shape == gx.shape
         ys.append(hc[:, :3].astype(np.float64))
@@ -347,11 +347,11 @@ def test_lstm_cell_kernel_steps_match_the_float64_oracle(dtype: str) -> None:
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_gru_cell_kernel_steps_match_the_float64_oracle(dtype: str) -> None:
     x, h, _, w_ih, w_hh, b_ih, b_hh = (_rounded(a, dtype) for a in _rnn_arrays(3))
-    ht = _as(h, dtype)._data
-    w, b = _as(w_hh, dtype)._data, _as(b_hh, dtype)._data
+    ht = _as(h, dtype).payload
+    w, b = _as(w_hh, dtype).payload, _as(b_hh, dtype).payload
     ys = []
     for xt in x:
-        ht, work = K[GRU_CELL](_as(_rounded(xt @ w_ih.T + b_ih, dtype), dtype)._data, ht, w, b,
+        ht, work = K[GRU_CELL](_as(_rounded(xt @ w_ih.T + b_ih, dtype), dtype).payload, ht, w, b,
                                bias=True)
         assert ht.dtype == w.dtype and work.shape == (2, 12)
         ys.append(ht.astype(np.float64))

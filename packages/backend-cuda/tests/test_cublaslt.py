@@ -27,7 +27,7 @@ def _array(x: np.ndarray, dtype: ember.DType, transposed: bool) -> tuple[Any, np
     dev = ember.device("cuda:0")
     t = ember.tensor(np.ascontiguousarray(x.T) if transposed else x, dtype=dtype, device=dev)
     t = t.T if transposed else t
-    return t._data, t.to(dtype=ember.float64).numpy()
+    return t.payload, t.to(dtype=ember.float64).numpy()
 
 
 @pytest.mark.parametrize("bias", [False, True], ids=["plain", "bias"])

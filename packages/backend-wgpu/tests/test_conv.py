@@ -176,7 +176,7 @@ def test_strided_input_views_are_read_in_place(prefer: Any, wg_device: Any, layo
     prefer(kind)
     x, xv = _view(wg_device, RNG.standard_normal((2, 6, 9, 10)), dtype, layout)
     w, wv = _on(wg_device, RNG.standard_normal((8, 3, 3, 3)), dtype)
-    assert not x._data.is_contiguous()
+    assert not x.payload.is_contiguous()
     got = F.conv2d(x, w, stride=(2, 1), padding=(1, 1), groups=2)
     _check(got, xv, wv, dtype, stride=(2, 1), padding=(1, 1), groups=2)
 
@@ -225,7 +225,7 @@ def test_the_implicit_kernel_runs_alone_and_allocates_only_the_output(
     want = conv_ref(xv, wv, **kw)
     # one dispatch, of the implicit kernel; one buffer, the output's (an im2col matrix
     # would hold C/G * kh * kw * N * OH * OW elements)
-    assert sources == [conv._SOURCES[(x._data.dtype, w._data.dtype, x._data.dtype, kind)]]
+    assert sources == [conv._SOURCES[(x.payload.dtype, w.payload.dtype, x.payload.dtype, kind)]]
     assert sizes == [want.size]
     _check(got, xv, wv, "float32", **kw)
 

@@ -41,7 +41,7 @@ def _host(shape: tuple[int, ...], dtype: str) -> np.ndarray:
 
 def _check(t: ember.Tensor, want: np.ndarray) -> None:
     got = t.contiguous()
-    assert got._data.strides == _codegen.contiguous_strides(want.shape)
+    assert got.payload.strides == _codegen.contiguous_strides(want.shape)
     host = got.to(dtype=ember.float32).numpy() if got.dtype is ember.bfloat16 else got.numpy()
     np.testing.assert_array_equal(host, want)
 

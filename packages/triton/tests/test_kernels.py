@@ -304,9 +304,9 @@ def _tma_operands(dev: ember.Device, dtype: ember.DType, m: int, n: int, k: int,
     bv = rng.standard_normal((n, k)).T if b_kmajor else rng.standard_normal((k, n))
     a = ember.tensor(av, dtype=dtype, device=dev)
     b = ember.tensor(np.ascontiguousarray(bv.T) if b_kmajor else bv, dtype=dtype, device=dev)
-    bd = b._data.transpose((1, 0)) if b_kmajor else b._data
+    bd = b.payload.transpose((1, 0)) if b_kmajor else b.payload
     # the operands as the kernel sees them, rounded to ``dtype``, in float64
-    return a._data, bd, a.numpy().astype(np.float64), b.numpy().astype(np.float64).T \
+    return a.payload, bd, a.numpy().astype(np.float64), b.numpy().astype(np.float64).T \
         if b_kmajor else b.numpy().astype(np.float64)
 
 
@@ -333,7 +333,7 @@ def test_tma_matmul_matches_numpy(dev: ember.Device, dtype: ember.DType, b_kmajo
     bias_t = ember.tensor(_rng().standard_normal(n), dtype=dtype, device=dev) if bias else None
     cfg = (32, 16, 16, 2, 4, 1, 1)
     assert -(-m // cfg[0]) * -(-n // cfg[1]) > be.processors
-    _tma_matmul(be, cfg, out, a, b, args, precision, None if bias_t is None else bias_t._data)
+    _tma_matmul(be, cfg, out, a, b, args, precision, None if bias_t is None else bias_t.payload)
     want = an @ bn
     if bias_t is not None:
         want = want + bias_t.numpy().astype(np.float64)
@@ -417,4 +417,4 @@ def test_transposed_copies_use_the_tiled_kernel(dev: ember.Device,
     got = x.transpose(0, 1).contiguous()
     assert "transpose" in launched
     np.testing.assert_array_equal(got.numpy(), x.numpy().T)
-    assert got._data.strides == (130, 1)
+    assert got.payload.strides == (130, 1)

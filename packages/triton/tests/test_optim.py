@@ -66,7 +66,7 @@ def test_fused_adam_is_one_kernel_per_step(dev: ember.Device, monkeypatch: pytes
     else:
         assert seen == Counter(adam_steps3=3, ember_ew=2 * len(shapes))
         # the moments of all parameters share one allocation, each on a 256-byte boundary
-        moments = [opt.state[id(p)][k]._data for p in params for k in ("exp_avg", "exp_avg_sq")]
+        moments = [opt.state[id(p)][k].payload for p in params for k in ("exp_avg", "exp_avg_sq")]
         assert len({id(a.storage) for a in moments}) == 1
         assert all(a.offset * a.dtype.itemsize % 256 == 0 for a in moments)
         assert len({a.offset for a in moments}) == len(moments)

@@ -68,7 +68,7 @@ def test_matmul_replays_its_launch(dev: ember.Device, log: list[Any], bias: bool
     assert dev.backend.matmul_plans
     assert [e[0] for e in log] == ["launch", "replay"]
     assert log[1][1] == log[0][1]
-    assert log[1][2] == _moved(log[0][2], [t._data for t in first], [t._data for t in second])
+    assert log[1][2] == _moved(log[0][2], [t.payload for t in first], [t.payload for t in second])
     # an operand off the 16-byte grid (a view one row in) launches through the JIT again
     xs = _t(dev, (7, 5), 20)[1:]
     got = ember.nn.functional.linear(xs, first[1], first[2]) if bias else xs @ first[1].T
@@ -83,7 +83,7 @@ def test_reduction_replays_its_launch(dev: ember.Device, log: list[Any],
     def run(seed: int) -> list[DeviceArray]:
         x = _t(dev, (4, 6, 3), seed)
         s = x.sum(dim=dims)
-        return [x._data, s._data]
+        return [x.payload, s.payload]
 
     first = run(0)
     second = run(1)
@@ -102,13 +102,13 @@ def test_adam_replays_its_launch(dev: ember.Device, log: list[Any]) -> None:
         out: list[DeviceArray] = []
         for p in params:
             st = opt.state[id(p)]
-            out += [p._data, st["exp_avg"]._data, st["exp_avg_sq"]._data]
+            out += [p.payload, st["exp_avg"].payload, st["exp_avg_sq"].payload]
         return out
 
     def step(seed: int) -> list[DeviceArray]:
         grads = {p: _t(dev, p.shape, seed + i) for i, p in enumerate(params)}
         opt.step(grads)
-        return [g._data for g in grads.values()]
+        return [g.payload for g in grads.values()]
 
     g1 = step(0)
     before = operands()  # what the second step reads ...
@@ -152,8 +152,8 @@ def test_binary_ops_replay_straight_from_core(dev: ember.Device, log: list[Any],
     out = c * d
     assert dispatched == ["mul"]  # not dispatched again
     assert [e[0] for e in log] == ["launch", "replay"] and log[1][1] == log[0][1]
-    assert log[1][2] == _moved(log[0][2], [first._data, a._data, b._data],
-                               [out._data, c._data, d._data])
+    assert log[1][2] == _moved(log[0][2], [first.payload, a.payload, b.payload],
+                               [out.payload, c.payload, d.payload])
     assert out.shape == (4, 6) and out.dtype == ember.float32 and out.device is dev
     assert be.dispatch_binary(ember.ops.elementwise.eq, c, d) is None  # bool result: dispatch
     assert be.dispatch_binary(ember.ops.elementwise.sub, c, d) is None  # no launch recorded

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ember.backend import GRAD_MODE as STATE
-from ember.backend import TRACE, Decorator, Device, Tensor
+from ember.backend import Decorator, Device, Tensor
 from ember.ops import Op
 
 from ._tape import Cell, Node, Unsaved
@@ -76,8 +76,6 @@ class AutodiffBackend(Decorator):
         return op in RULES and self.inner.implements(op)
 
     def dispatch(self, op: Op, args: Sequence[Tensor], params: dict[str, Any]) -> Any:
-        if TRACE:  # ember.compile is recording: these may be parameters it reads
-            TRACE[0].note_args(args)
         # one and two inputs spelled out: a comprehension is a call of its own on Python 3.11
         n = len(args)
         cells: tuple[Cell, ...]

@@ -39,7 +39,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 import ember
-from ember.backend import CaptureError, Tensor, capturing, lower, lower_to
+from ember.backend import CaptureError, Tensor, capturing, lower, lower_to, set_payload
 
 if TYPE_CHECKING:
     from ember_triton.backend import TritonBackend
@@ -69,10 +69,10 @@ class _Recording:
     def note_replace(self, t: Tensor) -> None:
         if id(t) not in self.replaced:
             try:
-                arr = lower_to(t, self.base)._data
+                arr = lower_to(t, self.base).payload
             except ValueError:  # a tensor of another device: nothing the recording reads
                 arr = None
-            self.replaced[id(t)] = (t, t._data, arr)
+            self.replaced[id(t)] = (t, t.payload, arr)
 
     def copy_back(self) -> None:
         """Record copies of the new values into the old buffers; restore the old payloads."""
@@ -82,14 +82,14 @@ class _Recording:
         for t, old_data, old_arr in self.replaced.values():
             if old_arr is None:
                 continue
-            new_arr = lower_to(t, self.base)._data
+            new_arr = lower_to(t, self.base).payload
             if new_arr is not old_arr:
                 elementwise(be, "r = x0", [new_arr], old_arr.dtype, out=old_arr, widen=False)
-            t._data = old_data
+            set_payload(t, old_data)
 
     def restore(self) -> None:
         for t, old_data, _ in self.replaced.values():
-            t._data = old_data
+            set_payload(t, old_data)
 
 
 class CudaGraph:
@@ -125,8 +125,8 @@ class CudaGraph:
             raise ValueError(f"the recorded input lives on {dst.device}, not on the graph's "
                              f"device {self._base}")
         s = lower(src).to(self._base).to(dtype=dst.dtype)
-        elementwise(cast("TritonBackend", self._base.backend), "r = x0", [s._data],
-                    d._data.dtype, out=d._data, widen=False)
+        elementwise(cast("TritonBackend", self._base.backend), "r = x0", [s.payload],
+                    d.payload.dtype, out=d.payload, widen=False)
 
 
 def graph(step: Callable[[], Any], *, device: Any = "cuda:0", warmup: int = 3) -> CudaGraph:

@@ -323,8 +323,9 @@ class Backend:
 class Decorator(Backend):
     """Base class of decorator devices: a device that wraps ``inner``.
 
-    By default everything falls through to the inner device; a decorator overrides
-    :meth:`dispatch` for the ops it has work for.
+    By default everything falls through to the inner device (:meth:`dispatch` unwraps the
+    arguments, runs the op there and wraps the results); a decorator overrides
+    :meth:`dispatch` for the ops it has work for, and :meth:`wrap`/:meth:`unwrap`.
     """
 
     tensor_type: type[Tensor]
@@ -347,6 +348,27 @@ class Decorator(Backend):
 
     def memory_stats(self) -> dict[str, int]:
         return self.inner.backend.memory_stats()
+
+    def dispatch(self, op: Op, args: Sequence[Tensor], params: dict[str, Any]) -> Any:
+        """Run ``op`` on the inner device: each argument unwrapped, each result wrapped.
+
+        A decorator overrides this for the ops it has work for and hands the rest here (or
+        straight to ``self.inner.dispatch``).  It need not deal with `ember.compile`: while a
+        trace is open, the device calls :meth:`dispatch_noting` instead."""
+        unwrap, wrap = self.unwrap, self.wrap
+        out = self.inner.dispatch(op, [unwrap(a) for a in args], params)
+        if type(out) is tuple:
+            return tuple([wrap(o) for o in out])
+        return wrap(out)
+
+    def dispatch_noting(self, op: Op, args: Sequence[Tensor], params: dict[str, Any]) -> Any:
+        """:meth:`dispatch`, having shown the open `ember.compile` trace the arguments (what
+        holds the payloads a program reads from outside).  Core points a decorator device's
+        ``dispatch`` here while a trace is open, and back when the last one closes, so that
+        no decorator tests for a trace on its per-op path."""
+        if TRACE:
+            TRACE[0].note_args(args)
+        return self.dispatch(op, args, params)
 
     def wrap(self, inner: Tensor) -> Tensor:
         """An inner-device tensor seen as a tensor of this device."""

@@ -10,12 +10,14 @@ import logging
 import os
 import re
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ._errors import DeviceUnavailableError
+from ._trace import ON_TRACING, TRACE
 
 if TYPE_CHECKING:
     from ._backend import Backend
@@ -158,8 +160,8 @@ class Device:
     ('cpu', True)
     """
 
-    __slots__ = ("_backend", "dispatch", "dispatch_binary", "implements", "index", "inner",
-                 "name", "options", "target", "tensor_type")
+    __slots__ = ("__weakref__", "_backend", "dispatch", "dispatch_binary", "implements",
+                 "index", "inner", "name", "options", "target", "tensor_type")
 
     name: str
     index: int | None
@@ -171,6 +173,7 @@ class Device:
     def __init__(self, name: str, index: int | None, inner: Device | None,
                  backend: Backend, options: dict[str, Any] | None = None,
                  target: str | None = None) -> None:
+        from ._backend import Decorator
         from ._tensor import Tensor
 
         self.name = name
@@ -181,6 +184,10 @@ class Device:
         self._backend = backend
         # bound once so that per-op dispatch is a single attribute look-up
         self.dispatch = backend.dispatch
+        if isinstance(backend, Decorator):
+            _DECORATING.add(self)
+            if TRACE:
+                self.dispatch = backend.dispatch_noting
         #: the backend's fast path of eager binary ops, or ``None`` (`Backend.dispatch_binary`)
         self.dispatch_binary = backend.dispatch_binary
         #: ``implements(op)``: whether a composite op runs as this device's own kernel
@@ -328,6 +335,20 @@ def device(spec: str | Device | None = None) -> Device:
 
 _DEFAULT: list[Device] = []
 _LOCAL = threading.local()
+
+#: the decorator devices: while `ember.compile` traces, their ``dispatch`` is the backend's
+#: `Decorator.dispatch_noting`, which shows the trace the tensors they see (candidate holders
+#: of the program's external payloads); otherwise the backend's own ``dispatch``, untaxed
+_DECORATING: weakref.WeakSet[Device] = weakref.WeakSet()
+
+
+def _tracing(on: bool) -> None:
+    for dev in list(_DECORATING):
+        backend: Any = dev.backend
+        dev.dispatch = backend.dispatch_noting if on else backend.dispatch
+
+
+ON_TRACING.append(_tracing)
 
 
 def default_device() -> Device:

@@ -26,8 +26,30 @@ if TYPE_CHECKING:
 
 __all__ = ["TRACE", "VALUE_SHAPED", "HostFloat", "HostInt", "Tracer", "host_number", "plain"]
 
+#: called with ``True`` when the first trace opens and with ``False`` when the last one closes
+#: (`ember._device` points decorator devices at `Decorator.dispatch_noting` meanwhile)
+ON_TRACING: list[Callable[[bool], None]] = []
+
+
+class _Traces(list["Tracer"]):
+    """The stack of open traces.  Opening the first and closing the last tell `ON_TRACING`, so
+    decorators need no per-op test of their own; ``if TRACE:`` costs what it costs on a list."""
+
+    def append(self, tracer: Tracer) -> None:
+        super().append(tracer)
+        if len(self) == 1:
+            for hook in ON_TRACING:
+                hook(True)
+
+    def remove(self, tracer: Tracer) -> None:
+        super().remove(tracer)
+        if not self:
+            for hook in ON_TRACING:
+                hook(False)
+
+
 #: the active tracer, if any (a list so that hot paths test it with one global look-up)
-TRACE: list[Tracer] = []
+TRACE: list[Tracer] = _Traces()
 
 
 #: ops whose output *shape* depends on the values of their inputs: a replay cannot reuse the

@@ -120,16 +120,16 @@ class NCCLCommunicator(Communicator):
 
     def _source(self, t: ember.Tensor) -> tuple[Any, int]:
         be = self._backend(t)
-        payload = be.contiguous(t._data)
+        payload = be.contiguous(t.payload)
         return payload, self._pointer(payload)
 
     def _output(self, like: ember.Tensor, shape: tuple[int, ...]) -> tuple[ember.Tensor, int]:
         be = self._backend(like)
-        payload = be.memory.empty(shape, like._data.dtype)
-        out = like.device.tensor_type._make(payload, like.device, like.dtype)
+        payload = be.memory.empty(shape, like.payload.dtype)
+        out = like.device.tensor_type.from_payload(payload, like.device, like.dtype)
         return out, self._pointer(payload)
 
-    def _dtype(self, t: ember.Tensor, reduce: bool) -> int:
+    def _nccl_dtype(self, t: ember.Tensor, reduce: bool) -> int:
         name = _TYPES.get(t.dtype.name)
         if name is None or not hasattr(self.nccl, name) or (reduce and t.dtype.name == "bool"):
             raise DistributedError(self.describe(f"NCCL cannot {'reduce' if reduce else 'move'} "
@@ -167,7 +167,7 @@ class NCCLCommunicator(Communicator):
         scale = op == "mean" and nccl_op is None  # NCCL < 2.10 has no average: sum, divide
         if scale:
             nccl_op = self.nccl.NCCL_SUM
-        self.nccl_comm.allReduce(src_ptr, out_ptr, n, self._dtype(tensor, True), int(nccl_op),
+        self.nccl_comm.allReduce(src_ptr, out_ptr, n, self._nccl_dtype(tensor, True), int(nccl_op),
                                  self._stream)
         del src  # kept alive until the call was enqueued; CuPy's pool orders reuse on stream
         if scale:
@@ -179,7 +179,7 @@ class NCCLCommunicator(Communicator):
         n = tensor.numel()
         _, src_ptr = self._source(tensor)
         out, out_ptr = self._output(tensor, tuple(tensor.shape))
-        self.nccl_comm.broadcast(src_ptr, out_ptr, n, self._dtype(tensor, False), src,
+        self.nccl_comm.broadcast(src_ptr, out_ptr, n, self._nccl_dtype(tensor, False), src,
                                  self._stream)
         return _Event(self, f"broadcast of {n} {tensor.dtype} values from rank {src}",
                       out).wait()
@@ -188,7 +188,7 @@ class NCCLCommunicator(Communicator):
         n = tensor.numel()
         _, src_ptr = self._source(tensor)
         out, out_ptr = self._output(tensor, (self.world_size, *tensor.shape))
-        self.nccl_comm.allGather(src_ptr, out_ptr, n, self._dtype(tensor, False), self._stream)
+        self.nccl_comm.allGather(src_ptr, out_ptr, n, self._nccl_dtype(tensor, False), self._stream)
         return _Event(self, f"all_gather of {n} {tensor.dtype} values", out).wait()
 
     def reduce_scatter(self, tensor: ember.Tensor, op: ReduceOp = "sum") -> ember.Tensor:
@@ -203,7 +203,7 @@ class NCCLCommunicator(Communicator):
         scale = op == "mean" and nccl_op is None
         if scale:
             nccl_op = self.nccl.NCCL_SUM
-        self.nccl_comm.reduceScatter(src_ptr, out_ptr, count, self._dtype(tensor, True),
+        self.nccl_comm.reduceScatter(src_ptr, out_ptr, count, self._nccl_dtype(tensor, True),
                                      int(nccl_op), self._stream)
         if scale:
             out = (out / self.world_size).to(tensor.dtype) if tensor.dtype.is_floating_point \

@@ -191,17 +191,13 @@ class TritonBackend(Backend):
         name = self._same_binary.get(op)
         if name is None:
             return None
-        x, y = a._data, b._data
+        x, y = a.payload, b.payload
         plan = self.elementwise_plans.get(("binary", name, x.shape, x.strides, x.dtype, y.shape,
                                            y.strides, y.dtype))
         if plan is None:
             return None
         device = self.device
-        t = object.__new__(device.tensor_type)
-        t._data = run_binary(self, plan, x, y)
-        t._device = device
-        t._dtype = a._dtype
-        return t
+        return device.tensor_type.from_payload(run_binary(self, plan, x, y), device, a.dtype)
 
     # -- helpers for kernel families ---------------------------------------------------------
 

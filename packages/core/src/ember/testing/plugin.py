@@ -34,6 +34,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run every case through ember.compile: trace on the case's inputs, replay on "
              "fresh inputs of the same shapes, both against the oracle")
     group.addoption(
+        "--ember-plugin", action="append", default=[], metavar="MODULE",
+        help="register the ember plugin module MODULE (its hooks, as an entry point would) "
+             "before the run: a plugin tested before it is installed")
+    group.addoption(
         "--ember-sample", type=int, default=1, metavar="K",
         help="run one case in K (chosen by a hash of the case id: the same ones every run); "
              "for slow device stacks in CI")
@@ -68,6 +72,15 @@ def _split_devices(text: str) -> list[str]:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "ember_case: a case of the ember conformance suite")
+    modules = config.getoption("ember_plugin", None) or []
+    if modules:
+        import importlib
+
+        from ember._plugins import plugin_manager, register_plugin
+
+        for name in modules:
+            if plugin_manager().get_plugin(name) is None:
+                register_plugin(importlib.import_module(name), name=name)
 
 
 @pytest.fixture
