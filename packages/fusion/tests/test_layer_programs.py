@@ -24,10 +24,15 @@ PROGRAMS = 500
 
 
 def test_layer_programs_agree_fused_and_unfused() -> None:
+    from ember_cpu.fusion import wait_for_loops
+
     failures = []
     for seed in range(PROGRAMS):
         try:
-            check_program(seed, DEVICES[seed % 2], "cpu")
+            # every 10th program also runs twice more, the last time on the compiled loops
+            # its kernels asked for (a kernel of four blocks or more, on its second call)
+            check_program(seed, DEVICES[seed % 2], "cpu", runs=1 if seed % 10 else 3,
+                          between=wait_for_loops)
         except AssertionError as exc:
             failures.append(str(exc))
     assert not failures, f"{len(failures)} of {PROGRAMS} programs differ; first:\n{failures[0]}"

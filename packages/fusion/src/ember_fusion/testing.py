@@ -16,7 +16,7 @@ Examples
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -628,10 +628,13 @@ def run_program(program: Program, device: str) -> list[np.ndarray]:
 
 
 def check_program(seed: int, fused: str, plain: str, small: bool = False,
-                  shapes: int | None = None) -> Program:
-    """Run layer program ``seed`` (`layer_program`) on ``fused`` and on ``plain``; raise
-    AssertionError naming the seed, devices and source where an output differs (exactly for
-    ints and bools, within `TOL` for floats).  The message says how to replay it."""
+                  shapes: int | None = None, runs: int = 1,
+                  between: Callable[[], object] | None = None) -> Program:
+    """Run layer program ``seed`` (`layer_program`) on ``fused`` (``runs`` times, calling
+    ``between`` between runs: a compiler may change paths on a kernel's later calls) and on
+    ``plain``; raise AssertionError naming the seed, devices and source where an output
+    differs (exactly for ints and bools, within `TOL` for floats).  The message says how to
+    replay it."""
     p = layer_program(seed, small, shapes)
     where = (f"layer program {seed} (shapes {p.shapes}, small={small}) on {fused} vs {plain}; "
              f"replay with ember_fusion.testing.check_program({seed}, {fused!r}, {plain!r}, "
@@ -640,12 +643,20 @@ def check_program(seed: int, fused: str, plain: str, small: bool = False,
         want = run_program(p, plain)
     except Exception as exc:  # the plain device refuses the program: the generator's bug
         raise AssertionError(f"{where}\nthe unfused run raised {exc!r}") from exc
-    try:
-        got = run_program(p, fused)
-    except Exception as exc:
-        raise AssertionError(f"{where}\nthe fused run raised {exc!r}") from exc
+    for run in range(runs):
+        if run and between is not None:
+            between()
+        try:
+            got = run_program(p, fused)
+        except Exception as exc:
+            raise AssertionError(f"{where}\nthe fused run {run + 1} raised {exc!r}") from exc
+        _agree(p, got, want, f"{where}\nfused run {run + 1}")
+    return p
+
+
+def _agree(p: Program, got: list[np.ndarray], want: list[np.ndarray], where: str) -> None:
     for k, (g, w) in enumerate(zip(got, want, strict=True)):
-        what = f"{where}\noutput {k} ({p.outputs[k]})"
+        what = f"{where}, output {k} ({p.outputs[k]})"
         assert g.shape == w.shape and g.dtype == w.dtype, (
             f"{what}: {g.shape} {g.dtype} fused, {w.shape} {w.dtype} unfused")
         if w.dtype.kind in "biu":
@@ -655,7 +666,6 @@ def check_program(seed: int, fused: str, plain: str, small: bool = False,
             scale = max(1.0, float(finite.max())) if finite.size else 1.0
             np.testing.assert_allclose(g, w, rtol=p.tol, atol=p.tol * scale, equal_nan=True,
                                        err_msg=what)
-    return p
 
 
 def census(device: str) -> dict[str, int]:
