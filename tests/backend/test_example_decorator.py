@@ -7,6 +7,7 @@ path)."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 import sys
@@ -28,11 +29,9 @@ def counting() -> Iterator[None]:
     sys.path.insert(0, str(SRC))
     from ember._plugins import plugin_manager, register_plugin
 
-    import ember_callcount.plugin
-
-    registered = plugin_manager().get_plugin("callcount-test") is None
-    if registered:
-        register_plugin(ember_callcount.plugin, name="callcount-test")
+    plugin = importlib.import_module("ember_callcount.plugin")  # on the path from here on
+    if plugin_manager().get_plugin("callcount-test") is None:
+        register_plugin(plugin, name="callcount-test")
     yield
     sys.path.remove(str(SRC))
 
