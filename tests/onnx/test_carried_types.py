@@ -156,3 +156,12 @@ def test_string_ops_match_onnxruntime(device: str) -> None:
             ("match", TensorProto.BOOL), ("eq", TensorProto.BOOL)]
     _same_strings(_model(nodes, {"w": words, "o": other}, outs, 20), {"w": words, "o": other},
                   device)
+
+
+def test_a_string_input_takes_strings_only() -> None:
+    words = np.array(["a", "b"], dtype=object)
+    node = helper.make_node("StringConcat", ["w", "w"], ["y"])
+    m = ember.onnx.load(_model([node], {"w": words}, [("y", TensorProto.STRING)], 20))
+    assert m(np.array(["x", "y"])).tolist() == ["xx", "yy"]
+    with pytest.raises(TypeError, match="expected strings"):
+        m(np.array([1.0, 2.0], np.float32))

@@ -509,8 +509,10 @@ def _value_type(v: Any, where: str) -> tuple[Any, ...]:
         inner = getattr(v.type, which).elem_type
         return (which, _value_type(type(v)(name=v.name, type=inner), where))
     tt = v.type.tensor_type
-    dtype = ember_dtype(tt.elem_type, f"{where}: input {v.name!r}") \
+    dtype: Any = ember_dtype(tt.elem_type, f"{where}: input {v.name!r}") \
         if tt.elem_type in FROM_ONNX else _carried.CARRIER.get(tt.elem_type)
+    if tt.elem_type == _strings.STRING:
+        dtype = "string"  # a numpy array of str, kept on the host
     if not tt.HasField("shape"):
         return dtype, None
     dims: list[Any] = []
@@ -528,15 +530,19 @@ def _check_input(name: str, v: Any, expect: tuple[Any, ...], dev: Device) -> Any
     if expect[0] == "optional_type":
         return _control.EMPTY if v is None else _check_input(name, v, expect[1], dev)
     dtype, dims = expect
-    if isinstance(v, np.ndarray | np.generic) and np.asarray(v).dtype.kind in "OUS":
-        return np.asarray(v).astype(object)  # strings stay on the host (`_strings`)
-    if isinstance(v, np.ndarray | np.generic):
+    if dtype == "string":  # strings stay on the host (`_strings`)
+        a = np.asarray(v) if isinstance(v, np.ndarray | np.generic | list | tuple) else None
+        if a is None or a.dtype.kind not in "OUS":
+            raise TypeError(f"input {name!r}: expected strings (a numpy array of str), got "
+                            f"{type(v).__name__ if a is None else a.dtype}")
+        v = a.astype(object)
+    elif isinstance(v, np.ndarray | np.generic):
         a = np.asarray(v)
         v = _tensor(a if a.flags.c_contiguous else a.copy(), device=dev)
-    if not isinstance(v, Tensor):
+    if not isinstance(v, Tensor) and dtype != "string":
         raise TypeError(f"input {name!r}: expected an ember.Tensor or numpy array, got "
                         f"{type(v).__name__}")
-    if dtype is not None and v.dtype != dtype:
+    if dtype is not None and dtype != "string" and v.dtype != dtype:
         raise TypeError(f"input {name!r}: expected dtype {dtype.name}, got {v.dtype.name}")
     if dims is not None:
         ok = len(dims) == v.ndim and all(isinstance(d, str) or d == s
