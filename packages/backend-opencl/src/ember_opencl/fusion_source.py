@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = ["LANES", "KernelSource"]
 
 EW = ops.elementwise
+ARG = ("argmax", "argmin")
 #: lanes of a work-group kernel (PoCL compiles one work-group function per local size: fixed)
 LANES = 64
 
@@ -117,86 +118,61 @@ class KernelSource(RowSchedule):
         scope.lines.append(f"{out_t} {name}; {{ {' '.join(decls)} {name} = ({out_t})({expr}); }}")
         return name
 
-    # -- reductions ----------------------------------------------------------------------------
+    # -- reductions: the accumulator's spelling ------------------------------------------------
 
-    def reduce(self, j: int, idx: tuple[str, ...], depth: int) -> str:
-        g = self.g
-        node = g.nodes[j]
-        kind = node.op.name
-        a, dims, aidx = self.reduction_index(j, idx)
-        ashape = g.shape(a)
-        n = math.prod(ashape[d] for d in dims)
-        out_t = ctype(numpy_dtype(node.dtype))
-        if kind == "var":
-            mean = self.loop(kind="mean", a=a, aidx=aidx, dims=dims, depth=depth,
-                             scale=1.0 / n if n else math.inf, out_t=ctype(g.numpy_dtype(a)))
-            denom = max(n - node.params.get("correction", 1), 0)
-            return self.loop(kind="mean", a=a, aidx=aidx, dims=dims, depth=depth,
-                             scale=1.0 / denom if denom else math.inf, out_t=out_t,
-                             center=mean)
-        return self.loop(kind=kind, a=a, aidx=aidx, dims=dims, depth=depth,
-                         scale=1.0 / n if n else math.inf, out_t=out_t)
+    def declare(self, name: str, dtype: np.dtype[Any], expr: str) -> str:
+        return f"const {compute_type(dtype)} {name} = {expr};"
 
-    def loop(self, *, kind: str, a: int, aidx: dict[int, str], dims: tuple[int, ...],
-             depth: int, scale: float, out_t: str, center: str | None = None) -> str:
-        """Emit a loop reducing ref ``a`` over ``dims`` at the kept index ``aidx``."""
-        g = self.g
-        ashape = g.shape(a)
-        adt = g.numpy_dtype(a)
-        t = compute_type(adt)
-        fl = adt.kind == "f"
-        arg = kind in ("argmax", "argmin")
-        acc_t, init, comb = (t, "0", "") if arg else _spec(kind, t, fl)
-        kahan = kind in ("sum", "mean") and fl
-        tree = self.lanes > 1 and depth == 0
-        scope = self.chain[depth]
-        c = self.fresh("")
-        acc, k = f"r{c}", f"k{c}"
-        v, body, saved = self.loop_value(a, aidx, dims, depth, c, k)
-        if center is not None:
-            body.lines.append(f"const {t} w{c} = ({v} - {center}) * ({v} - {center});")
-            v = f"w{c}"
-        if arg:
-            helper = _arg_helper(t, fl, kind == "argmax").replace("arg_first", f"{kind}_{t}")
-            self.helpers[helper] = None
-            body.lines.append(f"if (!{kind}_{t}({acc}, i{c}, {v}, {k})) "
-                              f"{{ {acc} = {v}; i{c} = {k}; }}")
-        elif kahan:
-            body.lines.append(f"{{ {acc_t} y = {v} - m{c}; {acc_t} s = {acc} + y; "
-                              f"m{c} = isinf(s) ? 0 : (s - {acc}) - y; {acc} = s; }}")
+    def converted(self, dtype: np.dtype[Any], expr: str) -> str:
+        return f"({ctype(dtype)})({expr})"
+
+    def float_sym(self, value: float, dtype: np.dtype[Any]) -> str:
+        return self.sym(value, compute_type(dtype))
+
+    def _spec(self, kind: str, dtype: np.dtype[Any]) -> tuple[str, str, str]:
+        t = compute_type(dtype)
+        return (t, "0", "") if kind in ARG else _spec(kind, t, dtype.kind == "f")
+
+    def acc_init(self, kind: str, dtype: np.dtype[Any], c: str) -> list[str]:
+        acc_t, init, _ = self._spec(kind, dtype)
+        kahan = " " + f"{acc_t} m{c} = 0;" if _kahan(kind, dtype) else ""
+        return [f"{acc_t} r{c} = {init};{kahan}" + (f" long i{c} = -1;" if kind in ARG else "")]
+
+    def acc_update(self, kind: str, dtype: np.dtype[Any], c: str, v: str, k: str
+                   ) -> list[str]:
+        acc_t, _, comb = self._spec(kind, dtype)
+        acc = f"r{c}"
+        if kind in ARG:
+            t = compute_type(dtype)
+            helper = _arg_helper(t, dtype.kind == "f", kind == "argmax")
+            self.helpers[helper.replace("arg_first", f"{kind}_{t}")] = None
+            return [f"if (!{kind}_{t}({acc}, i{c}, {v}, {k})) {{ {acc} = {v}; i{c} = {k}; }}"]
+        if _kahan(kind, dtype):
+            return [f"{{ {acc_t} y = {v} - m{c}; {acc_t} s = {acc} + y; "
+                    f"m{c} = isinf(s) ? 0 : (s - {acc}) - y; {acc} = s; }}"]
+        return [f"{acc} = {_combine(comb, acc, v)};"]
+
+    def reduce_loop(self, k: str, total: str, tree: bool, depth: int, body: list[str]
+                    ) -> list[str]:
+        return _for(k, total, tree, body)
+
+    def acc_tree(self, kind: str, dtype: np.dtype[Any], c: str) -> list[str]:
+        acc_t, _, comb = self._spec(kind, dtype)
+        acc, sh = f"r{c}", f"sh{c}"
+        self.decls.append(f"__local {acc_t} {sh}[{LANES}];")
+        lines = [f"{sh}[lid] = {acc};"]
+        if kind in ARG:
+            t = compute_type(dtype)
+            self.decls.append(f"__local long shi{c}[{LANES}];")
+            lines.append(f"shi{c}[lid] = i{c};")
+            merge = (f"if (!{kind}_{t}({sh}[lid], shi{c}[lid], {sh}[lid + s], "
+                     f"shi{c}[lid + s])) {{ {sh}[lid] = {sh}[lid + s]; "
+                     f"shi{c}[lid] = shi{c}[lid + s]; }}")
         else:
-            body.lines.append(f"{acc} = {_combine(comb, acc, v)};")
-        self.chain = saved
-        total = self.sym(math.prod(ashape[d] for d in dims))
-        lines = scope.lines
-        lines.append(f"{acc_t} {acc} = {init};" + (f" {acc_t} m{c} = 0;" if kahan else "")
-                     + (f" long i{c} = -1;" if arg else ""))
-        lines.extend(_for(k, total, tree, body.lines))
-        if tree:
-            sh = f"sh{c}"
-            self.decls.append(f"__local {acc_t} {sh}[{LANES}];")
-            lines.append(f"{sh}[lid] = {acc};")
-            if arg:
-                self.decls.append(f"__local long shi{c}[{LANES}];")
-                lines.append(f"shi{c}[lid] = i{c};")
-                merge = (f"if (!{kind}_{t}({sh}[lid], shi{c}[lid], {sh}[lid + s], "
-                         f"shi{c}[lid + s])) {{ {sh}[lid] = {sh}[lid + s]; "
-                         f"shi{c}[lid] = shi{c}[lid + s]; }}")
-            else:
-                merge = f"{sh}[lid] = {_combine(comb, f'{sh}[lid]', f'{sh}[lid + s]')};"
-            lines += ["barrier(CLK_LOCAL_MEM_FENCE);",
-                      f"for (int s = {LANES // 2}; s > 0; s >>= 1) {{",
-                      f"    if (lid < s) {{ {merge} }}",
-                      "    barrier(CLK_LOCAL_MEM_FENCE);", "}",
-                      f"{acc} = {sh}[0];" + (f" i{c} = shi{c}[0];" if arg else "")]
-        res = f"res{c}"
-        if arg:
-            lines.append(f"const long {res} = i{c};")
-        elif kind == "mean":
-            lines.append(f"const {out_t} {res} = ({out_t})({acc} * {self.sym(scale, acc_t)});")
-        else:
-            lines.append(f"const {out_t} {res} = ({out_t})({acc});")
-        return res
+            merge = f"{sh}[lid] = {_combine(comb, f'{sh}[lid]', f'{sh}[lid + s]')};"
+        return lines + self.tree_steps(
+            "barrier(CLK_LOCAL_MEM_FENCE);", f"for (int s = {LANES // 2}; s > 0; s >>= 1) {{",
+            merge, f"{acc} = {sh}[0];" + (f" i{c} = shi{c}[0];" if kind in ARG else ""))
 
     # -- the kernel ----------------------------------------------------------------------------
 
@@ -220,13 +196,8 @@ class KernelSource(RowSchedule):
                 f"__kernel void fused({', '.join(out_params + in_params + self.params)})\n"
                 f"{{\n    {body}\n}}\n")
 
-    def store_one(self, t: int, inner_idx: tuple[str, ...], outs: dict[int, int], scope: Scope,
-                  cond: list[str]) -> None:
-        idx = self.out_index(t, inner_idx)
-        v = self.value(t, idx)
-        addr = self.out_address(self.g.shape(t), idx)
-        store = f"out{outs[t]}[{addr}] = {v};"
-        scope.lines.append(f"if ({' && '.join(cond)}) {store}" if cond else store)
+    def store_line(self, out: int, addr: str, t: int, value: str) -> str:
+        return f"out{out}[{addr}] = {value};"
 
 
 def _for(k: str, total: str, lanes: bool, body: list[str]) -> list[str]:
@@ -238,6 +209,11 @@ def _for(k: str, total: str, lanes: bool, body: list[str]) -> list[str]:
     return [f"for (long {k}b = 0; {k}b < {total}; {k}b += {LANES}) {{",
             f"    const long {k} = {k}b + lid;", f"    if ({k} < {total}) {{",
             *("        " + line for line in body), "    }", "}"]
+
+
+def _kahan(kind: str, dtype: np.dtype[Any]) -> bool:
+    """Whether a ``kind`` reduction of ``dtype`` sums with Kahan's compensation."""
+    return kind in ("sum", "mean") and dtype.kind == "f"
 
 
 def _combine(comb: str, acc: str, v: str) -> str:

@@ -10,7 +10,6 @@ scope and index, hoisted to the outermost scope whose loop variables they use.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -122,118 +121,92 @@ class RowSource(RowSchedule):
         scope.lines.append(f"let {name} = {_rounded(node.dtype.name, r.expr)};")
         return name
 
-    # -- reductions ----------------------------------------------------------------------------
+    # -- reductions: the accumulator's spelling ------------------------------------------------
 
-    def reduce(self, j: int, idx: tuple[str, ...], depth: int) -> str:
-        g = self.g
-        node = g.nodes[j]
-        kind = node.op.name
-        a, dims, aidx = self.reduction_index(j, idx)
-        ashape = g.shape(a)
-        # ``count``: a second pass's mean divides by the elements of the first's rows
-        n = node.params.get("count", math.prod(ashape[d] for d in dims))
-        out = node.dtype.name
-        if kind == "var":
-            mean = self.loop(kind="mean", a=a, aidx=aidx, dims=dims, depth=depth,
-                             scale=1.0 / n if n else math.nan, out=g.numpy_dtype(a).name)
-            div = n - node.params.get("correction", 1)
-            return self.loop(kind="sum", a=a, aidx=aidx, dims=dims, depth=depth,
-                             scale=1.0 / div if div > 0 else math.inf, out=out, center=mean)
-        return self.loop(kind=kind, a=a, aidx=aidx, dims=dims, depth=depth,
-                         scale=1.0 / n if n else math.nan, out=out)
+    def declare(self, name: str, dtype: np.dtype[Any], expr: str) -> str:
+        return f"let {name} = {expr};"
 
-    def loop(self, *, kind: str, a: int, aidx: dict[int, str], dims: tuple[int, ...],
-             depth: int, scale: float, out: str, center: str | None = None) -> str:
-        """Emit a loop reducing ref ``a`` over ``dims`` at the kept index ``aidx``; with
-        ``center``, of ``(a - center)^2`` scaled by ``scale`` (var's second pass)."""
-        g = self.g
-        ashape = g.shape(a)
-        adt = g.numpy_dtype(a)
-        arg = kind in ARG
-        ct = "bool" if kind in ("any", "all") else wgsl_compute(adt)
-        tree = self.lanes and depth == 0
-        scope = self.chain[depth]
-        c = self.fresh("")
-        acc, k = f"r{c}", f"k{c}"
-        if arg:
-            self.helpers[_first_fn(kind, adt, ct)] = None
-            comb = ""
-        else:
-            comb = f"comb_{kind}_{adt.name}"
-            self.helpers[_combine_fn(kind, adt).replace("fn comb(", f"fn {comb}(")] = None
-        v, body, saved = self.loop_value(a, aidx, dims, depth, c, k)
-        if center is not None:
-            body.lines.append(f"let w{c} = ({v} - {center}) * ({v} - {center});")
-            v = f"w{c}"
-        if kind in ("any", "all") and adt != np.dtype(np.bool_):
-            v = f"(!({v} == {const(0, ir.compute_dtype(adt.name))}))"  # nan counts as true
-        if arg:
-            body.lines.append(f"if (!first_{kind}({acc}, i{c}, {v}, i64({k}))) "
-                              f"{{ {acc} = {v}; i{c} = i64({k}); }}")
-        else:
-            body.lines.append(f"{acc} = {comb}({acc}, {v});")
-        self.chain = saved
-        total = self.sym(math.prod(ashape[d] for d in dims))
-        lines = scope.lines
-        if arg:
-            zero = "false" if ct == "bool" else const(0, ir.compute_dtype(adt.name))
-            lines.append(f"var {acc}: {ct} = {zero}; var i{c}: i64 = -1li;")
-        else:
-            lines.append(f"var {acc}: {ct} = {_identity(kind, adt)};")
+    def converted(self, dtype: np.dtype[Any], expr: str) -> str:
+        return _rounded(dtype.name, expr)
+
+    def float_sym(self, value: float, dtype: np.dtype[Any]) -> str:
+        return self.sym(value, "float32")
+
+    def partial(self, depth: int) -> bool:
+        return bool(self.chunk) and depth == 0
+
+    def _ct(self, kind: str, dtype: np.dtype[Any]) -> str:
+        return "bool" if kind in ("any", "all") else wgsl_compute(dtype)
+
+    def _comb(self, kind: str, dtype: np.dtype[Any]) -> str:
+        """The name of ``kind``'s combining function on ``dtype`` (its helper added)."""
+        comb = f"comb_{kind}_{dtype.name}"
+        self.helpers[_combine_fn(kind, dtype).replace("fn comb(", f"fn {comb}(")] = None
+        return comb
+
+    def acc_init(self, kind: str, dtype: np.dtype[Any], c: str) -> list[str]:
+        ct = self._ct(kind, dtype)
+        if kind in ARG:
+            zero = "false" if ct == "bool" else const(0, ir.compute_dtype(dtype.name))
+            return [f"var r{c}: {ct} = {zero}; var i{c}: i64 = -1li;"]
+        return [f"var r{c}: {ct} = {_identity(kind, dtype)};"]
+
+    def acc_update(self, kind: str, dtype: np.dtype[Any], c: str, v: str, k: str
+                   ) -> list[str]:
+        acc = f"r{c}"
+        if kind in ("any", "all") and dtype != np.dtype(np.bool_):
+            v = f"(!({v} == {const(0, ir.compute_dtype(dtype.name))}))"  # nan counts as true
+        if kind in ARG:
+            self.helpers[_first_fn(kind, dtype, self._ct(kind, dtype))] = None
+            return [f"if (!first_{kind}({acc}, i{c}, {v}, i64({k}))) "
+                    f"{{ {acc} = {v}; i{c} = i64({k}); }}"]
+        return [f"{acc} = {self._comb(kind, dtype)}({acc}, {v});"]
+
+    def reduce_loop(self, k: str, total: str, tree: bool, depth: int, body: list[str]
+                    ) -> list[str]:
+        lanes = self.width if tree else 0
         if self.chunk and depth == 0:
             size = self.sym(self.chunk)
-            lines.extend(_for(k, total, self.width if tree else 0, body.lines,
-                              (f"part * {size}", size)))
-        else:
-            lines.extend(_for(k, total, self.width if tree else 0, body.lines))
-        if tree:
-            sh = f"sh{c}"
-            self.decls.append(f"var<workgroup> {sh}: array<{shared_type(ct)}, {self.width}>;")
-            get = [shared_get(ct, f"{sh}[{i}]") for i in ("lid", "lid + s", "0")]
-            if arg:
-                self.decls.append(f"var<workgroup> shi{c}: array<i64, {self.width}>;")
-                merge = (f"if (!first_{kind}({get[0]}, shi{c}[lid], {get[1]}, "
-                         f"shi{c}[lid + s])) {{ {sh}[lid] = {sh}[lid + s]; "
-                         f"shi{c}[lid] = shi{c}[lid + s]; }}")
-            else:
-                merge = f"{sh}[lid] = {shared_put(ct, f'{comb}({get[0]}, {get[1]})')};"
-            tree_lines = ["workgroupBarrier();",
-                          f"for (var s = {self.width // 2}u; s > 0u; s = s >> 1u) {{",
-                          f"    if (lid < s) {{ {merge} }}",
-                          "    workgroupBarrier();", "}",
-                          f"{acc} = {get[2]};" + (f" i{c} = shi{c}[0];" if arg else "")]
-            if self.subgroups and not arg and ct in ("f32", "i32", "u32"):
-                # each subgroup combines its lanes by shuffles, one barrier, then every lane
-                # combines the subgroups' results: one barrier instead of seven (for
-                # subgroups no larger than the work-group; else the tree)
-                self.uses_subgroups = True
-                lines += [f"if (sgn <= {self.width}u) {{",
-                          f"    for (var s = sgn / 2u; s > 0u; s = s >> 1u) {{ "
-                          f"{acc} = {comb}({acc}, subgroupShuffleXor({acc}, s)); }}",
-                          f"    if (sgl == 0u) {{ {sh}[lid / sgn] = {acc}; }}",
-                          "    workgroupBarrier();",
-                          f"    {acc} = {sh}[0];",
-                          f"    for (var s = 1u; s < {self.width}u / sgn; s = s + 1u) {{ "
-                          f"{acc} = {comb}({acc}, {sh}[s]); }}",
-                          "} else {",
-                          f"    {sh}[lid] = {acc};",
-                          *("    " + line for line in tree_lines), "}"]
-            else:
-                lines.append(f"{sh}[lid] = {shared_put(ct, acc)};")
-                if arg:
-                    lines.append(f"shi{c}[lid] = i{c};")
-                lines += tree_lines
-        res = f"res{c}"
+            return _for(k, total, lanes, body, (f"part * {size}", size))
+        return _for(k, total, lanes, body)
+
+    def acc_tree(self, kind: str, dtype: np.dtype[Any], c: str) -> list[str]:
+        ct = self._ct(kind, dtype)
+        arg = kind in ARG
+        acc, sh = f"r{c}", f"sh{c}"
+        comb = "" if arg else self._comb(kind, dtype)
+        self.decls.append(f"var<workgroup> {sh}: array<{shared_type(ct)}, {self.width}>;")
+        get = [shared_get(ct, f"{sh}[{i}]") for i in ("lid", "lid + s", "0")]
         if arg:
-            lines.append(f"let {res} = i{c};")
-        elif self.chunk and depth == 0:
-            lines.append(f"let {res} = {acc};")  # a partial: scaled and rounded by pass two
-        elif kind == "mean" or center is not None:
-            scaled = f"({acc} * {self.sym(scale, 'float32')})"
-            lines.append(f"let {res} = {_rounded(out, scaled)};")
+            self.decls.append(f"var<workgroup> shi{c}: array<i64, {self.width}>;")
+            merge = (f"if (!first_{kind}({get[0]}, shi{c}[lid], {get[1]}, "
+                     f"shi{c}[lid + s])) {{ {sh}[lid] = {sh}[lid + s]; "
+                     f"shi{c}[lid] = shi{c}[lid + s]; }}")
         else:
-            lines.append(f"let {res} = {_rounded(out, acc)};")
-        return res
+            merge = f"{sh}[lid] = {shared_put(ct, f'{comb}({get[0]}, {get[1]})')};"
+        tree_lines = self.tree_steps(
+            "workgroupBarrier();", f"for (var s = {self.width // 2}u; s > 0u; s = s >> 1u) {{",
+            merge, f"{acc} = {get[2]};" + (f" i{c} = shi{c}[0];" if arg else ""))
+        if self.subgroups and not arg and ct in ("f32", "i32", "u32"):
+            # each subgroup combines its lanes by shuffles, one barrier, then every lane
+            # combines the subgroups' results: one barrier instead of seven (for
+            # subgroups no larger than the work-group; else the tree)
+            self.uses_subgroups = True
+            return [f"if (sgn <= {self.width}u) {{",
+                    f"    for (var s = sgn / 2u; s > 0u; s = s >> 1u) {{ "
+                    f"{acc} = {comb}({acc}, subgroupShuffleXor({acc}, s)); }}",
+                    f"    if (sgl == 0u) {{ {sh}[lid / sgn] = {acc}; }}",
+                    "    workgroupBarrier();",
+                    f"    {acc} = {sh}[0];",
+                    f"    for (var s = 1u; s < {self.width}u / sgn; s = s + 1u) {{ "
+                    f"{acc} = {comb}({acc}, {sh}[s]); }}",
+                    "} else {",
+                    f"    {sh}[lid] = {acc};",
+                    *("    " + line for line in tree_lines), "}"]
+        lines = [f"{sh}[lid] = {shared_put(ct, acc)};"]
+        if arg:
+            lines.append(f"shi{c}[lid] = i{c};")
+        return lines + tree_lines
 
     # -- the kernel ----------------------------------------------------------------------------
 
@@ -279,17 +252,11 @@ class RowSource(RowSchedule):
         return "\n".join([*enable, *binds, *self.decls, *self.helpers,
                           f"@compute @workgroup_size({self.width})", *entry, body, "}"]) + "\n"
 
-    def store_one(self, t: int, inner_idx: tuple[str, ...], outs: dict[int, int],
-                  scope: Scope, cond: list[str]) -> None:
-        idx = self.out_index(t, inner_idx)
-        v = self.value(t, idx)
-        if self.chunk:  # the partial of (row, part), at the position
-            line = f"out{outs[t]}[gid] = {store(self.g.numpy_dtype(t), v)};"
-            scope.lines.append(f"if ({' && '.join(cond)}) {{ {line} }}" if cond else line)
-            return
-        addr = self.out_address(self.g.shape(t), idx)
-        line = f"out{outs[t]}[{addr}] = {store(self.g.numpy_dtype(t), v)};"
-        scope.lines.append(f"if ({' && '.join(cond)}) {{ {line} }}" if cond else line)
+    def store_address(self, t: int, idx: tuple[str, ...]) -> str:
+        return "gid" if self.chunk else super().store_address(t, idx)  # a partial: (row, part)
+
+    def store_line(self, out: int, addr: str, t: int, value: str) -> str:
+        return f"out{out}[{addr}] = {store(self.g.numpy_dtype(t), value)};"
 
 
 def dense(shape: Sequence[int]) -> list[int]:

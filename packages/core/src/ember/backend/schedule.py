@@ -11,8 +11,9 @@ in one loop (`RowSchedule.store_targets`).
 
 A language subclasses `RowSchedule` and fills in its spelling: `DECL` (how an index is
 declared), ``sym`` (a size as a kernel parameter), ``for_loop`` (a loop over ``[0, total)``,
-split over the lanes of a work-group kernel), ``load``, ``elementwise``, ``reduce`` and
-``store_one``, in the manner of tinygrad's per-language tables over one render loop.
+split over the lanes of a work-group kernel), ``load``, ``elementwise``, a reduction's
+accumulator (``acc_init``, ``acc_update``, ``acc_tree``: the loop around them is `loop`) and
+``store_line``, in the manner of tinygrad's per-language tables over one render loop.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
 
 from .strided import contiguous_strides
 
@@ -126,14 +129,49 @@ class RowSchedule:
         """Emit elementwise node ``j`` at ``idx`` into ``scope`` (its arguments emitted)."""
         raise NotImplementedError
 
-    def reduce(self, j: int, idx: tuple[str, ...], depth: int) -> str:
-        """Emit reduction node ``j`` at the kept index ``idx`` as a loop at ``depth``."""
+    def declare(self, name: str, dtype: np.dtype[Any], expr: str) -> str:
+        """A statement naming ``expr``, a value of ``dtype``."""
         raise NotImplementedError
 
-    def store_one(self, t: int, inner_idx: tuple[str, ...], outs: dict[int, int],
-                  scope: Scope, cond: list[str]) -> None:
-        """Emit the store of target ``t`` at the inner index ``inner_idx`` under ``cond``."""
+    def converted(self, dtype: np.dtype[Any], expr: str) -> str:
+        """``expr`` (an accumulator's compute type) as a value of ``dtype``."""
         raise NotImplementedError
+
+    def float_sym(self, value: float, dtype: np.dtype[Any]) -> str:
+        """A kernel parameter carrying the float ``value`` for arithmetic on ``dtype``."""
+        raise NotImplementedError
+
+    def acc_init(self, kind: str, dtype: np.dtype[Any], c: str) -> list[str]:
+        """Declare accumulator ``r{c}`` of a ``kind`` reduction of ``dtype`` values (and
+        ``i{c}``, an arg-reduction's index, -1 for none yet)."""
+        raise NotImplementedError
+
+    def acc_update(self, kind: str, dtype: np.dtype[Any], c: str, v: str, k: str
+                   ) -> list[str]:
+        """Fold the value ``v`` at counter ``k`` into accumulator ``r{c}``."""
+        raise NotImplementedError
+
+    def reduce_loop(self, k: str, total: str, tree: bool, depth: int, body: list[str]
+                    ) -> list[str]:
+        """A reduction's loop of ``k`` over ``[0, total)`` (split over the lanes with
+        ``tree``)."""
+        return self.for_loop(k, total, body)
+
+    def acc_tree(self, kind: str, dtype: np.dtype[Any], c: str) -> list[str]:
+        """Combine the lanes' accumulators ``r{c}`` (and ``i{c}``) into every lane's."""
+        raise NotImplementedError
+
+    def partial(self, depth: int) -> bool:
+        """Whether a reduction at ``depth`` stores its accumulator unscaled (a first pass)."""
+        return False
+
+    def store_line(self, out: int, addr: str, t: int, value: str) -> str:
+        """The store of ``value`` (target ``t``) into output ``out`` at ``addr``."""
+        raise NotImplementedError
+
+    def store_address(self, t: int, idx: tuple[str, ...]) -> str:
+        """Where target ``t``'s element at ``idx`` is stored."""
+        return self.out_address(self.g.shape(t), idx)
 
     # -- names ---------------------------------------------------------------------------------
 
@@ -237,6 +275,69 @@ class RowSchedule:
             aidx = dict(zip(kept, idx, strict=True))
         return a, dims, aidx
 
+    def reduce(self, j: int, idx: tuple[str, ...], depth: int) -> str:
+        """Emit reduction node ``j`` at the kept index ``idx`` as a loop at ``depth`` (var:
+        a mean, then the mean square about it, each one loop)."""
+        g = self.g
+        node = g.nodes[j]
+        kind = node.op.name
+        a, dims, aidx = self.reduction_index(j, idx)
+        ashape = g.shape(a)
+        # ``count``: a second pass's mean divides by the elements of the first's rows
+        n = node.params.get("count", math.prod(ashape[d] for d in dims))
+        out = g.numpy_dtype(j)
+        scale = 1.0 / n if n else math.nan
+        if kind == "var":
+            mean = self.loop(kind="mean", a=a, aidx=aidx, dims=dims, depth=depth,
+                             scale=scale, out=g.numpy_dtype(a))
+            div = n - node.params.get("correction", 1)
+            return self.loop(kind="mean", a=a, aidx=aidx, dims=dims, depth=depth,
+                             scale=1.0 / div if div > 0 else math.inf, out=out, center=mean)
+        return self.loop(kind=kind, a=a, aidx=aidx, dims=dims, depth=depth, scale=scale,
+                         out=out)
+
+    def loop(self, *, kind: str, a: int, aidx: dict[int, str], dims: tuple[int, ...],
+             depth: int, scale: float, out: np.dtype[Any], center: str | None = None) -> str:
+        """Emit a loop reducing ref ``a`` over ``dims`` at the kept index ``aidx`` (with
+        ``center``, ``(a - center)^2``); a mean's result is scaled by ``scale``.  Its name."""
+        g = self.g
+        ashape = g.shape(a)
+        adt = g.numpy_dtype(a)
+        tree = self.work_group() and depth == 0
+        scope = self.chain[depth]
+        c = self.fresh("")
+        k = f"k{c}"
+        v, body, saved = self.loop_value(a, aidx, dims, depth, c, k)
+        if center is not None:
+            body.lines.append(self.declare(f"w{c}", adt, f"({v} - {center}) * ({v} - {center})"))
+            v = f"w{c}"
+        body.lines += self.acc_update(kind, adt, c, v, k)
+        self.chain = saved
+        total = self.sym(math.prod(ashape[d] for d in dims))
+        lines = scope.lines
+        lines += self.acc_init(kind, adt, c)
+        lines += self.reduce_loop(k, total, tree, depth, body.lines)
+        if tree:
+            lines += self.acc_tree(kind, adt, c)
+        res, acc = f"res{c}", f"r{c}"
+        if kind in ("argmax", "argmin"):
+            lines.append(self.declare(res, np.dtype(np.int64), f"i{c}"))
+        elif self.partial(depth):
+            lines.append(self.declare(res, adt, acc))
+        elif kind == "mean":
+            scaled = f"({acc} * {self.float_sym(scale, adt)})"
+            lines.append(self.declare(res, out, self.converted(out, scaled)))
+        else:
+            lines.append(self.declare(res, out, self.converted(out, acc)))
+        return res
+
+    def tree_steps(self, barrier: str, halving: str, merge: str, last: str) -> list[str]:
+        """A work-group's tree: ``halving`` (a loop of ``s`` from half the lanes down to 1)
+        in which lanes ``lid < s`` ``merge`` lane ``lid + s`` into theirs, each step ending
+        on ``barrier``; then ``last`` (reading lane 0's)."""
+        return [barrier, halving, f"    if (lid < s) {{ {merge} }}", f"    {barrier}", "}",
+                last]
+
     def loop_value(self, a: int, aidx: dict[int, str], dims: tuple[int, ...], depth: int,
                    c: str, k: str) -> tuple[str, Scope, list[Scope]]:
         """Open the body of a loop of ``k`` reducing ref ``a`` over ``dims`` at ``depth``:
@@ -302,6 +403,14 @@ class RowSchedule:
         strides = contiguous_strides(s)
         return " + ".join(["0"] + [f"{x} * {self.sym(strides[d])}" for d, x in enumerate(idx)
                                    if x != "0"])
+
+    def store_one(self, t: int, inner_idx: tuple[str, ...], outs: dict[int, int],
+                  scope: Scope, cond: list[str]) -> None:
+        """Emit the store of target ``t`` at the inner index ``inner_idx`` under ``cond``."""
+        idx = self.out_index(t, inner_idx)
+        v = self.value(t, idx)
+        line = self.store_line(outs[t], self.store_address(t, idx), t, v)
+        scope.lines.append(f"if ({' && '.join(cond)}) {{ {line} }}" if cond else line)
 
     def out_index(self, t: int, inner_idx: tuple[str, ...]) -> tuple[str, ...]:
         """Target ``t``'s full index: the outer indices (0 on its broadcast axes), then
