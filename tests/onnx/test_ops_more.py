@@ -195,7 +195,7 @@ def test_3d_conv_trains() -> None:
 #: reference evaluator
 NUMPY_CHECKED = ("SwiGLU", "BitCast", "DeformConv", "LinearAttention", "CausalConvWithState",
                  "Bernoulli", "RandomUniform", "RandomUniformLike", "RandomNormal",
-                 "RandomNormalLike", "ImageDecoder", "Multinomial",
+                 "RandomNormalLike", "ImageDecoder", "Multinomial", "FlexAttention",
                  # strings: against onnxruntime in test_carried_types (numpy object arrays)
                  "StringNormalizer", "StringSplit", "StringConcat", "RegexFullMatch")
 
@@ -373,3 +373,60 @@ def test_multinomial_draws_by_the_softmax_of_its_input(device: str) -> None:
         np.testing.assert_allclose(freq, np.exp(logits), atol=0.03)
         if seed is not None:  # the same seed, the same draws
             np.testing.assert_array_equal(y, m(ember.tensor(logits, device=device)).numpy())
+
+
+def _flex_model(score_mod: bool, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> object:
+    from onnx import TensorProto
+    from onnx_oracle import helper
+
+    attrs: dict[str, object] = {"scale": 0.4}
+    if score_mod:  # a soft cap: 3 * tanh(score / 3)
+        three = helper.make_tensor("three", TensorProto.FLOAT, [], [3.0])
+        body = helper.make_graph(
+            [helper.make_node("Div", ["s", "c"], ["d"]), helper.make_node("Tanh", ["d"], ["t"]),
+             helper.make_node("Mul", ["t", "c"], ["y"])], "cap",
+            [helper.make_tensor_value_info("s", TensorProto.FLOAT, None)],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [three])
+        body.node.insert(0, helper.make_node("Constant", [], ["c"], value=three))
+        del body.initializer[:]
+        attrs["score_mod"] = body
+    node = helper.make_node("FlexAttention", ["q", "k", "v"], ["y"], domain="ai.onnx.preview",
+                            **attrs)
+    ins = [helper.make_tensor_value_info(n, TensorProto.FLOAT, a.shape)
+           for n, a in (("q", q), ("k", k), ("v", v))]
+    g = helper.make_graph([node], "flex", ins,
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 26),
+                                               helper.make_opsetid("ai.onnx.preview", 1)])
+
+
+@pytest.mark.parametrize("score_mod", [False, True])
+def test_flex_attention_matches_the_onnx_reference(score_mod: bool, device: str) -> None:
+    from onnx.reference import ReferenceEvaluator
+
+    import ember
+    import ember.onnx
+
+    q, k, v = f(2, 4, 3, 8), f(2, 2, 5, 8), f(2, 2, 5, 6)
+    model = _flex_model(score_mod, q, k, v)
+    want = ReferenceEvaluator(model).run(None, {"q": q, "k": k, "v": v})[0]
+    m = ember.onnx.load(model, device=device)
+    got = m(*(ember.tensor(a, device=device) for a in (q, k, v))).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_other_preview_operators_are_refused_naming_the_domain() -> None:
+    from onnx import TensorProto
+    from onnx_oracle import helper
+
+    import ember.onnx
+
+    node = helper.make_node("Frobnicate", ["x"], ["y"], domain="ai.onnx.preview")
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                      [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 26),
+                                                helper.make_opsetid("ai.onnx.preview", 1)])
+    with pytest.raises(ember.onnx.UnsupportedOperatorError,
+                       match=r"Frobnicate \(domain 'ai.onnx.preview'\)"):
+        ember.onnx.load(model)

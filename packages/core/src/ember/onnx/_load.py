@@ -33,6 +33,7 @@ from . import (  # noqa: F401
     _misc,
     _ndconv,
     _nn,
+    _preview,
     _quant,
     _random,
     _reduce,
@@ -119,8 +120,8 @@ def _attrs(onnx: Any, node: Any, opset: int, where: str) -> dict[str, Any]:
             out[a.name] = numpy_helper.to_array(a.t)
             if a.t.data_type in _carried.CARRIER:
                 out[a.name] = _carried.to_carrier(out[a.name], a.t.data_type)
-        elif a.type == onnx.AttributeProto.GRAPH and (node.domain or "") in ("", "ai.onnx") \
-                and node.op_type in OPS:
+        elif a.type == onnx.AttributeProto.GRAPH and node.op_type in OPS and \
+                (node.domain or "") in ("", "ai.onnx", _preview.PREVIEW_DOMAIN):
             out[a.name] = _control.Subgraph(a.g, opset, where)  # its nodes checked there
         elif a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
             out[a.name] = a  # a subgraph of an operator ember does not import: refused
@@ -155,14 +156,17 @@ def _check(nodes: list[Node], raw_nodes: list[Any], where: str) -> None:
     bad = []
     for n, raw in zip(nodes, raw_nodes, strict=True):
         domain = raw.domain or ""
-        if domain not in ("", "ai.onnx"):
+        preview = domain == _preview.PREVIEW_DOMAIN and n.op_type in _preview.PREVIEW
+        if domain not in ("", "ai.onnx") and not preview:
             bad.append(f"{n.op_type} (domain {domain!r}) at node {n.name!r}")
             continue
         if n.op_type not in OPS and n.op_type != "Constant":
             bad.append(f"{n.op_type} at node {n.name!r}")
             continue
         try:
-            schema = defs.get_schema(n.op_type, n.opset, "")
+            # a preview operator: its domain's newest schema
+            schema = defs.get_schema(n.op_type, 1000, domain) if preview else \
+                defs.get_schema(n.op_type, n.opset, "")
         except Exception:
             bad.append(f"{n.op_type} at node {n.name!r} (not defined at opset {n.opset})")
             continue
