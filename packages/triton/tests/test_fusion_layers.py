@@ -37,3 +37,25 @@ def test_layer_programs_agree_fused_and_unfused() -> None:
         for kind, least in (("prologue", 40), ("epilogue", 20), ("cross", 10),
                             ("matmul", 20)):
             assert got[kind] >= least, (device, got)
+
+
+def test_a_loop_kernel_masks_rows_shorter_than_the_longest() -> None:
+    """A long-row (loop) kernel runs BK columns at a time up to the longest row; a value with
+    shorter rows whose width BK divides (16 here, BK 4) was stored unmasked past its rows' ends
+    (an out-of-bounds write that corrupted the interpreter's heap; found by layer program
+    2008).  Its loads and stores are masked to its own width."""
+    import ember
+    import numpy as np
+    from ember_fusion._api import _backend
+
+    device = "fusion<triton-interpret,limit=4,plain=1>"
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((2, 67)).astype(np.float32)
+    b = rng.random((2, 16)) < 0.5
+    x, bt = ember.tensor(a, device=device), ember.tensor(b, device=device)
+    h, nb = (x * 2).relu() * 0.125, ~bt
+    np.testing.assert_array_equal(h.numpy(), np.maximum(a * 2, 0) * np.float32(0.125))
+    np.testing.assert_array_equal(nb.numpy(), ~b)
+    sources = [getattr(k, "source", "") for k in _backend(device).kernel_cache.values()]
+    loop = [s for s in sources if "for k0 in range(0, 67, BK)" in s]
+    assert len(loop) == 1 and "kk < 16" in loop[0], sources

@@ -142,7 +142,9 @@ class BlockGen:
     def index(self, e: int) -> tuple[str, str | None]:
         """The index variable of an inner axis of extent ``e`` and its bound check."""
         if self.loop:
-            return "kk", (None if e % self.bk == 0 else f"kk < {e}")
+            # the loop runs to the longest row: a shorter one is masked even where BK divides it
+            whole = e == self.row_len() and e % self.bk == 0
+            return "kk", (None if whole else f"kk < {e}")
         p = self.pad(e)
         return f"ar{p}", (None if p == e else f"ar{p} < {e}")
 
