@@ -84,14 +84,12 @@ class KernelSource(RowSchedule):
 
     # -- values --------------------------------------------------------------------------------
 
-    def load(self, k: int, idx: tuple[str, ...], scope: Scope) -> str:
-        shape = self.g.inputs[k][0]
-        self.inputs[k] = tuple(d for d, n in enumerate(shape) if n != 1)
-        addr = " + ".join([f"po{k}"] + [f"{v} * pq{k}_{d}" for d, v in enumerate(idx)
-                                         if v != "0"])
-        name = self.fresh("x")
-        scope.lines.append(f"const {ctype(self.g.numpy_dtype(-1 - k))} {name} = p{k}[{addr}];")
-        return name
+    def input_address(self, k: int, axes: list[int]) -> tuple[str, list[str]]:
+        self.inputs[k] = tuple(axes)
+        return f"po{k}", [f"pq{k}_{d}" for d in axes]
+
+    def load_line(self, name: str, k: int, addr: str) -> str:
+        return f"const {ctype(self.g.numpy_dtype(-1 - k))} {name} = p{k}[{addr}];"
 
     def elementwise(self, j: int, idx: tuple[str, ...], scope: Scope) -> str:
         g = self.g

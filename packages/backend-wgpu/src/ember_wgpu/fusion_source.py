@@ -97,16 +97,13 @@ class RowSource(RowSchedule):
 
     # -- values --------------------------------------------------------------------------------
 
-    def load(self, k: int, idx: tuple[str, ...], scope: Scope) -> str:
-        shape = self.g.inputs[k][0]
+    def input_address(self, k: int, axes: list[int]) -> tuple[str, list[str]]:
         self.loaded.add(k)
         at = self.in_at[k]
-        words = [d for d, n in enumerate(shape) if n != 1]
-        addr = " + ".join([f"P[{at}]"] + [f"{v} * P[{at + 1 + words.index(d)}]"
-                                          for d, v in enumerate(idx) if v != "0"])
-        name = self.fresh("x")
-        scope.lines.append(f"let {name} = {load(self.g.numpy_dtype(-1 - k), f'in{k}[{addr}]')};")
-        return name
+        return f"P[{at}]", [f"P[{at + 1 + i}]" for i in range(len(axes))]
+
+    def load_line(self, name: str, k: int, addr: str) -> str:
+        return f"let {name} = {load(self.g.numpy_dtype(-1 - k), f'in{k}[{addr}]')};"
 
     def elementwise(self, j: int, idx: tuple[str, ...], scope: Scope) -> str:
         g = self.g

@@ -121,9 +121,24 @@ class RowSchedule:
         """Conditions every store of the kernel is under (none by default)."""
         return []
 
+    def input_address(self, k: int, axes: list[int]) -> tuple[str, list[str]]:
+        """Input ``k``'s offset and the strides of its ``axes`` (those longer than 1), as
+        kernel parameters."""
+        raise NotImplementedError
+
+    def load_line(self, name: str, k: int, addr: str) -> str:
+        """The statement naming ``name`` input ``k``'s element at ``addr``."""
+        raise NotImplementedError
+
     def load(self, k: int, idx: tuple[str, ...], scope: Scope) -> str:
         """Emit the load of input ``k`` at ``idx`` into ``scope``; its name."""
-        raise NotImplementedError
+        axes = [d for d, n in enumerate(self.g.inputs[k][0]) if n != 1]
+        offset, strides = self.input_address(k, axes)
+        addr = " + ".join([offset] + [f"{v} * {strides[axes.index(d)]}"
+                                      for d, v in enumerate(idx) if v != "0"])
+        name = self.fresh("x")
+        scope.lines.append(self.load_line(name, k, addr))
+        return name
 
     def elementwise(self, j: int, idx: tuple[str, ...], scope: Scope) -> str:
         """Emit elementwise node ``j`` at ``idx`` into ``scope`` (its arguments emitted)."""
