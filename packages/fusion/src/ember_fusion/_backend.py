@@ -69,8 +69,8 @@ class FusionBackend(Decorator):
         self._inner_dispatch = inner.dispatch
         #: the inner backend implements what its table holds (`implements` reads the table)
         self._plain_implements = type(inner.backend).implements is Backend.implements
-        self._make = self.tensor_type._make
-        self._inner_make = inner.tensor_type._make
+        self._make = self.tensor_type.from_payload
+        self._inner_make = inner.tensor_type.from_payload
         # A computed fusion tensor's payload is the inner device's own payload (a pending one's
         # is a `Handle`), so an op run eagerly is the inner kernel called on the very payloads
         # with results made as this device's tensors: `Backend.dispatch` on this backend with
@@ -165,8 +165,7 @@ class FusionBackend(Decorator):
         return self.inner.implements(op)
 
     def dispatch(self, op: Op, args: Sequence[Tensor], params: dict[str, Any]) -> Any:
-        if TRACE:  # ember.compile is recording: these may be parameters it reads
-            TRACE[0].note_args(args)
+        if TRACE:  # ember.compile is recording (core has shown it the args: dispatch_noting)
             if any(isinstance(v, HostFloat | HostInt) for v in params.values()):
                 return self._eager(op, args, params)  # replays re-read it: not baked in
         # every input computed: a view, an op Fusion does not record, an op whose result is
@@ -177,7 +176,7 @@ class FusionBackend(Decorator):
         # A computed payload is the inner device's own (its numpy array on cpu): the op is
         # the inner kernel called on the very payloads, as on the inner device itself.
         for a in args:
-            d = a._data
+            d = a.payload
             if type(d) is Handle:
                 if d.node.value is None:  # pending: record (or sync)
                     return self._lazy(op, SHAPE_RULES.get(op), args, params)
@@ -191,16 +190,16 @@ class FusionBackend(Decorator):
                 # input: no more than it has; a tensor and a scalar: the tensor's)
                 n = len(args)
                 if n == 1:
-                    size = args[0]._data.size
+                    size = args[0].payload.size
                 elif n == 2:
-                    x, y = args[0]._data, args[1]._data
+                    x, y = args[0].payload, args[1].payload
                     size = x.size * y.size
                     if size > limit and rule is _broadcast and x.shape == y.shape:
                         size = x.size
                 else:
                     size = 1
                     for a in args:
-                        size *= a._data.size
+                        size *= a.payload.size
                 if size > limit and not self._decide(op, rule, args, params):
                     return self._lazy(op, rule, args, params)
             elif not self._decide(op, rule, args, params):
@@ -213,14 +212,14 @@ class FusionBackend(Decorator):
         inputs' shapes runs as the inner backend's fast path; anything else (a pending input,
         an op not decided yet, or one the inner fast path declines) returns ``None``, and core
         calls `dispatch`."""
-        x, y = a._data, b._data
+        x, y = a.payload, b.payload
         if type(x) is Handle or type(y) is Handle or not self.decided.get((op, x.shape, y.shape)):
             return None
         out = self._inner_binary(op, a, b)  # reads the payloads and dtypes only
-        if out is not None:
-            out._device = self.device
-            self.stats.eager_ops += 1
-        return out
+        if out is None:
+            return None
+        self.stats.eager_ops += 1
+        return self._make(out.payload, self.device, out.dtype)
 
     def _decide(self, op: Op, rule: Any, args: Sequence[Tensor], params: dict[str, Any]) -> bool:
         """Whether an op on computed inputs above the eager threshold runs eagerly anyway:
@@ -229,21 +228,21 @@ class FusionBackend(Decorator):
         # `_decision_key`, spelled out for one and two inputs: this runs for every such op
         n = len(args)
         if n == 2:
-            s0, s1 = args[0]._data.shape, args[1]._data.shape
+            s0, s1 = args[0].payload.shape, args[1].payload.shape
             key = (op, s0, s1, *params.items()) if params else (op, s0, s1)
         elif n == 1:
-            s0 = args[0]._data.shape
+            s0 = args[0].payload.shape
             key = (op, s0, *params.items()) if params else (op, s0)
         else:
-            key = (op, *[a._data.shape for a in args], *params.items())
+            key = (op, *[a.payload.shape for a in args], *params.items())
         try:
             now = self.decided.get(key)
         except TypeError:  # a param value that is not hashable
-            return bool(numel(rule([a._data.shape for a in args], params)) <= self.eager_below)
+            return bool(numel(rule([a.payload.shape for a in args], params)) <= self.eager_below)
         if now is None:
             if len(self.decided) > CACHE_LIMIT:
                 self.decided.clear()
-            now = numel(rule([a._data.shape for a in args], params)) <= self.eager_below
+            now = numel(rule([a.payload.shape for a in args], params)) <= self.eager_below
             self.decided[key] = now
         return now
 
@@ -251,7 +250,7 @@ class FusionBackend(Decorator):
         """Record ``op`` (whose `SHAPE_RULES` entry is ``rule``, or ``None``) in this thread's
         stream, or run it now where it cannot be fused."""
         if rule is not None:
-            dtype: DType = args[0]._dtype if op.result == "same" else op.result_rule(  # type: ignore[assignment]  # 1 output
+            dtype: DType = args[0].dtype if op.result == "same" else op.result_rule(  # type: ignore[assignment]  # 1 output
                 args, params)
             key = (op, dtype)
             ok = self._fusible.get(key)
@@ -262,7 +261,7 @@ class FusionBackend(Decorator):
             if op in self._alone_ops:
                 try:
                     alone = self.alone.get(
-                        _decision_key(op, [a._data.shape for a in args], params), False)
+                        _decision_key(op, [a.payload.shape for a in args], params), False)
                 except TypeError:  # a param value that is not hashable
                     alone = False
                 if alone:
@@ -271,12 +270,12 @@ class FusionBackend(Decorator):
             rule = VIEW_RULES.get(op)
             if rule is None:
                 return self._eager(op, args, params)
-            dtype = args[0]._dtype
+            dtype = args[0].dtype
         # a payload's shape: a handle's, or the inner payload's (a tuple on every backend;
         # made one where it is not, since shapes key plans)
         n = len(args)
-        shape = rule([args[0]._data.shape, args[1]._data.shape] if n == 2 else
-                     [a._data.shape for a in args], params)
+        shape = rule([args[0].payload.shape, args[1].payload.shape] if n == 2 else
+                     [a.payload.shape for a in args], params)
         if type(shape) is not tuple:
             shape = tuple(shape)
         try:
@@ -293,12 +292,12 @@ class FusionBackend(Decorator):
         again on the inner payloads that a flush computed, as for eagerly computed inputs."""
         plain = []
         for a in args:
-            d = a._data
+            d = a.payload
             if type(d) is Handle:
                 value = d.node.value
                 if value is None:  # pending: record (or sync)
                     return self._lazy(op, SHAPE_RULES.get(op), args, params)
-                a = self._make(value._data, self.device, a._dtype)
+                a = self._make(value.payload, self.device, a.dtype)
             plain.append(a)
         return self.dispatch(op, plain, params)
 
@@ -306,39 +305,39 @@ class FusionBackend(Decorator):
         """Run ``op`` on computed inputs through the inner device's own dispatch."""
         make, inner = self._inner_make, self.inner
         return self._wrap_out(self._inner_dispatch(
-            op, [make(a._data, inner, a._dtype) for a in args], params))
+            op, [make(a.payload, inner, a.dtype) for a in args], params))
 
     def _eager(self, op: Op, args: Sequence[Tensor], params: dict[str, Any]) -> Any:
         """An op the compiler cannot fuse: a sync point for its inputs, run on the inner
         device as every eager op is (`_kernel`), on their computed payloads."""
-        plain = [a if type(a._data) is not Handle
-                 else self._make(self.unwrap(a)._data, self.device, a._dtype) for a in args]
+        plain = [a if type(a.payload) is not Handle
+                 else self._make(self.unwrap(a).payload, self.device, a.dtype) for a in args]
         self.stats.eager_ops += 1
         return self._kernel(op, plain, params)
 
     def _wrap_out(self, out: Any) -> Any:
         if type(out) is tuple:
             return tuple(self.wrap(o) for o in out)
-        return self._make(out._data, self.device, out._dtype)
+        return self._make(out.payload, self.device, out.dtype)
 
     # -- host transfer -------------------------------------------------------------------------
 
     def wrap(self, inner: Tensor) -> Tensor:
-        return self._make(inner._data, self.device, inner._dtype)
+        return self._make(inner.payload, self.device, inner.dtype)
 
     def peek(self, tensor: Tensor) -> Tensor | None:
         """The inner tensor behind ``tensor`` if it is computed already, else ``None``."""
-        d = tensor._data
+        d = tensor.payload
         if type(d) is Handle:
             value: Tensor | None = d.node.value
             return value
-        return self._inner_make(d, self.inner, tensor._dtype)
+        return self._inner_make(d, self.inner, tensor.dtype)
 
     def unwrap(self, tensor: Tensor) -> Tensor:
         """The inner tensor behind ``tensor``: a sync point that runs its pending stream."""
-        d = tensor._data
+        d = tensor.payload
         if type(d) is not Handle:
-            return self._inner_make(d, self.inner, tensor._dtype)
+            return self._inner_make(d, self.inner, tensor.dtype)
         node: Node = d.node
         value = node.value
         if value is None:
