@@ -428,8 +428,9 @@ def lift(t: Tensor, device: Device) -> Tensor:
 
 
 def set_payload(t: Tensor, payload: Any) -> None:
-    """Give ``t`` another payload standing for the same value, in place: how a decorator that
-    defers work swaps its placeholder for the computed payload once it has run (Fusion), and
-    how a capture puts back the payload it lent.  The value must not change: tensors are
-    values, and anything that already read ``t`` keeps what it read."""
+    """Give ``t`` another payload in place: how a decorator that defers work swaps its
+    placeholder for the computed payload once it has run (Fusion), and how a capture puts back
+    the payload it lent.  Anything that already read ``t`` keeps what it read.  (Optimizers
+    give a parameter a new value the same way, through core's capture-aware path; a plugin
+    that changes a tensor's value while `ember.compile` traces is not seen by the trace.)"""
     t._data = payload

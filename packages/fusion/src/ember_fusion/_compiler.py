@@ -54,7 +54,7 @@ class ReferenceCompiler:
     def compile(self, group: FusedGroup) -> FusedKernel:
         device = self.device
         dispatch = device.dispatch
-        make = device.tensor_type._make
+        make = device.tensor_type.from_payload
         in_dtypes = [d for _, d in group.inputs]
         steps = [(n.op, n.args, n.params,
                   [group.nodes[a].dtype if a >= 0 else in_dtypes[-1 - a] for a in n.args])
@@ -66,7 +66,7 @@ class ReferenceCompiler:
             for op, args, params, dtypes in steps:
                 ts = [make(vals[a] if a >= 0 else inputs[-1 - a], device, d)
                       for a, d in zip(args, dtypes, strict=True)]
-                vals.append(dispatch(op, ts, params)._data)
+                vals.append(dispatch(op, ts, params).payload)
             return [vals[i] for i in outputs]
 
         return kernel

@@ -2,8 +2,8 @@
 
 A fusion tensor's payload is a `Handle`; the recorded graph links `Node` objects, and each node
 holds only a *weak* reference to its handle.  So "is this intermediate held by a Python object?"
-is "is its handle still alive?": whatever keeps the payload (a tensor, a parameter rebound with
-``param._data = new._data``, an autodiff tape) keeps the handle, and nothing inside Fusion does.
+is "is its handle still alive?": whatever keeps the payload (a tensor, a parameter rebound to
+another's payload, an autodiff tape) keeps the handle, and nothing inside Fusion does.
 """
 
 from __future__ import annotations
@@ -34,13 +34,13 @@ class Node:
     recorded op (the stream keeps where its inputs come from).
     """
 
-    __slots__ = ("_dtype", "error", "handle", "index", "op", "owner", "params", "shape",
+    __slots__ = ("dtype", "error", "handle", "index", "op", "owner", "params", "shape",
                  "stream", "value")
 
     def __init__(self, shape: Shape, dtype: DType, op: Op | None, params: dict[str, Any],
                  value: Tensor | None, stream: Stream | None) -> None:
         self.shape = shape
-        self._dtype = dtype
+        self.dtype = dtype
         self.op = op
         self.params = params
         self.value = value
@@ -53,13 +53,9 @@ class Node:
         self.owner: weakref.ref[Tensor] | None = None
         self.error: BaseException | None = None  # why the flush computing it failed
 
-    @property
-    def dtype(self) -> DType:
-        return self._dtype
-
     def __repr__(self) -> str:
         what = "value" if self.value is not None else (self.op.name if self.op else "?")
-        return f"Node({what}, {self.shape}, {self._dtype.name})"
+        return f"Node({what}, {self.shape}, {self.dtype.name})"
 
 
 class Handle:
@@ -85,7 +81,7 @@ def pending(shape: Shape, dtype: DType, op: Op, params: dict[str, Any], stream: 
     the calls, as this runs once per recorded op."""
     node: Node = _new(Node)
     node.shape = shape
-    node._dtype = dtype
+    node.dtype = dtype
     node.op = op
     node.params = params
     node.value = None

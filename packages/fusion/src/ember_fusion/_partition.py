@@ -72,8 +72,8 @@ class ViewStep:
     def run(self, vals: list[Any], ext: list[Any]) -> None:
         r = self.src
         dev = self.device
-        t = dev.tensor_type._make(vals[r] if r >= 0 else ext[-1 - r], dev, self.dtype)
-        vals[self.out] = dev.dispatch(self.op, (t,), self.params)._data
+        t = dev.tensor_type.from_payload(vals[r] if r >= 0 else ext[-1 - r], dev, self.dtype)
+        vals[self.out] = dev.dispatch(self.op, (t,), self.params).payload
 
 
 @dataclass

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from ember.backend import TRACE
+from ember.backend import TRACE, set_payload
 
 from ._graph import Handle, Node, Shape, params_key, pending
 from ._partition import Plan, analyse
@@ -99,7 +99,7 @@ class Stream:
                dtype: DType) -> Handle:
         """Record ``op`` on fusion tensors ``args``; the handle of its pending value."""
         for a in args:
-            d = a._data
+            d = a.payload
             if type(d) is Handle:
                 xs = d.node.stream
                 if xs is not self and xs is not None:
@@ -107,14 +107,14 @@ class Stream:
         with self.lock:
             refs: list[int] = []
             for a in args:
-                d = a._data
+                d = a.payload
                 if type(d) is Handle:
                     x: Node = d.node
                     if x.stream is self:
                         refs.append(x.index)
                         continue
                     # computed by a flush (maybe of this stream, by another thread just now)
-                    k = self.ext_index.get(id(x.value._data)) if x.value is not None else None
+                    k = self.ext_index.get(id(x.value.payload)) if x.value is not None else None
                     if k is None:
                         k = self._external(a)
                 else:  # keyed by payload: one value read twice is one input
@@ -139,19 +139,19 @@ class Stream:
 
     def _external(self, tensor: Tensor) -> int:
         """Make the computed value of ``tensor`` an external input; its number."""
-        d = tensor._data
+        d = tensor.payload
         live: weakref.ref[Handle] | None = None
         if type(d) is Handle:
             x: Node = d.node
             if x.value is None:
                 self.backend.unwrap(tensor)  # raises: why the value is missing
-            d, live = x.value._data, x.handle  # type: ignore[union-attr]  # not None here
+            d, live = x.value.payload, x.handle  # type: ignore[union-attr]  # not None here
         k = self.ext_index[id(d)] = len(self.ext_values)
         self.ext_values.append(d)
         self.ext_handles.append(live)
         s = d.shape if type(d.shape) is tuple else tuple(d.shape)
-        self.ext_sig.append((s, tensor._dtype))
-        self.ext_bytes += math.prod(s) * tensor._dtype.itemsize
+        self.ext_sig.append((s, tensor.dtype))
+        self.ext_bytes += math.prod(s) * tensor.dtype.itemsize
         return k
 
     def _dropped_bytes(self) -> int:
@@ -223,10 +223,10 @@ class Stream:
                     n.error = exc
                 raise
             inner = backend.inner
-            make = inner.tensor_type._make
+            make = inner.tensor_type.from_payload
             for i in plan.keep:
                 n = nodes[i]
-                n.value = make(vals[i], inner, n._dtype)
+                n.value = make(vals[i], inner, n.dtype)
             for n in nodes:
                 n.stream = None
             if not TRACE:  # (a trace follows payloads: it reads these through their handles)
@@ -235,8 +235,9 @@ class Stream:
                     # on, as an eagerly computed one does: later ops on it are plain eager ops
                     owner = nodes[i].owner
                     t = owner() if owner is not None else None
-                    if t is not None and type(t._data) is Handle and t._data.node is nodes[i]:
-                        t._data = vals[i]
+                    if t is not None and type(t.payload) is Handle and \
+                            t.payload.node is nodes[i]:
+                        set_payload(t, vals[i])
             t2 = time.perf_counter()
             stats.flushes += 1
             stats.ops_recorded += len(nodes)
