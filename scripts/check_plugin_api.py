@@ -30,21 +30,15 @@ ROOT = Path(__file__).resolve().parents[1]
 TENSOR_PRIVATE = {"_data": "payload", "_device": "device", "_dtype": "dtype",
                   "_make": "from_payload"}
 
-#: plugin packages still migrating to the public names: their files are not checked for
-#: tensor attributes yet (issue 45)
-PENDING: frozenset[str] = frozenset({"fusion"})
-
-
 def default_paths() -> list[Path]:
     return [p / "src" for p in sorted((ROOT / "packages").iterdir())
             if p.name != "core" and (p / "src").is_dir()] + [ROOT / "examples"]
 
 
 def attribute_paths() -> list[Path]:
-    """Where tensor attributes are checked: every plugin's sources and tests (but those of
-    `PENDING`), and the examples."""
-    return [p / sub for p in sorted((ROOT / "packages").iterdir())
-            if p.name != "core" and p.name not in PENDING
+    """Where tensor attributes are checked: every plugin's sources and tests, and the
+    examples."""
+    return [p / sub for p in sorted((ROOT / "packages").iterdir()) if p.name != "core"
             for sub in ("src", "tests") if (p / sub).is_dir()] + [ROOT / "examples"]
 
 

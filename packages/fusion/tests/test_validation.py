@@ -61,7 +61,7 @@ def _pending(d: ember.Device, data: np.ndarray) -> ember.Tensor:
     d.backend.decided.clear()  # type: ignore[attr-defined]  # FusionBackend's
     d.backend.alone.clear()  # type: ignore[attr-defined]  # FusionBackend's
     y = x * 2.0
-    handle = y._data
+    handle = y.payload
     assert type(handle) is Handle and handle.node.value is None, "the test needs a pending input"
     return y
 
