@@ -26,13 +26,14 @@ from __future__ import annotations
 import math
 import weakref
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from ember import ops
-from ember.backend import HeadFirst, op_by_op
+from ember.backend import DeviceCompiler
 from ember.backend.schedule import outer_space
 
+from .backend import OpenCLBackend
 from .fusion_source import LANES, KernelSource
 from .runtime import CLArray, Runtime
 
@@ -40,8 +41,6 @@ if TYPE_CHECKING:
     from ember import DType
     from ember.backend import FusedGroup
     from ember.ops import Op
-
-    from .backend import OpenCLBackend
 
 __all__ = ["OpenCLFusionCompiler", "register_backend"]
 
@@ -51,29 +50,14 @@ TREE_MIN = 64
 SUPPORTED = frozenset({"float32", "float64", "int8", "int16", "int32", "int64", "uint8",
                        "bool"})
 
-_BACKENDS: weakref.WeakSet[OpenCLBackend] = weakref.WeakSet()
-
-
-def register_backend(backend: OpenCLBackend) -> None:
-    """Remember a backend so that a compiler configured with its kernel table finds its
-    runtime (the hook only names the backend family)."""
-    _BACKENDS.add(backend)
-
-
-def _runtime_of(kernels: Any) -> Runtime | None:
-    for b in list(_BACKENDS):
-        if b.kernels is kernels:
-            return b.runtime
-    return None
-
-
-class OpenCLFusionCompiler:
-    """Compiles `FusedGroup` s into generated OpenCL C for one ``opencl`` device.
+class OpenCLFusionCompiler(DeviceCompiler[OpenCLBackend]):
+    """Compiles `FusedGroup` s into generated OpenCL C for one ``opencl`` device
+    (`DeviceCompiler` decides which groups).
 
     Parameters
     ----------
     kernels : the backend's op table (matmul heads, small groups and fallbacks run its kernels).
-    runtime : the device's `Runtime`; without one every group runs op by op.
+    backend : the device's backend; without one every group runs op by op.
     min_nodes : groups with fewer nodes run the backend's own kernel (a lone op gains nothing
         from a generated kernel, and reusing the backend's programs saves builds);
         ``fusion<opencl:0,min_nodes=1>`` generates kernels for every group.
@@ -86,18 +70,7 @@ class OpenCLFusionCompiler:
     [0.0, 2.0, 4.0, 6.0]
     """
 
-    def __init__(self, kernels: dict[Op, Callable[..., Any]] | None = None,
-                 runtime: Runtime | None = None, min_nodes: int = 2) -> None:
-        self.kernels = kernels if kernels is not None else {}
-        self.runtime = runtime
-        self.min_nodes = int(min_nodes)
-
-    def configure(self, kernels: dict[Op, Callable[..., Any]] | None = None,
-                  min_nodes: int | None = None) -> OpenCLFusionCompiler:
-        """The compiler for the backend owning ``kernels`` (``fusion<opencl:0,min_nodes=1>``)."""
-        table = kernels if kernels is not None else self.kernels
-        return OpenCLFusionCompiler(table, _runtime_of(table) or self.runtime,
-                                    self.min_nodes if min_nodes is None else min_nodes)
+    BACKENDS: ClassVar[weakref.WeakSet[Any]] = weakref.WeakSet()
 
     def fusible(self, op: Op, dtype: DType) -> bool:
         # Fusion asks only of the ops it records (elementwise, cast, reductions, matmul)
@@ -105,15 +78,15 @@ class OpenCLFusionCompiler:
             return False
         return op is not ops.linalg.matmul or dtype.name in ("float32", "float64")
 
-    def compile(self, group: FusedGroup) -> Callable[[Sequence[Any]], list[Any]]:
-        if (self.runtime is None or len(group.nodes) < self.min_nodes
-                or not _generated_ok(group)):
-            return op_by_op(group, self.kernels)
-        if group.head:  # the backend's matmul, then the epilogue
-            rest = group.without_head()
-            return HeadFirst(group, self.kernels[ops.linalg.matmul],
-                             _FusedKernel(rest, self.runtime) if rest.outputs else None)
-        return _FusedKernel(group, self.runtime)
+    def covers(self, group: FusedGroup) -> bool:
+        return _generated_ok(group)
+
+    def generate(self, group: FusedGroup) -> Callable[[Sequence[Any]], list[Any]]:
+        assert self.backend is not None
+        return _FusedKernel(group, self.backend.runtime)
+
+
+register_backend = OpenCLFusionCompiler.register_backend
 
 
 def _generated_ok(group: FusedGroup) -> bool:

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from ember import ops
-from ember.backend import HeadFirst, ir, op_by_op
+from ember.backend import DeviceCompiler, ir
 
+from .backend import WgpuBackend
 from .elementwise import cast_body
 from .fusion_reduce import compile_rows, max_buffers
 from .render import render
@@ -35,28 +36,11 @@ if TYPE_CHECKING:
     from ember.backend import FusedGroup
     from ember.ops import Op
 
-    from .backend import WgpuBackend
-
 __all__ = ["WgpuFusionCompiler", "register_backend"]
 
-_BACKENDS: weakref.WeakSet[WgpuBackend] = weakref.WeakSet()
-
-
-def register_backend(backend: WgpuBackend) -> None:
-    """Remember a backend so that a compiler configured with its kernel table finds its
-    runtime (the hook only names the backend family)."""
-    _BACKENDS.add(backend)
-
-
-def _backend_of(kernels: Any) -> WgpuBackend | None:
-    for b in list(_BACKENDS):
-        if b.kernels is kernels:
-            return b
-    return None
-
-
-class WgpuFusionCompiler:
-    """Compiles `FusedGroup` s into generated WGSL for one ``wgpu`` device.
+class WgpuFusionCompiler(DeviceCompiler[WgpuBackend]):
+    """Compiles `FusedGroup` s into generated WGSL for one ``wgpu`` device (`DeviceCompiler`
+    decides which groups).
 
     Parameters
     ----------
@@ -67,35 +51,19 @@ class WgpuFusionCompiler:
         min_nodes=1>`` generates kernels for every group).
     """
 
-    def __init__(self, kernels: dict[Op, Callable[..., Any]] | None = None,
-                 backend: WgpuBackend | None = None, min_nodes: int = 2) -> None:
-        self.kernels = kernels if kernels is not None else {}
-        self.backend = backend
-        self.min_nodes = int(min_nodes)
-
-    def configure(self, kernels: dict[Op, Callable[..., Any]] | None = None,
-                  min_nodes: int | None = None) -> WgpuFusionCompiler:
-        """The compiler for the backend owning ``kernels``."""
-        table = kernels if kernels is not None else self.kernels
-        return WgpuFusionCompiler(table, _backend_of(table) or self.backend,
-                                  self.min_nodes if min_nodes is None else min_nodes)
+    BACKENDS: ClassVar[weakref.WeakSet[Any]] = weakref.WeakSet()
 
     def fusible(self, op: Op, dtype: DType) -> bool:
         if op not in self.kernels:
             return False
         return self.backend is None or self.backend.supports(dtype)
 
-    def compile(self, group: FusedGroup) -> Callable[[Sequence[Any]], list[Any]]:
-        if self.backend is None or len(group.nodes) < self.min_nodes:
-            return op_by_op(group, self.kernels)
-        rt = self.backend.runtime
-        if group.head:  # the backend's matmul, then the epilogue
-            rest = group.without_head()
-            tail = _compile(rest, rt) if rest.outputs else None
-            if rest.outputs and tail is None:
-                return op_by_op(group, self.kernels)
-            return HeadFirst(group, self.kernels[ops.linalg.matmul], tail)
-        return _compile(group, rt) or op_by_op(group, self.kernels)
+    def generate(self, group: FusedGroup) -> Callable[[Sequence[Any]], list[Any]] | None:
+        assert self.backend is not None
+        return _compile(group, self.backend.runtime)
+
+
+register_backend = WgpuFusionCompiler.register_backend
 
 
 def _compile(group: FusedGroup, rt: Runtime) -> Callable[[Sequence[Any]], list[Any]] | None:

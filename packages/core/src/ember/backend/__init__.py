@@ -101,7 +101,7 @@ from .._plugins import conformance_skips, extra_kernels, lazy_exports, plugin_ma
 from .._tensor import Tensor
 from .._trace import TRACE, HostFloat, HostInt
 from . import geometry, ir, movement, row_kernels, rows, schedule, strided
-from .fused import FusedGroup, FusedKernel, GroupNode, HeadFirst, op_by_op
+from .fused import DeviceCompiler, FusedGroup, FusedKernel, GroupNode, HeadFirst, op_by_op
 from .guard import GUARDED_OPS, guard_kernels, guarded, install_kernels
 
 __all__ = [
@@ -118,7 +118,7 @@ __all__ = [
     # tracing and capture
     "TRACE", "HostFloat", "HostInt", "capturing", "CaptureError",
     # fused groups (`ember.backend.fused`)
-    "FusedGroup", "GroupNode", "FusedKernel", "HeadFirst", "op_by_op",
+    "DeviceCompiler", "FusedGroup", "GroupNode", "FusedKernel", "HeadFirst", "op_by_op",
     # kernel guards (`ember.backend.guard`)
     "GUARDED_OPS", "guard_kernels", "guarded", "install_kernels",
     # plugins

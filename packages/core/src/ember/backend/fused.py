@@ -28,10 +28,11 @@ compiled for the rest).
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self, TypeVar
 
 from .._host import numpy_dtype as _numpy_dtype
 
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from .._dtype import DType
     from ..ops import Op
 
-__all__ = ["FusedGroup", "FusedKernel", "GroupNode", "HeadFirst", "op_by_op"]
+__all__ = ["DeviceCompiler", "FusedGroup", "FusedKernel", "GroupNode", "HeadFirst", "op_by_op"]
 
 Shape = tuple[int, ...]
 #: a compiled group: ``kernel(input_payloads) -> output_payloads``
@@ -206,3 +207,62 @@ class HeadFirst:
         h = self.head(*[inputs[k] for k in self.args], **self.params)
         got = iter(self.rest([*inputs, h]) if self.rest is not None else [])
         return [h if j == 0 else next(got) for j in self.outputs]
+
+
+B = TypeVar("B")
+
+
+class DeviceCompiler(Generic[B]):
+    """What every compiler generating kernels for one device of a backend family shares: the
+    backend's kernel table, the device's backend, ``min_nodes``, and when a group is generated.
+
+    The ``ember_fusion_compiler`` hook names only the family, so each backend registers itself
+    (`register_backend`) and `configure` finds the one owning a kernel table.  A group with
+    fewer than ``min_nodes`` nodes (a lone op gains nothing from a generated kernel, and the
+    backend's own is built already), or one the subclass does not cover (``covers``), runs op by
+    op through the table; a matmul head runs on the backend's matmul and its epilogue is
+    generated (`HeadFirst`); ``generate`` returns the kernel, or None to run the group op by
+    op.  ``fusion<family:0,min_nodes=1>`` generates a kernel for every group."""
+
+    #: the family's registered backends (a subclass gives its own set)
+    BACKENDS: ClassVar[weakref.WeakSet[Any]]
+
+    def __init__(self, kernels: dict[Op, Callable[..., Any]] | None = None,
+                 backend: B | None = None, min_nodes: int = 2) -> None:
+        self.kernels = kernels if kernels is not None else {}
+        self.backend = backend
+        self.min_nodes = int(min_nodes)
+
+    @classmethod
+    def register_backend(cls, backend: B) -> None:
+        """Remember ``backend`` so that a compiler configured with its kernel table finds it."""
+        cls.BACKENDS.add(backend)
+
+    def configure(self, kernels: dict[Op, Callable[..., Any]] | None = None,
+                  min_nodes: int | None = None) -> Self:
+        """The compiler for the backend owning ``kernels``."""
+        table = kernels if kernels is not None else self.kernels
+        owner = next((b for b in list(self.BACKENDS) if b.kernels is table), None)
+        return type(self)(table, owner or self.backend,
+                          self.min_nodes if min_nodes is None else min_nodes)
+
+    def covers(self, group: FusedGroup) -> bool:
+        """Whether the generator may take ``group`` at all (its nodes' ops and dtypes)."""
+        return True
+
+    def generate(self, group: FusedGroup) -> FusedKernel | None:
+        """The generated kernel of ``group`` (no head), or None where it runs op by op."""
+        raise NotImplementedError
+
+    def compile(self, group: FusedGroup) -> FusedKernel:
+        if self.backend is None or len(group.nodes) < self.min_nodes or not self.covers(group):
+            return op_by_op(group, self.kernels)
+        if group.head:  # the backend's matmul, then the epilogue
+            from .. import ops
+
+            rest = group.without_head()
+            tail = self.generate(rest) if rest.outputs else None
+            if rest.outputs and tail is None:
+                return op_by_op(group, self.kernels)
+            return HeadFirst(group, self.kernels[ops.linalg.matmul], tail)
+        return self.generate(group) or op_by_op(group, self.kernels)
