@@ -196,6 +196,9 @@ def test_3d_conv_trains() -> None:
 NUMPY_CHECKED = ("SwiGLU", "BitCast", "DeformConv", "LinearAttention", "CausalConvWithState",
                  "Bernoulli", "RandomUniform", "RandomUniformLike", "RandomNormal",
                  "RandomNormalLike", "ImageDecoder", "Multinomial", "FlexAttention",
+                 # other domains: below, against onnxruntime or onnx's reference evaluator
+                 "Binarizer", "ArrayFeatureExtractor", "LabelEncoder", "Adagrad", "Adam",
+                 "Momentum",
                  # strings: against onnxruntime in test_carried_types (numpy object arrays)
                  "StringNormalizer", "StringSplit", "StringConcat", "RegexFullMatch")
 
@@ -430,3 +433,69 @@ def test_other_preview_operators_are_refused_naming_the_domain() -> None:
     with pytest.raises(ember.onnx.UnsupportedOperatorError,
                        match=r"Frobnicate \(domain 'ai.onnx.preview'\)"):
         ember.onnx.load(model)
+
+
+def _domain_model(node: object, feeds: dict[str, np.ndarray], outs: list[str], domain: str,
+                  version: int) -> object:
+    from onnx_oracle import helper
+
+    ins = [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+           for k, v in feeds.items()]
+    g = helper.make_graph([node], "g", ins, [helper.make_empty_tensor_value_info(o)
+                                             for o in outs])
+    return helper.make_model(g, ir_version=9, opset_imports=[
+        helper.make_opsetid("", 21), helper.make_opsetid(domain, version)])
+
+
+@pytest.mark.parametrize("case", ["Binarizer", "ArrayFeatureExtractor", "LabelEncoder"])
+def test_ai_onnx_ml_ops_match_onnxruntime(case: str, device: str) -> None:
+    from onnx_oracle import helper, reference
+
+    import ember
+    import ember.onnx
+
+    if case == "Binarizer":
+        feeds = {"x": f(3, 4)}
+        node = helper.make_node("Binarizer", ["x"], ["y"], domain="ai.onnx.ml", threshold=0.2)
+    elif case == "ArrayFeatureExtractor":
+        feeds = {"x": f(2, 3, 5), "i": np.array([4, 0, 4], np.int64)}
+        node = helper.make_node("ArrayFeatureExtractor", ["x", "i"], ["y"], domain="ai.onnx.ml")
+    else:
+        feeds = {"x": np.array([[3, 1, 7], [2, 9, 3]], np.int64)}
+        node = helper.make_node("LabelEncoder", ["x"], ["y"], domain="ai.onnx.ml",
+                                keys_int64s=[1, 2, 3], values_floats=[0.5, -1.5, 2.0],
+                                default_float=9.0)
+    model = _domain_model(node, feeds, ["y"], "ai.onnx.ml", 3)
+    want = reference(model, feeds)[0]
+    m = ember.onnx.load(model, device=device)
+    got = m(**{k: ember.tensor(v, device=device) for k, v in feeds.items()}).numpy()
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize(("op", "per", "attrs"), [
+    ("Adagrad", 3, {"decay_factor": 0.1, "epsilon": 1e-6, "norm_coefficient": 0.01}),
+    ("Adam", 4, {"alpha": 0.8, "beta": 0.95, "epsilon": 1e-6, "norm_coefficient": 0.01,
+                 "norm_coefficient_post": 0.02}),
+    ("Momentum", 3, {"alpha": 0.9, "beta": 0.5, "norm_coefficient": 0.01,
+                     "mode": "nesterov"})])
+def test_optimizer_steps_match_the_onnx_reference(op: str, per: int, attrs: dict[str, object],
+                                                  device: str) -> None:
+    from onnx.reference import ReferenceEvaluator
+    from onnx_oracle import helper
+
+    import ember
+    import ember.onnx
+
+    feeds = {"r": np.array(0.1, np.float32), "t": np.array(3, np.int64)}
+    for j in range(per):  # two tensors: X1, X2, G1, G2, then the state inputs
+        for i, shape in enumerate([(3, 2), (4,)]):
+            feeds[f"s{j}_{i}"] = f(*shape, lo=0.1, hi=1.0) if j >= 2 else f(*shape)
+    outs = [f"o{j}_{i}" for j in range(per - 1) for i in range(2)]
+    node = helper.make_node(op, list(feeds), outs, domain="ai.onnx.preview.training", **attrs)
+    model = _domain_model(node, feeds, outs, "ai.onnx.preview.training", 1)
+    want = ReferenceEvaluator(model).run(None, feeds)
+    m = ember.onnx.load(model, device=device)
+    got = m(**{k: ember.tensor(v, device=device) for k, v in feeds.items()})
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g.numpy(), w, rtol=1e-5, atol=1e-6)

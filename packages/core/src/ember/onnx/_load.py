@@ -31,6 +31,7 @@ from . import (  # noqa: F401
     _fuse,
     _linattn,
     _misc,
+    _mldomains,
     _ndconv,
     _nn,
     _preview,
@@ -84,11 +85,14 @@ def _opset(model: Any, where: str) -> tuple[Any, int]:
     """The model (converted from opset 6 to 7 where needed) and its default-domain opset."""
     versions = {o.domain: o.version for o in model.opset_import}
     v = versions.get("", versions.get("ai.onnx"))
+    if v is None and versions and set(versions) <= set(_mldomains.DOMAIN_OPS):
+        v = OPSET_MAX  # only extra domains ember reads: no default-domain node can appear
     if v is None:
         others = ", ".join(f"{d!r} (version {n})" for d, n in versions.items()) or "none"
         raise UnsupportedOperatorError(
             f"ember.onnx.load: {where} imports no default-domain opset, only the domain(s) "
-            f"{others}; ember imports operators of the default domain ('' / 'ai.onnx') only")
+            f"{others}; ember imports operators of the default domain ('' / 'ai.onnx'), and "
+            f"{', '.join(sorted(_mldomains.DOMAIN_OPS))} (some operators)")
     if v == 6:
         # Note: opset 7 changed only broadcasting (Add, Mul, Gemm, ... lose `broadcast`/`axis`),
         # BatchNormalization/Dropout's `is_test` and AveragePool's `count_include_pad`;
@@ -121,7 +125,7 @@ def _attrs(onnx: Any, node: Any, opset: int, where: str) -> dict[str, Any]:
             if a.t.data_type in _carried.CARRIER:
                 out[a.name] = _carried.to_carrier(out[a.name], a.t.data_type)
         elif a.type == onnx.AttributeProto.GRAPH and node.op_type in OPS and \
-                (node.domain or "") in ("", "ai.onnx", _preview.PREVIEW_DOMAIN):
+                (node.domain or "") in ("", "ai.onnx", *_mldomains.DOMAIN_OPS):
             out[a.name] = _control.Subgraph(a.g, opset, where)  # its nodes checked there
         elif a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
             out[a.name] = a  # a subgraph of an operator ember does not import: refused
@@ -156,7 +160,7 @@ def _check(nodes: list[Node], raw_nodes: list[Any], where: str) -> None:
     bad = []
     for n, raw in zip(nodes, raw_nodes, strict=True):
         domain = raw.domain or ""
-        preview = domain == _preview.PREVIEW_DOMAIN and n.op_type in _preview.PREVIEW
+        preview = n.op_type in _mldomains.DOMAIN_OPS.get(domain, ())
         if domain not in ("", "ai.onnx") and not preview:
             bad.append(f"{n.op_type} (domain {domain!r}) at node {n.name!r}")
             continue
