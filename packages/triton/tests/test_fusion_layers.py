@@ -13,22 +13,64 @@ that replays it.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import ember
+import numpy as np
 from ember_fusion.testing import census, check_program
+
+#: bytes of a known pattern before and after every allocation the interpreter's kernels write
+GUARD, PATTERN = 1024, 0xA5
 
 #: device strings of their own, so that the census counts only these programs' groups
 DEVICES = ["fusion<triton-interpret,plain=2>", "fusion<triton-interpret,limit=4,plain=2>"]
 PROGRAMS, SHAPES = 20, 25
 
 
+@contextmanager
+def guarded() -> Iterator[list[tuple[np.ndarray, int, int]]]:
+    """Every host allocation of the interpreter's memory gets `GUARD` bytes of `PATTERN` on
+    each side while this is open; the allocations made are yielded (`overwritten` checks
+    them), so an out-of-bounds store of a kernel is caught, not only a wrong value."""
+    memory: Any = ember.device("triton-interpret").backend.memory
+    made: list[tuple[np.ndarray, int, int]] = []
+
+    def allocate(nbytes: int) -> np.ndarray:
+        buf = np.full(nbytes + 16 + 2 * GUARD, PATTERN, np.uint8)
+        start = GUARD + (-(buf.ctypes.data + GUARD)) % 16
+        made.append((buf, start, nbytes))
+        return buf[start:start + nbytes]
+
+    memory.allocate = allocate
+    try:
+        yield made
+    finally:
+        del memory.allocate
+
+
+def overwritten(made: list[tuple[np.ndarray, int, int]]) -> int:
+    """How many of ``made``'s guards a kernel wrote into (and forget them)."""
+    bad = sum(bool((buf[:start] != PATTERN).any() or (buf[start + n:] != PATTERN).any())
+              for buf, start, n in made)
+    made.clear()
+    return bad
+
+
 def test_layer_programs_agree_fused_and_unfused() -> None:
     failures = []
-    for shapes in range(SHAPES):
-        for seed in range(PROGRAMS):
-            try:
-                check_program(seed, DEVICES[(seed + shapes) % 2], "triton-interpret",
-                              small=True, shapes=shapes)
-            except AssertionError as exc:
-                failures.append(str(exc))
+    with guarded() as made:
+        for shapes in range(SHAPES):
+            for seed in range(PROGRAMS):
+                device = DEVICES[(seed + shapes) % 2]
+                try:
+                    check_program(seed, device, "triton-interpret", small=True, shapes=shapes)
+                except AssertionError as exc:
+                    failures.append(str(exc))
+                if overwritten(made):
+                    failures.append(f"layer program {seed} (shapes {shapes}, small) on {device}"
+                                    " or triton-interpret wrote out of bounds")
     assert not failures, (f"{len(failures)} of {PROGRAMS * SHAPES} programs differ; "
                           f"first:\n{failures[0]}")
     for device in DEVICES:  # generated kernels, not op-by-op runs, for what the programs fuse
@@ -44,8 +86,6 @@ def test_a_loop_kernel_masks_rows_shorter_than_the_longest() -> None:
     shorter rows whose width BK divides (16 here, BK 4) was stored unmasked past its rows' ends
     (an out-of-bounds write that corrupted the interpreter's heap; found by layer program
     2008).  Its loads and stores are masked to its own width."""
-    import ember
-    import numpy as np
     from ember_fusion._api import _backend
 
     device = "fusion<triton-interpret,limit=4,plain=1>"
