@@ -674,10 +674,12 @@ def census(device: str) -> dict[str, int]:
     several ops.  Kinds: ``prologue`` (a reduction reading an op of its group), ``epilogue``
     (an op reading a reduction of its group), ``cross`` (a reduction over axis 0), ``matmul``
     (a matmul head with an epilogue); ``groups`` counts every group of two or more ops;
-    ``unfused`` those of three or more that ran op by op (the compilers run groups of two so)."""
+    ``unfused`` those of three or more that ran op by op (the compilers run groups of two so),
+    ``unfused_16bit`` such groups with a 16-bit float (the opencl compiler runs those so)."""
     from ._api import _backend
 
-    counts = dict.fromkeys(("groups", "prologue", "epilogue", "cross", "matmul", "unfused"), 0)
+    counts = dict.fromkeys(("groups", "prologue", "epilogue", "cross", "matmul", "unfused",
+                            "unfused_16bit"), 0)
     for key, kernel in list(_backend(device).kernel_cache.items()):
         nodes = key[0]
         if len(nodes) < 2:
@@ -685,7 +687,9 @@ def census(device: str) -> dict[str, int]:
         counts["groups"] += 1
         name = getattr(kernel, "__qualname__", type(kernel).__qualname__)
         if "op_by_op" in name or "_unfused" in name:
-            counts["unfused"] += len(nodes) > 2  # groups of two run so by design
+            low = any(d.name in ("float16", "bfloat16")
+                      for d in [n.dtype for n in nodes] + [d for _, d in key[1]])
+            counts["unfused_16bit" if low else "unfused"] += len(nodes) > 2  # (two: by design)
             continue
         red = {j for j, n in enumerate(nodes) if n.kind == "reduction"}
         if any(j in red and any(a >= 0 for a in n.args) for j, n in enumerate(nodes)):
