@@ -198,7 +198,7 @@ NUMPY_CHECKED = ("SwiGLU", "BitCast", "DeformConv", "LinearAttention", "CausalCo
                  "RandomNormalLike", "ImageDecoder", "Multinomial", "FlexAttention",
                  # other domains: below, against onnxruntime or onnx's reference evaluator
                  "Binarizer", "ArrayFeatureExtractor", "LabelEncoder", "Adagrad", "Adam",
-                 "Momentum",
+                 "Momentum", "TreeEnsemble",
                  # strings: against onnxruntime in test_carried_types (numpy object arrays)
                  "StringNormalizer", "StringSplit", "StringConcat", "RegexFullMatch")
 
@@ -499,3 +499,29 @@ def test_optimizer_steps_match_the_onnx_reference(op: str, per: int, attrs: dict
     got = m(**{k: ember.tensor(v, device=device) for k, v in feeds.items()})
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g.numpy(), w, rtol=1e-5, atol=1e-6)
+
+
+def test_tree_ensemble_matches_the_onnx_reference(device: str) -> None:
+    """Two trees (<=, > and set membership nodes), averaged into two targets."""
+    from onnx import numpy_helper
+    from onnx.reference import ReferenceEvaluator
+    from onnx_oracle import helper
+
+    import ember
+    import ember.onnx
+
+    def t(name: str, values: list[float], dtype: type) -> object:
+        return numpy_helper.from_array(np.array(values, dtype), name)
+
+    node = helper.make_node(
+        "TreeEnsemble", ["x"], ["y"], domain="ai.onnx.ml", n_targets=2, aggregate_function=0,
+        tree_roots=[0, 2], nodes_featureids=[0, 1, 1], nodes_modes=t("m", [0, 3, 6], np.uint8),
+        nodes_splits=t("s", [0.5, 1.0, np.nan], np.float32), nodes_truenodeids=[0, 1, 3],
+        nodes_trueleafs=[1, 1, 1], nodes_falsenodeids=[1, 2, 4], nodes_falseleafs=[0, 1, 1],
+        leaf_targetids=[0, 1, 0, 1, 0], leaf_weights=t("w", [1, 2, 3, 4, 5], np.float32),
+        membership_values=t("v", [1.0, 2.0, np.nan], np.float32))
+    x = np.array([[0.2, 1.0], [0.9, 2.0], [0.9, 0.5], [3.0, 7.0]], np.float32)
+    model = _domain_model(node, {"x": x}, ["y"], "ai.onnx.ml", 5)
+    want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    got = ember.onnx.load(model, device=device)(ember.tensor(x, device=device)).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-6)

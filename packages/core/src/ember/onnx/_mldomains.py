@@ -21,7 +21,7 @@ from ._registry import Node, Run, op
 ML, TRAINING = "ai.onnx.ml", "ai.onnx.preview.training"
 DOMAIN_OPS: dict[str, frozenset[str]] = {
     PREVIEW_DOMAIN: PREVIEW,
-    ML: frozenset({"Binarizer", "ArrayFeatureExtractor", "LabelEncoder"}),
+    ML: frozenset({"Binarizer", "ArrayFeatureExtractor", "LabelEncoder", "TreeEnsemble"}),
     TRAINING: frozenset({"Adagrad", "Adam", "Momentum"}),
 }
 
@@ -164,3 +164,81 @@ def momentum(r: Run, node: Node, *xs: Any) -> tuple[Tensor, ...]:
         new_x.append((tx - step * lr).to(tx.dtype))
         new_v.append(v2.to(tv.dtype))
     return (*new_x, *new_v)
+
+
+# -- TreeEnsemble (ai.onnx.ml 5) -----------------------------------------------------------------
+
+def _tree_host(node: Node, x: np.ndarray) -> np.ndarray:
+    at = node.attrs
+
+    def arr(name: str) -> list[Any]:
+        v = at.get(name)
+        return [] if v is None else np.asarray(v).reshape(-1).tolist()
+
+    if int(at.get("post_transform", 0)) != 0:
+        raise NotImplementedError(f"{node.where()}: post_transform "
+                                  f"{at['post_transform']} is not supported (0, none)")
+    agg = int(at.get("aggregate_function", 1))
+    if agg not in (0, 1, 2, 3):
+        raise ValueError(f"{node.where()}: aggregate_function {agg} is not 0-3")
+    splits, feats, modes = arr("nodes_splits"), arr("nodes_featureids"), arr("nodes_modes")
+    tnode, fnode = arr("nodes_truenodeids"), arr("nodes_falsenodeids")
+    tleaf, fleaf = arr("nodes_trueleafs"), arr("nodes_falseleafs")
+    ltarget, lweight = arr("leaf_targetids"), arr("leaf_weights")
+    roots, missing = arr("tree_roots"), arr("nodes_missing_value_tracks_true")
+    members = iter(arr("membership_values"))
+    n_targets = int(at["n_targets"])
+    sets: dict[int, set[float]] = {}
+    for i, m in enumerate(modes):  # MEMBER nodes take the NaN-separated runs, in order
+        if m == 6:
+            group: set[float] = set()
+            for v in members:
+                if np.isnan(v):
+                    break
+                group.add(v)
+            sets[i] = group
+    a = np.asarray(x)
+    if a.ndim != 2:
+        raise ValueError(f"{node.where()}: input of shape {a.shape} is not [N, features]")
+
+    def goes_true(i: int, v: float) -> bool:
+        if np.isnan(v) and missing and missing[i]:
+            return True
+        m, s = modes[i], splits[i]
+        return bool({0: v <= s, 1: v < s, 2: v >= s, 3: v > s, 4: v == s, 5: v != s,
+                     6: v in sets.get(i, set())}[m])
+
+    def leaf_of(root: int, row: np.ndarray) -> int:
+        if tleaf[root] and fleaf[root] and tnode[root] == fnode[root]:
+            return root
+        i = root
+        for _ in range(len(modes) + 1):
+            t = goes_true(i, float(row[feats[i]]))
+            nxt, is_leaf = (tnode[i], tleaf[i]) if t else (fnode[i], fleaf[i])
+            if is_leaf:
+                return int(nxt)
+            i = int(nxt)
+        raise ValueError(f"{node.where()}: a tree loops (node {root})")
+
+    dtype = a.dtype if a.dtype.kind == "f" else np.float32
+    start = {0: 0.0, 1: 0.0, 2: np.finfo(dtype).max, 3: np.finfo(dtype).min}[agg]
+    out = np.full((a.shape[0], n_targets), start, dtype=dtype)
+    for b, row in enumerate(a):
+        for root in roots:
+            leaf = leaf_of(int(root), row)
+            t, w = int(ltarget[leaf]), lweight[leaf]
+            if agg == 1:
+                out[b, t] += w
+            elif agg == 0:
+                out[b, t] += w / len(roots)
+            elif agg == 2:
+                out[b, t] = min(out[b, t], w)
+            else:
+                out[b, t] = max(out[b, t], w)
+    return out
+
+
+@op("TreeEnsemble", host=_tree_host, note="domain ai.onnx.ml 5: every node mode (set "
+    "membership too), missing values, SUM/AVERAGE/MIN/MAX; post_transform none; on the host")
+def tree_ensemble(r: Run, node: Node, x: Any) -> Any:
+    return r.tensor(_tree_host(node, r.host(x)))
