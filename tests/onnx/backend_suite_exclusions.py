@@ -22,10 +22,6 @@ EXCLUDED: dict[str, list[str]] = {
         'test_gradient_of_add_and_mul_cpu',
         'test_gradient_of_add_cpu',
     ],
-    "UnsupportedOperatorError: ember.onnx.load: <ModelProto> (opset N) uses operators ember cannot import: TreeEnsemble (domain '…') at node. Supported ops: Abs, Acos, Aco": [
-        'test_ai_onnx_ml_tree_ensemble_set_membership_cpu',
-        'test_ai_onnx_ml_tree_ensemble_single_tree_cpu',
-    ],
     'wrong result: float16 rounding (2 of 192 elements differ from the reference by one float16 ulp, 4.9e-4, over rtol 1e-3)': [
         'test_attention_4d_causal_fp16_cpu',
         'test_attention_4d_causal_fp16_expanded_cpu',
