@@ -86,42 +86,25 @@ class NumbaRows(RowRenderer):
     def open_pass(self) -> list[str]:
         return ["for j in range(N):"]
 
-    def _extreme(self, v: Value, top: bool) -> str:
-        dt = v.dtype
-        if ir.is_float(dt):
-            return f"np.{dt}({'-' if top else ''}np.inf)"
-        if dt == "bool":
-            return "False" if top else "True"
-        info = np.iinfo(dt)
-        return f"np.{dt}({info.min if top else info.max})"
+    ACC_DECL = "{acc} = {init}"
+    INDEX_DECL = "{acc}i = np.int64(0)"
+    ACC_UPDATE: ClassVar[dict[str, tuple[str, ...]]] = {
+        "sum": ("{acc} += {v}",),
+        "prod": ("{acc} *= {v}",),
+        "extreme": ("{acc} = {v} if ({v} {cmp} {acc} or {v} != {v}) else {acc}",),
+        "arg": ("{acc}b = {v} {cmp} {acc} or ({v} != {v} and {acc} == {acc})",
+                "{acc}i = np.int64(j) if {acc}b else {acc}i",
+                "{acc} = {v} if {acc}b else {acc}"),
+    }
 
-    def acc_init(self, r: Value, acc: str) -> list[str]:
-        kind, dt = r.arg, r.src[0].dtype
-        if kind == "sum":
-            return [f"{acc} = np.{dt}(0)"]
-        if kind == "prod":
-            return [f"{acc} = np.{dt}(1)"]
-        start = self._extreme(r.src[0], kind in ("max", "argmax"))
-        lines = [f"{acc} = {start}"]
-        if kind.startswith("arg"):
-            lines.append(f"{acc}i = np.int64(0)")
-        return lines
+    def type_name(self, dtype: str) -> str:
+        return f"np.{dtype}"
 
-    def acc_update(self, r: Value, acc: str, value: str) -> list[str]:
-        kind = r.arg
-        if kind == "sum":
-            return [f"{acc} += {value}"]
-        if kind == "prod":
-            return [f"{acc} *= {value}"]
-        cmp = ">" if kind in ("max", "argmax") else "<"
-        if kind in ("max", "min"):  # nan wins, and stays
-            return [f"{acc} = {value} if ({value} {cmp} {acc} or {value} != {value}) "
-                    f"else {acc}"]
-        # the first extreme; the first nan beats any number
-        better = f"{acc}b"
-        return [f"{better} = {value} {cmp} {acc} or ({value} != {value} and {acc} == {acc})",
-                f"{acc}i = np.int64(j) if {better} else {acc}i",
-                f"{acc} = {value} if {better} else {acc}"]
+    def literal(self, value: int, dtype: str) -> str:
+        return str(bool(value)) if dtype == "bool" else f"np.{dtype}({value})"
+
+    def infinity(self, dtype: str, negative: bool) -> str:
+        return f"np.{dtype}({'-' if negative else ''}np.inf)"
 
     def acc_final(self, r: Value, acc: str, out: str) -> list[str]:
         return [f"{out} = {acc}i" if r.arg.startswith("arg") else f"{out} = {acc}"]

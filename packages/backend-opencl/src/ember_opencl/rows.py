@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
-from ember.backend import ir, rows
+from ember.backend import rows
 from ember.backend.ir import Value
 from ember.backend.row_schedule import RowRenderer
 from ember.backend.strided import contiguous_strides
@@ -70,38 +70,26 @@ class ClRows(RowRenderer):
     def close_pass(self) -> list[str]:
         return ["}"]
 
-    def _extreme(self, dt: str, top: bool) -> str:
-        if ir.is_float(dt):
-            return f"(-({render.C_TYPES[dt]})INFINITY)" if top else \
-                f"(({render.C_TYPES[dt]})INFINITY)"
-        if dt == "bool":
-            return "0" if top else "1"
-        if dt == "int64":
-            return "LONG_MIN" if top else "LONG_MAX"
-        info = np.iinfo(dt)
-        return f"(({render.C_TYPES[dt]}){info.min if top else info.max})"
+    ACC_DECL = "{type} {acc} = {init};"
+    INDEX_DECL = "long {acc}i = 0;"
+    ACC_UPDATE: ClassVar[dict[str, tuple[str, ...]]] = {
+        "sum": ("{acc} += {v};",),
+        "prod": ("{acc} *= {v};",),
+        "extreme": ("{acc} = ({v} != {v} || {v} {cmp} {acc}) ? {v} : {acc};",),
+        "arg": ("int {acc}b = {v} {cmp} {acc} || ({v} != {v} && {acc} == {acc});",
+                "{acc}i = {acc}b ? j : {acc}i;", "{acc} = {acc}b ? {v} : {acc};"),
+    }
 
-    def acc_init(self, r: Value, acc: str) -> list[str]:
-        kind, dt = r.arg, r.src[0].dtype
-        t = render.C_TYPES[dt]
-        if kind in ("sum", "prod"):
-            return [f"{t} {acc} = {'0' if kind == 'sum' else '1'};"]
-        lines = [f"{t} {acc} = {self._extreme(dt, kind in ('max', 'argmax'))};"]
-        if kind.startswith("arg"):
-            lines.append(f"long {acc}i = 0;")
-        return lines
+    def type_name(self, dtype: str) -> str:
+        return render.C_TYPES[dtype]
 
-    def acc_update(self, r: Value, acc: str, value: str) -> list[str]:
-        kind = r.arg
-        if kind == "sum":
-            return [f"{acc} += {value};"]
-        if kind == "prod":
-            return [f"{acc} *= {value};"]
-        cmp = ">" if kind in ("max", "argmax") else "<"
-        if kind in ("max", "min"):  # nan wins, and stays
-            return [f"{acc} = ({value} != {value} || {value} {cmp} {acc}) ? {value} : {acc};"]
-        return [f"int {acc}b = {value} {cmp} {acc} || ({value} != {value} && {acc} == {acc});",
-                f"{acc}i = {acc}b ? j : {acc}i;", f"{acc} = {acc}b ? {value} : {acc};"]
+    def literal(self, value: int, dtype: str) -> str:
+        if dtype == "int64" and abs(value) > 2 ** 62:
+            return "LONG_MIN" if value < 0 else "LONG_MAX"
+        return str(value) if dtype == "bool" else f"(({render.C_TYPES[dtype]}){value})"
+
+    def infinity(self, dtype: str, negative: bool) -> str:
+        return f"({'-' if negative else ''}({render.C_TYPES[dtype]})INFINITY)"
 
     def acc_final(self, r: Value, acc: str, out: str) -> list[str]:
         kind, t = r.arg, render.C_TYPES[r.src[0].dtype]

@@ -76,39 +76,21 @@ class TritonRows(RowRenderer):
         return ["for k0 in range(0, N, BLOCK_N):", "kk = k0 + cols", "kmask = kk < N",
                 "mk = rmask[:, None] & kmask[None, :]"]
 
-    def _extreme(self, dt: str, top: bool) -> str:
-        if ir.is_float(dt):
-            return "float('-inf')" if top else "float('inf')"
-        if dt == "bool":
-            return "0" if top else "1"
-        info = np.iinfo(dt)
-        return str(info.min if top else info.max)
+    ACC_DECL = "{acc} = tl.full([BLOCK_M, BLOCK_N], {init}, {type})"
+    INDEX_DECL = "{acc}i = tl.zeros([BLOCK_M, BLOCK_N], tl.int64)"
+    ACC_UPDATE: ClassVar[dict[str, tuple[str, ...]]] = {  # no prod: Triton has no product
+        "sum": ("{acc} += tl.where(mk, {v}, 0)",),
+        "extreme": ("{acc} = tl.where(mk & (({v} {cmp} {acc}) | ({v} != {v})), {v}, {acc})",),
+        "arg": ("{acc}b = mk & (({v} {cmp} {acc}) | (({v} != {v}) & ({acc} == {acc})))",
+                "{acc}i = tl.where({acc}b, kk[None, :].to(tl.int64), {acc}i)",
+                "{acc} = tl.where({acc}b, {v}, {acc})"),
+    }
 
-    def acc_init(self, r: Value, acc: str) -> list[str]:
-        kind, dt = r.arg, r.src[0].dtype
-        t = render.TL_TYPES[dt]
-        if kind == "sum":
-            return [f"{acc} = tl.zeros([BLOCK_M, BLOCK_N], {t})"]
-        if kind == "prod":
-            raise NotImplementedError(f"{self.p.name}: prod in a Triton row kernel")
-        start = self._extreme(dt, kind in ("max", "argmax"))
-        lines = [f"{acc} = tl.full([BLOCK_M, BLOCK_N], {start}, {t})"]
-        if kind.startswith("arg"):
-            lines.append(f"{acc}i = tl.zeros([BLOCK_M, BLOCK_N], tl.int64)")
-        return lines
+    def type_name(self, dtype: str) -> str:
+        return render.TL_TYPES[dtype]
 
-    def acc_update(self, r: Value, acc: str, value: str) -> list[str]:
-        kind = r.arg
-        if kind == "sum":
-            return [f"{acc} += tl.where(mk, {value}, 0)"]
-        cmp = ">" if kind in ("max", "argmax") else "<"
-        if kind in ("max", "min"):  # nan wins, and stays
-            return [f"{acc} = tl.where(mk & (({value} {cmp} {acc}) | ({value} != {value})), "
-                    f"{value}, {acc})"]
-        return [f"{acc}b = mk & (({value} {cmp} {acc}) | (({value} != {value}) & "
-                f"({acc} == {acc})))",
-                f"{acc}i = tl.where({acc}b, kk[None, :].to(tl.int64), {acc}i)",
-                f"{acc} = tl.where({acc}b, {value}, {acc})"]
+    def infinity(self, dtype: str, negative: bool) -> str:
+        return f"float('{'-' if negative else ''}inf')"
 
     def acc_final(self, r: Value, acc: str, out: str) -> list[str]:
         kind = r.arg

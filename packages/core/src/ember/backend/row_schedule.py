@@ -19,6 +19,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+import numpy as np
+
+from . import ir
 from .ir import Value, schedule
 from .rows import RowProgram
 
@@ -40,12 +43,26 @@ def stages(p: RowProgram) -> list[list[Value]]:
     return out
 
 
+def _update_key(kind: str) -> str:
+    if kind in ("sum", "prod"):
+        return kind
+    return "extreme" if kind in ("max", "min") else "arg"
+
+
 class RowRenderer:
     """Renders the body of one row (or block of rows) of program ``p`` (see the module
     docstring); ``one``: the row is a single block, no pass loops."""
 
     #: a format string per primitive over its sources' spellings (``"({0} + {1})"``)
     CODE: ClassVar[dict[str, str]]
+    #: an accumulator's declaration, over ``{acc}``, ``{type}`` and ``{init}``
+    ACC_DECL: ClassVar[str]
+    #: an arg-reduction's index ``{acc}i``, declared from 0
+    INDEX_DECL: ClassVar[str]
+    #: a reduction's update lines over ``{acc}``, ``{v}`` (the value) and ``{cmp}`` (``>``
+    #: for max and argmax, ``<`` for min and argmin), keyed ``sum``, ``prod``, ``extreme``
+    #: (max, min) and ``arg`` (argmax, argmin); a kind whose key is missing is refused
+    ACC_UPDATE: ClassVar[dict[str, tuple[str, ...]]]
     #: the indentation of one block level
     INDENT: ClassVar[str] = "    "
 
@@ -91,11 +108,49 @@ class RowRenderer:
         """What ends a pass (after its body; a closing brace in C-like languages)."""
         return []
 
-    def acc_init(self, r: Value, acc: str) -> list[str]:
+    def type_name(self, dtype: str) -> str:
+        """The language's name of ``dtype`` (an accumulator's type)."""
         raise NotImplementedError
 
-    def acc_update(self, r: Value, acc: str, value: str) -> list[str]:
+    def literal(self, value: int, dtype: str) -> str:
+        """The integer ``value`` as a constant of ``dtype``."""
+        return str(value)
+
+    def infinity(self, dtype: str, negative: bool) -> str:
+        """Infinity (or minus infinity) as a constant of the float ``dtype``."""
         raise NotImplementedError
+
+    def extreme(self, dtype: str, top: bool) -> str:
+        """Where a max (``top``) or min of ``dtype`` values starts: the lowest (highest)
+        value of the type."""
+        if ir.is_float(dtype):
+            return self.infinity(dtype, top)
+        if dtype == "bool":
+            return self.literal(0 if top else 1, dtype)
+        info = np.iinfo(dtype)
+        return self.literal(int(info.min if top else info.max), dtype)
+
+    def acc_init(self, r: Value, acc: str) -> list[str]:
+        """Declare the accumulator ``acc`` of reduction ``r`` (and ``{acc}i``, an
+        arg-reduction's index), from `ACC_DECL` and `INDEX_DECL`."""
+        kind, dt = r.arg, r.src[0].dtype
+        if _update_key(kind) not in self.ACC_UPDATE:
+            raise NotImplementedError(f"{self.p.name}: {kind} in a {type(self).__name__} kernel")
+        if kind in ("sum", "prod"):
+            init = self.literal(0 if kind == "sum" else 1, dt)
+        else:
+            init = self.extreme(dt, kind in ("max", "argmax"))
+        lines = [self.ACC_DECL.format(acc=acc, type=self.type_name(dt), init=init)]
+        if kind.startswith("arg"):
+            lines.append(self.INDEX_DECL.format(acc=acc))
+        return lines
+
+    def acc_update(self, r: Value, acc: str, value: str) -> list[str]:
+        """Fold ``value`` into ``acc`` (`ACC_UPDATE`): max and min keep the first nan, the
+        arg-reductions the first extreme (a nan beats any number)."""
+        cmp = ">" if r.arg in ("max", "argmax") else "<"
+        return [line.format(acc=acc, v=value, cmp=cmp)
+                for line in self.ACC_UPDATE[_update_key(r.arg)]]
 
     def acc_final(self, r: Value, acc: str, out: str) -> list[str]:
         raise NotImplementedError
