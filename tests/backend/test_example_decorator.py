@@ -72,6 +72,23 @@ def test_gradients_flow_through_count_under_autodiff(counting: None) -> None:
     assert str(grads[w].device) == "count<cpu>"
 
 
+def test_a_compiled_step_through_count_reads_a_rebound_parameter_at_each_replay(
+        counting: None) -> None:
+    """The counter does nothing about `ember.compile`: core shows the trace the tensors a
+    decorator device sees (`Decorator.dispatch_noting`), so the program reads ``w`` from ``w``
+    at each replay, and a new value given to it (as an optimizer step gives one) is used."""
+    from ember.backend import set_payload
+
+    d = ember.device("count<cpu>")
+    w = ember.tensor([1.0, 2.0], device=d)
+    step = ember.compile(lambda x: (x * w).sum())
+    x = ember.tensor([3.0, 4.0], device=d)
+    assert step(x).item() == step(x).item() == 11.0
+    set_payload(w, ember.tensor([10.0, 20.0], device=d).payload)
+    assert step(x).item() == 110.0
+    assert step.stats.traces == 1 and step.stats.replays == 2
+
+
 def test_count_passes_a_sample_of_the_conformance_suite_over_cpu_and_under_autodiff() -> None:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(SRC), env.get("PYTHONPATH", "")])

@@ -56,7 +56,9 @@ class AutodiffBackend(Decorator):
         if int(checkpoint_segment) < 1:
             raise ValueError(f"checkpoint_segment must be at least 1, got {checkpoint_segment}")
         self.segment = int(checkpoint_segment)
-        self._inner = inner.dispatch
+        # the backend's own method, not the device's attribute: that one is
+        # Decorator.dispatch_noting while a trace is open (this device's is then, too)
+        self._inner = inner.backend.dispatch
         self._make = AutodiffTensor.from_payload
 
     # -- host transfer ----------------------------------------------------------------------

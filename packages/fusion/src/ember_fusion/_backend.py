@@ -66,7 +66,8 @@ class FusionBackend(Decorator):
         elif options:
             raise ValueError(f"the fusion compiler of {inner} takes no options: {options}")
         self.compiler = compiler
-        self._inner_dispatch = inner.dispatch
+        # the backend's own method: the device's is Decorator.dispatch_noting during a trace
+        self._inner_dispatch = inner.backend.dispatch
         #: the inner backend implements what its table holds (`implements` reads the table)
         self._plain_implements = type(inner.backend).implements is Backend.implements
         self._make = self.tensor_type.from_payload
