@@ -9,7 +9,6 @@ import ember
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 ember_fusion = pytest.importorskip("ember_fusion")
 from ember_fusion import testing as programs  # noqa: E402  (after the importorskip)
@@ -62,23 +61,7 @@ def test_row_softmax_is_at_most_two_kernels(fused: ember.Device, rng: np.random.
 
 def test_adam_update_of_one_parameter_is_one_kernel(fused: ember.Device,
                                                     rng: np.random.Generator) -> None:
-    p0 = rng.standard_normal((40, 9))
-    grads = [rng.standard_normal((40, 9)) for _ in range(3)]
-    w = ember.tensor(p0, device=fused)
-    opt = ember.optim.Adam([w], lr=0.01)
-    ember.tensor(grads[0], device=fused)  # warm the scalar cache: counts below are steady
-    for step, g in enumerate(grads, 1):
-        gt = ember.tensor(g, device=fused)
-        ember_fusion.reset_stats(fused)
-        opt.step({w: gt})
-        w.numpy()
-        assert ember_fusion.stats(fused).kernels_launched == 1, step
-    p, m, v = p0.copy(), np.zeros_like(p0), np.zeros_like(p0)
-    for t, g in enumerate(grads, 1):
-        m = 0.9 * m + 0.1 * g
-        v = 0.999 * v + 0.001 * g * g
-        p = p - 0.01 * (m / (1 - 0.9 ** t)) / (np.sqrt(v / (1 - 0.999 ** t)) + 1e-8)
-    np.testing.assert_allclose(w.numpy(), p, rtol=1e-10, atol=1e-12)
+    programs.check_adam_is_one_kernel(fused, rng)
 
 
 def test_layer_norm_and_mse_loss_are_one_kernel_each(fused: ember.Device,
@@ -127,20 +110,7 @@ def test_arg_reductions_and_int_chains_match_the_oracle(rng: np.random.Generator
 # matmul epilogues; these cover free elementwise compositions over broadcast shapes
 @settings(max_examples=80, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow])
-@given(program=st.lists(programs.step, min_size=1, max_size=8),
-       shapes=st.lists(st.sampled_from(programs.SHAPES), min_size=1, max_size=3),
-       keep=st.lists(st.integers(0, 99), max_size=2),
-       dtype=st.sampled_from(["float32", "float64"]),
-       device=st.sampled_from([FUSED, GENERATED]),
-       seed=st.integers(0, 2**16))
-def test_random_programs_agree_fused_and_unfused(cl_device: Any, program: list[Any],
-                                                 shapes: list[Any], keep: list[int], dtype: str,
-                                                 device: str, seed: int) -> None:
-    rng = np.random.default_rng(seed)
-    arrays = [np.asarray(rng.standard_normal(s), dtype=dtype) for s in shapes]
-    want = programs.run(program, arrays, keep, "opencl:0")
-    got = programs.run(program, arrays, keep, device)
-    tol = 1e-4 if dtype == "float32" else 1e-10
-    for g, w in zip(got, want, strict=True):
-        assert g.shape == w.shape and g.dtype == w.dtype
-        np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
+@given(case=programs.random_program([FUSED, GENERATED], max_steps=8, max_keep=2))
+def test_random_programs_agree_fused_and_unfused(cl_device: Any,
+                                                 case: programs.RandomProgram) -> None:
+    programs.check_random_program(case, "opencl:0")

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import ember_fusion
-from ember_fusion.testing import chain, chain_oracle
+from ember_fusion.testing import chain, chain_oracle, check_adam_is_one_kernel
 
 
 @pytest.mark.parametrize("device", ["fusion<cpu,eager=0>", "fusion<cpu,chunk=7,threads=2>"])
@@ -38,24 +38,7 @@ def test_row_softmax_is_at_most_two_kernels(device: str, rng: np.random.Generato
 @pytest.mark.parametrize("device", ["fusion<cpu,eager=0>", "fusion<cpu,chunk=7,threads=2>"])
 def test_adam_update_of_one_parameter_is_one_kernel(device: str,
                                                     rng: np.random.Generator) -> None:
-    p0 = rng.standard_normal((40, 9))
-    grads = [rng.standard_normal((40, 9)) for _ in range(3)]
-    w = ember.tensor(p0, device=device)
-    opt = ember.optim.Adam([w], lr=0.01)
-    ember.tensor(grads[0], device=device)  # warm the scalar cache: counts below are steady
-    for step, g in enumerate(grads, 1):
-        gt = ember.tensor(g, device=device)
-        ember_fusion.reset_stats(device)
-        opt.step({w: gt})
-        w.numpy()
-        assert ember_fusion.stats(device).kernels_launched == 1, step
-    # the oracle: Adam written out in numpy, float64
-    p, m, v = p0.copy(), np.zeros_like(p0), np.zeros_like(p0)
-    for t, g in enumerate(grads, 1):
-        m = 0.9 * m + 0.1 * g
-        v = 0.999 * v + 0.001 * g * g
-        p = p - 0.01 * (m / (1 - 0.9 ** t)) / (np.sqrt(v / (1 - 0.999 ** t)) + 1e-8)
-    np.testing.assert_allclose(w.numpy(), p, rtol=1e-10, atol=1e-12)
+    check_adam_is_one_kernel(ember.device(device), rng)
 
 
 def test_mse_loss_reduces_in_the_kernel_of_its_prologue(blocked: ember.Device,

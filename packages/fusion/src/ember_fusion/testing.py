@@ -24,7 +24,9 @@ import ember
 import numpy as np
 from hypothesis import strategies as st
 
-__all__ = ["BINARY", "REDUCE", "SHAPES", "UNARY", "Step", "chain", "chain_oracle", "run", "step"]
+__all__ = ["BINARY", "REDUCE", "SHAPES", "UNARY", "RandomProgram", "Step", "chain",
+           "chain_oracle", "check_adam_is_one_kernel", "check_census",
+           "check_random_program", "random_program", "run", "step"]
 
 # every pair of these broadcasts to (13, 6), and so do keepdim reductions of them
 SHAPES = [(13, 6), (13, 1), (1, 6), (6,), ()]
@@ -93,6 +95,73 @@ def run(program: list[Step], arrays: list[np.ndarray], keep: list[int],
     held = [pool[-1]] + [pool[k % len(pool)] for k in keep]
     del pool  # only `held` survives: everything else may stay unmaterialised
     return [t.numpy() for t in held]
+
+
+@dataclass(frozen=True)
+class RandomProgram:
+    """One draw of `random_program`: a program, its inputs' shapes, seed and dtype, the pool
+    entries it keeps, and the fused device it runs on."""
+
+    program: list[Step]
+    shapes: list[tuple[int, ...]]
+    keep: list[int]
+    dtype: str
+    device: str
+    seed: int
+
+
+def random_program(devices: Sequence[str], max_steps: int, max_keep: int = 3
+                   ) -> st.SearchStrategy[RandomProgram]:
+    """Programs of up to ``max_steps`` steps on one to three inputs, float32 or float64,
+    keeping up to ``max_keep`` more values, run on one of ``devices`` (`check_random_program`
+    checks one)."""
+    return st.builds(RandomProgram, program=st.lists(step, min_size=1, max_size=max_steps),
+                     shapes=st.lists(st.sampled_from(SHAPES), min_size=1, max_size=3),
+                     keep=st.lists(st.integers(0, 99), max_size=max_keep),
+                     dtype=st.sampled_from(["float32", "float64"]),
+                     device=st.sampled_from(list(devices)), seed=st.integers(0, 2**16))
+
+
+def check_random_program(case: RandomProgram, plain: str) -> None:
+    """``case`` gives the same values (shapes, dtypes) on its fused device as on ``plain``."""
+    rng = np.random.default_rng(case.seed)
+    arrays = [np.asarray(rng.standard_normal(s), dtype=case.dtype) for s in case.shapes]
+    want = run(case.program, arrays, case.keep, plain)
+    got = run(case.program, arrays, case.keep, case.device)
+    tol = 1e-4 if case.dtype == "float32" else 1e-10
+    for g, w in zip(got, want, strict=True):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
+
+
+def check_adam_is_one_kernel(device: ember.Device, rng: np.random.Generator,
+                             launches: Callable[[], int] | None = None) -> None:
+    """Each Adam step of one (40, 9) parameter is one fused kernel on ``device`` (with
+    ``launches``, one launch of the backend) and the parameter follows Adam written out in
+    numpy (float64)."""
+    from . import reset_stats, stats
+
+    p0 = rng.standard_normal((40, 9))
+    grads = [rng.standard_normal((40, 9)) for _ in range(3)]
+    w = ember.tensor(p0, device=device)
+    opt = ember.optim.Adam([w], lr=0.01)
+    ember.tensor(grads[0], device=device)  # warm the scalar cache: counts below are steady
+    for n, g in enumerate(grads, 1):
+        gt = ember.tensor(g, device=device)
+        device.synchronize()
+        reset_stats(device)
+        before = launches() if launches is not None else 0
+        opt.step({w: gt})
+        w.numpy()
+        assert stats(device).kernels_launched == 1, n
+        if launches is not None:
+            assert launches() - before == 1, n
+    p, m, v = p0.copy(), np.zeros_like(p0), np.zeros_like(p0)
+    for t, g in enumerate(grads, 1):
+        m = 0.9 * m + 0.1 * g
+        v = 0.999 * v + 0.001 * g * g
+        p = p - 0.01 * (m / (1 - 0.9 ** t)) / (np.sqrt(v / (1 - 0.999 ** t)) + 1e-8)
+    np.testing.assert_allclose(w.numpy(), p, rtol=1e-10, atol=1e-12)
 
 
 def chain(x: ember.Tensor) -> ember.Tensor:
@@ -701,3 +770,14 @@ def census(device: str) -> dict[str, int]:
         if nodes[0].kind == "matmul":
             counts["matmul"] += 1
     return counts
+
+
+def check_census(devices: Sequence[str], least: dict[str, int]) -> None:
+    """Every group of three or more ops the layer programs gave ``devices`` got a generated
+    kernel, and at least ``least[kind]`` groups of each kind did (`census`): a test of fused
+    programs cannot pass by running them op by op."""
+    for device in devices:
+        got = census(device)
+        assert got["unfused"] == 0, got
+        for kind, n in least.items():
+            assert got[kind] >= n, (device, got)
