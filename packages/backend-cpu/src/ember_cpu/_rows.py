@@ -6,9 +6,9 @@ one loop over the row and the elem outputs a last one.  Inputs are passed in the
 dtypes (half types widened to float32) and outputs are written there, then rounded once.
 Reductions are written without branches (selects), and the function is compiled with only
 ``reassoc`` of the fast-math flags, so sums vectorise while nan and inf keep IEEE meaning.
-The source is cached like fusion's loops (`ember_cpu._fusion_loops`): compiled on a background
-thread on first use; until it is loaded (or where numba is missing) a program runs as its numpy
-reference (`ember.backend.rows.evaluate`), or the caller keeps its hand kernel.
+The source is cached like fusion's loops (`ember_cpu._fusion_loops`), but the first call waits
+for it to load (`SYNC`: results do not change bits once a load finishes); where numba is missing
+a program runs as its numpy reference (`ember.backend.rows.evaluate`).
 """
 
 from __future__ import annotations
@@ -136,9 +136,13 @@ class _Source:
         self.key = "rows_" + hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
-#: compile on the first call instead of in the background (tests: every call then runs the
-#: compiled loops, not the numpy path that runs while they load)
-SYNC = os.environ.get("EMBER_CPU_ROWS_SYNC") == "1"
+#: compile (or load from the disk cache) on the first call, waiting for it, rather than in the
+#: background: a row program's reductions sum in another order than the numpy path that would
+#: run while it loads, so a background load would change an op's bits in the middle of a run
+#: and make two runs of one program differ by when the load finished.  Compiling one program
+#: takes ~0.25 s once per machine (the disk cache keeps it); ``EMBER_CPU_ROWS_SYNC=0`` loads in
+#: the background instead (callers keep their numpy path meanwhile)
+SYNC = os.environ.get("EMBER_CPU_ROWS_SYNC", "1") != "0"
 #: id(program) -> (the program, its compiled function or None while loading); the program
 #: is kept so that its id is not reused by another one
 _STATE: dict[int, tuple[rows.RowProgram, Any]] = {}
