@@ -230,7 +230,7 @@ class Program:
         for v in self.inputs:
             if v.dtype == "bool":
                 out.append(rng.random(v.shape) < 0.5)
-            elif v.dtype.startswith("int"):
+            elif v.dtype in _INTS:
                 out.append(rng.integers(-6, 7, v.shape).astype(v.dtype))
             else:
                 out.append((rng.integers(-4 * GRID, 4 * GRID + 1, v.shape) / GRID).astype(v.dtype))
@@ -238,6 +238,7 @@ class Program:
 
 
 _FLOAT = ("float32", "float64")
+_INTS = ("int8", "uint8", "int16", "int32", "int64")
 
 
 class _Gen:
@@ -347,9 +348,11 @@ class _Gen:
             if self.chance(0.25):  # autocast's round trip through a 16-bit float
                 low = self.pick(["float16", "bfloat16"])
                 h = self.new(f"{n}.to(ember.{low})", s, low, False)
+                self.pool.remove(h)  # (16-bit values stay inside the round trip)
                 if self.chance(0.5) and s:
                     h = self.new(f"({h.name} * 0.5).sum(-1, keepdim=True)", (*s[:-1], 1), low,
                                  False)
+                    self.pool.remove(h)
                 return self.new(f"{h.name}.to(ember.{d})", h.shape, d, False)
             other = "float64" if d == "float32" else "float32"
             return self.new(f"{n}.to(ember.{other})", s, other, a.exact)
@@ -407,8 +410,9 @@ class _Gen:
                 return self.new(f"~{n}", s, d, True)
             return self.new(f"ember.where({n}, {f.name}, -{f.name})",
                             tuple(np.broadcast_shapes(s, f.shape)), f.dtype, f.exact)
-        b = self.partner(a, ("int32", "int64"))
-        kind = self.pick(["add", "mul", "abs", "neg", "max", "where", "clamp", "cmp", "float"])
+        b = self.partner(a, _INTS)
+        kind = self.pick(["add", "mul", "wrap", "abs", "neg", "max", "where", "clamp", "cmp",
+                          "float"])
         if b is not None and kind in ("add", "max", "where"):
             s2 = tuple(np.broadcast_shapes(s, b.shape))
             d2 = self.promote(d, b.dtype)
@@ -419,7 +423,8 @@ class _Gen:
             return self.new(f"{n} > {self.pick(['0', '2', '-1'])}", s, "bool", True)
         if kind == "float":
             return self.new(f"{n}.to(ember.{self.base}) * 0.25", s, self.base, True)
-        expr = {"add": f"{n} + 3", "mul": f"{n} * -2", "abs": f"{n}.abs()", "neg": f"-{n}",
+        expr = {"add": f"{n} + 3", "mul": f"{n} * -2", "wrap": f"{n} * 45 + 7",
+                "abs": f"{n}.abs()", "neg": f"-{n}",
                 "max": f"ember.maximum({n}, 1)", "where": f"ember.where({n} < 0, {n} * 3, {n})",
                 "clamp": f"{n}.clamp(-2, 4)"}[kind]
         return self.new(expr, s, d, True)
@@ -455,7 +460,7 @@ class _Gen:
                 tuple(sorted(d % rank for d in (dims if isinstance(dims, tuple) else (dims,)))))
         count = math.prod(x.shape[d] for d in axes)
         shape = tuple(1 if d in axes else e for d, e in enumerate(x.shape) if keep or d not in axes)
-        if x.dtype.startswith("int"):
+        if x.dtype in _INTS:
             kinds = ["sum", "amax", "amin", "argmax", "argmin"]
         else:
             kinds = ["sum", "sum", "mean", "amax", "amin", "var", "anyall"]
@@ -488,7 +493,7 @@ class _Gen:
             r = self.new(f"{n}.var({dim_s}keepdim={keep}, correction={corr})", shape, x.dtype,
                          False)
         else:
-            dt = "int64" if x.dtype.startswith("int") and kind == "sum" else x.dtype
+            dt = "int64" if x.dtype in _INTS and kind == "sum" else x.dtype
             r = self.new(f"{n}.{kind}({dim_s}keepdim={keep})", shape, dt,
                          x.exact and kind != "mean" and kind != "prod")
         if self.chance(0.7):
@@ -639,8 +644,8 @@ class _Gen:
             self.inp((), self.base)
         if self.chance(0.2):  # a strided or broadcast view of an input
             self.view_input(shape)
-        if self.chance(0.15):
-            self.inp(shape, self.pick(["int32", "int64"]))
+        if self.chance(0.15):  # (8- and 16-bit ints wrap: a fused kernel must wrap as well)
+            self.inp(shape, self.pick(["int32", "int64", "int32", "int8", "uint8", "int16"]))
         if self.chance(0.1):
             self.inp(shape, "bool")
         last = x
