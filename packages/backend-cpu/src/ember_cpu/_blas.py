@@ -27,6 +27,10 @@ __all__ = ["SMALL_GEMM_FLOPS", "blas_threads", "gemm", "has_gemm", "matmul", "on
 
 #: GEMMs of fewer floating-point operations (2*M*N*K) than this run on one BLAS thread
 SMALL_GEMM_FLOPS = 1 << 30
+#: GEMMs OpenBLAS runs on one thread by itself (M*N*K below 65,536 x its default
+#: GEMM_MULTITHREAD_THRESHOLD of 4): `matmul` calls numpy directly for these, as setting
+#: and restoring the thread count costs more than an 8x8 product (~4 us against ~1)
+BLAS_ONE_THREAD_FLOPS = 2 * 65536 * 4
 
 
 @functools.cache
@@ -107,6 +111,8 @@ def blas_threads() -> int:
 def matmul(a: np.ndarray, b: np.ndarray, flops: int, out: np.ndarray | None = None
            ) -> np.ndarray:
     """``np.matmul(a, b)`` on one BLAS thread when ``flops`` is below `SMALL_GEMM_FLOPS`."""
+    if flops < BLAS_ONE_THREAD_FLOPS:  # one thread already: no thread count to set
+        return np.matmul(a, b, out=out)
     with one_thread(flops):
         return np.matmul(a, b, out=out)
 
