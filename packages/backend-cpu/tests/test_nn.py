@@ -261,8 +261,10 @@ def test_small_conv_gemms_run_on_one_blas_thread_and_restore_the_count(monkeypat
         seen.append([lib.get_num_threads() for lib in libs])
         return real(*args, **kwargs)
 
-    x = rng.standard_normal((1, 4, 9, 9)).astype(np.float32)
-    w = rng.standard_normal((6, 4, 3, 3)).astype(np.float32)
+    # a GEMM of 2*1024*144*32 flops: above what OpenBLAS runs on one thread by itself
+    # (`_blas.BLAS_ONE_THREAD_FLOPS`), below `_blas.SMALL_GEMM_FLOPS`
+    x = rng.standard_normal((1, 16, 32, 32)).astype(np.float32)
+    w = rng.standard_normal((32, 16, 3, 3)).astype(np.float32)
     with threadpoolctl.threadpool_limits(2, user_api="blas"):
         before = [lib.get_num_threads() for lib in libs]
         np_matmul, _blas.np.matmul = _blas.np.matmul, spy
