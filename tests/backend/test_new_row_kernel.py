@@ -6,6 +6,7 @@ ember ops (checked here too: `rows.as_ember_ops`)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -43,8 +44,12 @@ def _centred(b: rows.RowBuilder, dt: Sequence[str], params: Mapping[str, Any]) -
 
 
 # decorators hand an op they have no rule for to `rows.call`'s ember ops: differentiable, fusable
-STACKS = ["cpu", "triton-interpret", "opencl:0", "autodiff<cpu>", "fusion<opencl:0>"]
-RENDERS = {"cpu", "triton-interpret", "opencl:0"}  # the backends with a row renderer
+#: a GPU run adds its stacks: EMBER_EXTRA_DEVICES="cuda:0,autodiff<cuda:0>"
+EXTRA = [d for d in os.environ.get("EMBER_EXTRA_DEVICES", "").split(",") if d]
+STACKS = ["cpu", "triton-interpret", "opencl:0", "autodiff<cpu>", "fusion<opencl:0>", *EXTRA]
+#: the backends with a row renderer (Triton's: the interpreter, cuda and rocm)
+RENDERS = {"cpu", "triton-interpret", "opencl:0",
+           *(d for d in EXTRA if d.startswith(("cuda:", "rocm:")))}
 
 
 def _device(name: str) -> ember.Device:
