@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ember.backend import ir
+from ember.backend.spelling import CodeTable
 
-__all__ = ["C_TYPES", "render"]
+__all__ = ["C_TYPES", "TABLE", "render"]
 
 C_TYPES = {"bool": "uchar", "int8": "char", "int16": "short", "int32": "int", "int64": "long",
            "uint8": "uchar", "uint16": "ushort", "uint32": "uint", "uint64": "ulong",
@@ -41,33 +42,29 @@ def _const(value: Any, dtype: str) -> str:
     return f"(({t}){value})"
 
 
-def _expr(v: ir.Value, args: list[str], names: Sequence[str]) -> str:
-    op, t = v.op, C_TYPES[v.dtype]
-    if op == "input":
-        return str(names[v.arg])
-    if op == "scalar":
-        return f"s{v.arg}"
-    if op == "const":
-        return _const(v.arg, v.dtype)
-    if op == "cast":
-        if v.dtype == "bool":
-            return f"(({args[0]}) != 0)"
-        if ir.is_float(v.src[0].dtype) and not ir.is_float(v.dtype):
-            return f"(({t})(long)({args[0]}))"  # as numpy on x86: wraps, not undefined
-        return f"(({t})({args[0]}))"
-    if op == "where":
-        return f"(({args[0]}) ? ({args[1]}) : ({args[2]}))"
-    if op == "neg":
-        code = f"(-{args[0]})"
-    elif op == "invert":
-        code = f"(~{args[0]})"
-    elif op == "not":
-        return f"(({args[0]}) == 0)"
-    elif op in _INFIX:
-        code = f"({args[0]} {_INFIX[op]} {args[1]})"
-    else:
-        return f"{_CALL[op]}({', '.join(args)})"
-    return f"(({t}){code})" if v.dtype in _NARROW else code
+class _C(CodeTable):
+    INFIX = _INFIX
+    CALL = _CALL
+    WHERE = "(({0}) ? ({1}) : ({2}))"
+    NOT = "(({0}) == 0)"
+
+    def const(self, value: Any, dtype: str) -> str:
+        return _const(value, dtype)
+
+    def cast(self, x: str, src: str, dst: str) -> str:
+        t = C_TYPES[dst]
+        if dst == "bool":
+            return f"(({x}) != 0)"
+        if ir.is_float(src) and not ir.is_float(dst):
+            return f"(({t})(long)({x}))"  # as numpy on x86: wraps, not undefined
+        return f"(({t})({x}))"
+
+    def wrap(self, code: str, dtype: str) -> str:
+        return f"(({C_TYPES[dtype]}){code})" if dtype in _NARROW else code
+
+
+#: OpenCL C's spelling of the IR's primitives
+TABLE = _C()
 
 
 def render(root: ir.Value, names: Sequence[str]) -> tuple[str, str]:
@@ -75,30 +72,30 @@ def render(root: ir.Value, names: Sequence[str]) -> tuple[str, str]:
     ``s0, s1, ...``).  A body that uses a subexpression twice becomes a helper function (its
     source in ``helpers``, named after its hash), called by the expression."""
     order = list(ir.schedule(root))
-    uses: dict[int, int] = {}
-    for v in order:
-        for s in v.src:
-            uses[id(s)] = uses.get(id(s), 0) + 1
+    uses = ir.use_counts(order)
     shared = any(uses.get(id(v), 0) > 1 and v.src for v in order)
-    code: dict[int, str] = {}
+
+    def expr(v: ir.Value, args: list[str]) -> str:
+        return TABLE.expr(v, args, names)
+
     if not shared:
-        for v in order:
-            code[id(v)] = _expr(v, [code[id(s)] for s in v.src], names)
-        return code[id(root)], ""
+        return ir.spell(root, expr, order=order), ""
     # a function of the inputs and scalars the body reads, one SSA line per node
     leaves = [v for v in order if v.op in ("input", "scalar")]
     leaves.sort(key=lambda v: (v.op != "input", v.arg))
     params = [f"{C_TYPES[v.dtype]} {names[v.arg] if v.op == 'input' else f's{v.arg}'}"
               for v in leaves]
     lines: list[str] = []
-    for v in order:
-        text = _expr(v, [code[id(s)] for s in v.src], names)
-        if v.src and v is not root and uses.get(id(v), 0) > 1:
-            name = f"t{len(lines)}"
-            lines.append(f"    const {C_TYPES[v.dtype]} {name} = {text};")
-            text = name
-        code[id(v)] = text
-    body = "\n".join([*lines, f"    return {code[id(root)]};"])
+
+    def bind(v: ir.Value, text: str, n: int) -> str:
+        if n <= 1:
+            return text
+        name = f"t{len(lines)}"
+        lines.append(f"    const {C_TYPES[v.dtype]} {name} = {text};")
+        return name
+
+    result = ir.spell(root, expr, bind, order)
+    body = "\n".join([*lines, f"    return {result};"])
     digest = hashlib.sha1(f"{params}{body}".encode()).hexdigest()[:12]
     fn = f"ir_{digest}"
     helper = f"\n{C_TYPES[root.dtype]} {fn}({', '.join(params)})\n{{\n{body}\n}}\n"

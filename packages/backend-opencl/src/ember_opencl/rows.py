@@ -39,14 +39,14 @@ LANES_OVERRIDE = 0
 class ClRows(RowRenderer):
     """OpenCL C's spelling of a row program (see the module docstring), ``lanes`` a row."""
 
-    CODE: ClassVar[dict[str, str]] = {}  # every primitive goes through `render._expr`
+    CODE: ClassVar[dict[str, str]] = {}  # every primitive goes through `render.TABLE`
 
     def __init__(self, p: rows.RowProgram, lanes: int) -> None:
         super().__init__(p)
         self.lanes = lanes
 
     def spell(self, v: Value, args: list[str]) -> str:
-        return render._expr(v, args, [])
+        return render.TABLE.expr(v, args, [])
 
     def const(self, v: Value) -> str:
         return render._const(v.arg, v.dtype)

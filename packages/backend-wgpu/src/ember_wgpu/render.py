@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ember.backend import ir
+from ember.backend.spelling import CodeTable
 
 __all__ = ["WGSL_TYPES", "Rendered", "const", "prelude", "render", "wrap"]
 
@@ -246,62 +247,58 @@ class Rendered:
         self.lines, self.expr = lines, expr
 
 
-def _expr(v: ir.Value, args: list[str], names: Sequence[str]) -> str:
-    op = v.op
-    if op == "input":
-        return str(names[v.arg])
-    if op == "scalar":
-        return f"s{v.arg}"
-    if op == "const":
-        return const(v.arg, v.dtype)
-    if v.dtype not in WGSL_TYPES:
-        raise NotImplementedError(f"wgpu: the kernel IR's {v.dtype} has no WGSL type here")
-    if op == "cast":
-        return _cast(args[0], v.src[0].dtype, v.dtype)
-    if op == "where":
-        return f"select({args[2]}, {args[1]}, {args[0]})"
-    if op == "neg":
-        code = f"(-{args[0]})"
-    elif op == "invert":
-        code = f"(~{args[0]})"
-    elif op == "not":
-        return f"(!{args[0]})"
-    elif op in ("shl", "shr"):
-        count = v.src[1]
-        n = f"{count.arg % 64}u" if count.op == "const" else f"u32({args[1]})"
-        code = f"({args[0]} {_INFIX[op]} {n})"
-    elif op == "xor" and v.dtype == "bool":
-        return f"({args[0]} != {args[1]})"
-    elif op == "imod" and WGSL_TYPES[v.dtype] in ("i32", "i64"):
-        # not WGSL's ``%``: naga emits SPIR-V's OpSRem, whose result Vulkan leaves undefined
-        # for a negative operand (NVIDIA's driver gives the unsigned remainder); OpSDiv is
-        # defined, and the IR never divides by 0 or MIN by -1
-        a, b = args
-        code = f"({a} - {b} * ({a} / {b}))"
-    elif op == "ne" and ir.is_float(v.src[0].dtype):  # unordered: true for nan
-        return f"(!({args[0]} == {args[1]}))"
-    elif op in _INFIX:
-        code = f"({args[0]} {_INFIX[op]} {args[1]})"
-    else:
-        return f"{_CALL[op]}({', '.join(args)})"
-    return wrap(code, v.dtype)
+class _WGSL(CodeTable):
+    INFIX = _INFIX
+    CALL = _CALL
+    WHERE = "select({2}, {1}, {0})"
+    NOT = "(!{0})"
+
+    def const(self, value: Any, dtype: str) -> str:
+        return const(value, dtype)
+
+    def cast(self, x: str, src: str, dst: str) -> str:
+        return _cast(x, src, dst)
+
+    def wrap(self, code: str, dtype: str) -> str:
+        return wrap(code, dtype)
+
+    def check(self, v: ir.Value) -> None:
+        if v.dtype not in WGSL_TYPES:
+            raise NotImplementedError(f"wgpu: the kernel IR's {v.dtype} has no WGSL type here")
+
+    def special(self, v: ir.Value, args: list[str]) -> str | None:
+        op = v.op
+        if op in ("shl", "shr"):
+            count = v.src[1]
+            n = f"{count.arg % 64}u" if count.op == "const" else f"u32({args[1]})"
+            return wrap(f"({args[0]} {_INFIX[op]} {n})", v.dtype)
+        if op == "xor" and v.dtype == "bool":
+            return f"({args[0]} != {args[1]})"
+        if op == "imod" and WGSL_TYPES[v.dtype] in ("i32", "i64"):
+            # not WGSL's ``%``: naga emits SPIR-V's OpSRem, whose result Vulkan leaves
+            # undefined for a negative operand (NVIDIA's driver gives the unsigned remainder);
+            # OpSDiv is defined, and the IR never divides by 0 or MIN by -1
+            a, b = args
+            return wrap(f"({a} - {b} * ({a} / {b}))", v.dtype)
+        if op == "ne" and ir.is_float(v.src[0].dtype):  # unordered: true for nan
+            return f"(!({args[0]} == {args[1]}))"
+        return None
+
+
+_TABLE = _WGSL()
 
 
 def render(root: ir.Value, names: Sequence[str], prefix: str = "t") -> Rendered:
     """WGSL for ``root`` over inputs named ``names`` (scalars ``s0, s1, ...``): one ``let`` per
     node used more than once, the rest inlined into the expression."""
-    order = list(ir.schedule(root))
-    uses: dict[int, int] = {}
-    for v in order:
-        for s in v.src:
-            uses[id(s)] = uses.get(id(s), 0) + 1
-    code: dict[int, str] = {}
     lines: list[str] = []
-    for v in order:
-        text = _expr(v, [code[id(s)] for s in v.src], names)
-        if v.src and v is not root and (uses.get(id(v), 0) > 1 or len(text) > 200):
-            name = f"{prefix}{len(lines)}"
-            lines.append(f"let {name} = {text};")
-            text = name
-        code[id(v)] = text
-    return Rendered(lines, code[id(root)])
+
+    def bind(v: ir.Value, text: str, uses: int) -> str:
+        if uses <= 1 and len(text) <= 200:
+            return text
+        name = f"{prefix}{len(lines)}"
+        lines.append(f"let {name} = {text};")
+        return name
+
+    expr = ir.spell(root, lambda v, args: _TABLE.expr(v, args, names), bind)
+    return Rendered(lines, expr)

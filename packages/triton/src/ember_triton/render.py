@@ -77,21 +77,17 @@ def _expr(v: ir.Value, args: list[str]) -> str:
 def render(root: ir.Value) -> str:
     """Lines of Triton setting ``r`` to ``root``: a subexpression used twice gets a name
     (``t0, t1, ...``), everything else is inlined."""
-    order = list(ir.schedule(root))
-    uses: dict[int, int] = {}
-    for v in order:
-        for s in v.src:
-            uses[id(s)] = uses.get(id(s), 0) + 1
     lines: list[str] = []
-    code: dict[int, str] = {}
-    for v in order:
-        text = _expr(v, [code[id(s)] for s in v.src])
-        if v.src and v is not root and uses.get(id(v), 0) > 1:
-            name = f"t{len(lines)}"
-            lines.append(f"{name} = {text}")
-            text = name
-        code[id(v)] = text
+
+    def bind(v: ir.Value, text: str, uses: int) -> str:
+        if uses <= 1:
+            return text
+        name = f"t{len(lines)}"
+        lines.append(f"{name} = {text}")
+        return name
+
+    expr = ir.spell(root, _expr, bind)
     if root.op == "const":  # a value of the inputs' shape
         dtype = TL_TYPES[root.dtype]
-        return "\n".join([*lines, f"r = tl.full(x0.shape, {code[id(root)]}, {dtype})"])
-    return "\n".join([*lines, f"r = {code[id(root)]}"])
+        return "\n".join([*lines, f"r = tl.full(x0.shape, {expr}, {dtype})"])
+    return "\n".join([*lines, f"r = {expr}"])

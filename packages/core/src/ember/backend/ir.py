@@ -291,6 +291,33 @@ def schedule(root: Value, stop: Callable[[Value], bool] | None = None) -> Iterat
             stack.extend((s, False) for s in reversed(v.src) if id(s) not in seen)
 
 
+def use_counts(order: Sequence[Value]) -> dict[int, int]:
+    """How many times each node of ``order`` (by id) is a source of another."""
+    uses: dict[int, int] = {}
+    for v in order:
+        for s in v.src:
+            uses[id(s)] = uses.get(id(s), 0) + 1
+    return uses
+
+
+def spell(root: Value, expr: Callable[[Value, list[str]], str],
+          bind: Callable[[Value, str, int], str] | None = None,
+          order: Sequence[Value] | None = None) -> str:
+    """``root`` spelled in a language: each node by ``expr(node, its sources' spellings)``
+    (sources first); with ``bind``, each node but the root and the leaves goes through
+    ``bind(node, spelling, uses)``, which may name it (a statement of the renderer's) and
+    return the name for its users."""
+    order = list(schedule(root)) if order is None else order
+    uses = use_counts(order) if bind is not None else {}
+    code: dict[int, str] = {}
+    for v in order:
+        text = expr(v, [code[id(s)] for s in v.src])
+        if bind is not None and v.src and v is not root:
+            text = bind(v, text, uses.get(id(v), 0))
+        code[id(v)] = text
+    return code[id(root)]
+
+
 # float functions: one primitive each, or a short formula
 def _function(fn: str) -> Definition:
     return lambda xs: xs[0].call(fn)
