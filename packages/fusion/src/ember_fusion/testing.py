@@ -419,14 +419,15 @@ class _Gen:
             expr = {"add": f"{n} - {b.name}", "max": f"ember.maximum({n}, {b.name})",
                     "where": f"ember.where({n} > {b.name}, {n}, {b.name} * 2)"}[kind]
             return self.new(expr, s2, d2, True)
+        low = "2" if d == "uint8" else "-2"  # (a Python int must fit the tensor's dtype)
         if kind == "cmp":
-            return self.new(f"{n} > {self.pick(['0', '2', '-1'])}", s, "bool", True)
+            return self.new(f"{n} > {self.pick(['0', '2', low])}", s, "bool", True)
         if kind == "float":
             return self.new(f"{n}.to(ember.{self.base}) * 0.25", s, self.base, True)
-        expr = {"add": f"{n} + 3", "mul": f"{n} * -2", "wrap": f"{n} * 45 + 7",
+        expr = {"add": f"{n} + 3", "mul": f"{n} * {low}", "wrap": f"{n} * 45 + 7",
                 "abs": f"{n}.abs()", "neg": f"-{n}",
-                "max": f"ember.maximum({n}, 1)", "where": f"ember.where({n} < 0, {n} * 3, {n})",
-                "clamp": f"{n}.clamp(-2, 4)"}[kind]
+                "max": f"ember.maximum({n}, 1)", "where": f"ember.where({n} < 1, {n} * 3, {n})",
+                "clamp": f"{n}.clamp({low}, 4)"}[kind]
         return self.new(expr, s, d, True)
 
     def chain(self, a: Value, length: int) -> Value:
