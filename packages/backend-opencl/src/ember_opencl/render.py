@@ -71,30 +71,15 @@ def render(root: ir.Value, names: Sequence[str]) -> tuple[str, str]:
     """``(expression, helpers)``: C for ``root`` over inputs named ``names`` (scalars
     ``s0, s1, ...``).  A body that uses a subexpression twice becomes a helper function (its
     source in ``helpers``, named after its hash), called by the expression."""
-    order = list(ir.schedule(root))
-    uses = ir.use_counts(order)
-    shared = any(uses.get(id(v), 0) > 1 and v.src for v in order)
-
-    def expr(v: ir.Value, args: list[str]) -> str:
-        return TABLE.expr(v, args, names)
-
-    if not shared:
-        return ir.spell(root, expr, order=order), ""
-    # a function of the inputs and scalars the body reads, one SSA line per node
-    leaves = [v for v in order if v.op in ("input", "scalar")]
+    lines, result = ir.spell(root, lambda v, args: TABLE.expr(v, args, names),
+                             lambda v, name, text: f"    const {C_TYPES[v.dtype]} {name} = {text};")
+    if not lines:
+        return result, ""
+    # a function of the inputs and scalars the body reads, one SSA line per shared node
+    leaves = [v for v in ir.schedule(root) if v.op in ("input", "scalar")]
     leaves.sort(key=lambda v: (v.op != "input", v.arg))
     params = [f"{C_TYPES[v.dtype]} {names[v.arg] if v.op == 'input' else f's{v.arg}'}"
               for v in leaves]
-    lines: list[str] = []
-
-    def bind(v: ir.Value, text: str, n: int) -> str:
-        if n <= 1:
-            return text
-        name = f"t{len(lines)}"
-        lines.append(f"    const {C_TYPES[v.dtype]} {name} = {text};")
-        return name
-
-    result = ir.spell(root, expr, bind, order)
     body = "\n".join([*lines, f"    return {result};"])
     digest = hashlib.sha1(f"{params}{body}".encode()).hexdigest()[:12]
     fn = f"ir_{digest}"

@@ -291,14 +291,6 @@ _TABLE = _WGSL()
 def render(root: ir.Value, names: Sequence[str], prefix: str = "t") -> Rendered:
     """WGSL for ``root`` over inputs named ``names`` (scalars ``s0, s1, ...``): one ``let`` per
     node used more than once, the rest inlined into the expression."""
-    lines: list[str] = []
-
-    def bind(v: ir.Value, text: str, uses: int) -> str:
-        if uses <= 1 and len(text) <= 200:
-            return text
-        name = f"{prefix}{len(lines)}"
-        lines.append(f"let {name} = {text};")
-        return name
-
-    expr = ir.spell(root, lambda v, args: _TABLE.expr(v, args, names), bind)
+    lines, expr = ir.spell(root, lambda v, args: _TABLE.expr(v, args, names),
+                           lambda v, name, text: f"let {name} = {text};", prefix, longest=200)
     return Rendered(lines, expr)

@@ -77,16 +77,7 @@ def _expr(v: ir.Value, args: list[str]) -> str:
 def render(root: ir.Value) -> str:
     """Lines of Triton setting ``r`` to ``root``: a subexpression used twice gets a name
     (``t0, t1, ...``), everything else is inlined."""
-    lines: list[str] = []
-
-    def bind(v: ir.Value, text: str, uses: int) -> str:
-        if uses <= 1:
-            return text
-        name = f"t{len(lines)}"
-        lines.append(f"{name} = {text}")
-        return name
-
-    expr = ir.spell(root, _expr, bind)
+    lines, expr = ir.spell(root, _expr, lambda v, name, text: f"{name} = {text}")
     if root.op == "const":  # a value of the inputs' shape
         dtype = TL_TYPES[root.dtype]
         return "\n".join([*lines, f"r = tl.full(x0.shape, {expr}, {dtype})"])

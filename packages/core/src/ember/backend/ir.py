@@ -301,21 +301,26 @@ def use_counts(order: Sequence[Value]) -> dict[int, int]:
 
 
 def spell(root: Value, expr: Callable[[Value, list[str]], str],
-          bind: Callable[[Value, str, int], str] | None = None,
-          order: Sequence[Value] | None = None) -> str:
+          line: Callable[[Value, str, str], str], prefix: str = "t", longest: int = 0,
+          order: Sequence[Value] | None = None) -> tuple[list[str], str]:
     """``root`` spelled in a language: each node by ``expr(node, its sources' spellings)``
-    (sources first); with ``bind``, each node but the root and the leaves goes through
-    ``bind(node, spelling, uses)``, which may name it (a statement of the renderer's) and
-    return the name for its users."""
+    (sources first); a node other than the root and the leaves that is used more than once
+    (or, with ``longest``, spelled longer than that) is named ``{prefix}0, {prefix}1, ...`` by
+    the statement ``line(node, name, spelling)``.  Returns the statements and the root's
+    spelling."""
     order = list(schedule(root)) if order is None else order
-    uses = use_counts(order) if bind is not None else {}
+    uses = use_counts(order)
     code: dict[int, str] = {}
+    lines: list[str] = []
     for v in order:
         text = expr(v, [code[id(s)] for s in v.src])
-        if bind is not None and v.src and v is not root:
-            text = bind(v, text, uses.get(id(v), 0))
+        if v.src and v is not root and (uses.get(id(v), 0) > 1
+                                        or (longest and len(text) > longest)):
+            name = f"{prefix}{len(lines)}"
+            lines.append(line(v, name, text))
+            text = name
         code[id(v)] = text
-    return code[id(root)]
+    return lines, code[id(root)]
 
 
 # float functions: one primitive each, or a short formula
