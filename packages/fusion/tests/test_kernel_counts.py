@@ -7,7 +7,12 @@ import numpy as np
 import pytest
 
 import ember_fusion
-from ember_fusion.testing import chain, chain_oracle, check_adam_is_one_kernel
+from ember_fusion.testing import (
+    chain,
+    chain_oracle,
+    check_adam_is_one_kernel,
+    check_matmul_epilogue,
+)
 
 
 @pytest.mark.parametrize("device", ["fusion<cpu,eager=0>", "fusion<cpu,chunk=7,threads=2>"])
@@ -53,15 +58,9 @@ def test_mse_loss_reduces_in_the_kernel_of_its_prologue(blocked: ember.Device,
 
 def test_matmul_with_bias_and_relu_epilogue_is_one_kernel(blocked: ember.Device,
                                                           rng: np.random.Generator) -> None:
-    a, w, bias = rng.standard_normal((30, 5)), rng.standard_normal((5, 4)), rng.standard_normal(4)
-    x = ember.tensor(a, device=blocked)
-    wt, bt = ember.tensor(w, device=blocked), ember.tensor(bias, device=blocked)
-    ember_fusion.reset_stats(blocked)
-    got = ((x @ wt) + bt).relu().numpy()
-    s = ember_fusion.stats(blocked)
+    s = check_matmul_epilogue(blocked, rng)
     assert s.kernels_launched == 1
     assert s.last_groups[0].startswith("rows[matmul+add+clamp")
-    np.testing.assert_allclose(got, np.maximum(a @ w + bias, 0), rtol=1e-12)
 
 
 @pytest.mark.parametrize("inner", ["cpu,eager=0", "cpu,chunk=7,threads=2", "triton-interpret"])

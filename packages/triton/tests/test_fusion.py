@@ -10,7 +10,12 @@ import ember
 import ember_fusion
 import numpy as np
 import pytest
-from ember_fusion.testing import chain, chain_oracle, check_adam_is_one_kernel
+from ember_fusion.testing import (
+    chain,
+    chain_oracle,
+    check_adam_is_one_kernel,
+    check_matmul_epilogue,
+)
 
 DEV = "fusion<triton-interpret>"
 
@@ -68,15 +73,7 @@ def test_adam_update_of_one_parameter_is_one_kernel(fdev: ember.Device) -> None:
 
 
 def test_matmul_with_bias_and_relu_epilogue_is_one_kernel(fdev: ember.Device) -> None:
-    rng = _rng()
-    a, w, bias = rng.standard_normal((30, 5)), rng.standard_normal((5, 4)), rng.standard_normal(4)
-    x = ember.tensor(a, device=fdev)
-    wt, bt = ember.tensor(w, device=fdev), ember.tensor(bias, device=fdev)
-    fdev.synchronize()
-    before = _launches(fdev)
-    got = ((x @ wt) + bt).relu().numpy()
-    assert _launches(fdev) - before == 1
-    np.testing.assert_allclose(got, np.maximum(a @ w + bias, 0), rtol=1e-12)
+    check_matmul_epilogue(fdev, _rng(), launches=lambda: _launches(fdev))
 
 
 def test_float32_matmul_epilogue_with_log_softmax(fdev: ember.Device) -> None:

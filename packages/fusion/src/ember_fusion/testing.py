@@ -25,7 +25,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 __all__ = ["BINARY", "REDUCE", "SHAPES", "UNARY", "RandomProgram", "Step", "chain",
-           "chain_oracle", "check_adam_is_one_kernel", "check_census",
+           "chain_oracle", "check_adam_is_one_kernel", "check_census", "check_matmul_epilogue",
            "check_random_program", "random_program", "run", "step"]
 
 # every pair of these broadcasts to (13, 6), and so do keepdim reductions of them
@@ -162,6 +162,32 @@ def check_adam_is_one_kernel(device: ember.Device, rng: np.random.Generator,
         v = 0.999 * v + 0.001 * g * g
         p = p - 0.01 * (m / (1 - 0.9 ** t)) / (np.sqrt(v / (1 - 0.999 ** t)) + 1e-8)
     np.testing.assert_allclose(w.numpy(), p, rtol=1e-10, atol=1e-12)
+
+
+def check_matmul_epilogue(device: ember.Device, rng: np.random.Generator,
+                          launches: Callable[[], int] | None = None,
+                          column_sum: bool = False) -> Any:
+    """``relu(x @ w + bias)`` on the fused ``device`` (with ``column_sum``, its column sums
+    too, in the same flush) agrees with numpy (float64); with ``launches``, it is one launch
+    of the backend.  Returns the flush's fusion stats."""
+    from . import reset_stats, stats
+
+    a, w, bias = rng.standard_normal((30, 5)), rng.standard_normal((5, 4)), rng.standard_normal(4)
+    x = ember.tensor(a, device=device)
+    wt, bt = ember.tensor(w, device=device), ember.tensor(bias, device=device)
+    device.synchronize()
+    reset_stats(device)
+    before = launches() if launches is not None else 0
+    h = ((x @ wt) + bt).relu()
+    col = h.sum(dim=0) if column_sum else None
+    got = h.numpy()
+    want = np.maximum(a @ w + bias, 0)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    if col is not None:
+        np.testing.assert_allclose(col.numpy(), want.sum(0), rtol=1e-12)
+    if launches is not None:
+        assert launches() - before == 1
+    return stats(device)
 
 
 def chain(x: ember.Tensor) -> ember.Tensor:
