@@ -17,6 +17,7 @@ reduction's accumulator (`acc_init`, `acc_update`, `acc_final`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar
 
 import numpy as np
@@ -190,15 +191,7 @@ class RowRenderer:
             if u.op == "const":
                 self.row_names[id(u)] = self.const(u)
                 continue
-            if u.op == "input":
-                expr = self.load(u.arg, "row", self.p.dtypes[u.arg])
-            elif u.op == "rowlen":
-                expr = self.rowlen()
-            else:
-                expr = self.spell(u, [self.row_names[id(s)] for s in u.src])
-            name = self.fresh("r")
-            self.emit(self.assign(name, expr, u))
-            self.row_names[id(u)] = name
+            name = self._statement(u, self.row_names, "r", "row", "rowlen", self.rowlen)
             if u.src and all(s.op == "const" or self.row_names[id(s)] in self.scalars
                              for s in u.src):
                 self.scalars.add(name)
@@ -232,17 +225,25 @@ class RowRenderer:
                 plain = u.op == "const" or name in self.scalars
                 self.elem_names[id(u)] = name if plain else self.broadcast(name)
                 continue
-            if u.op == "input":
-                layout = self.p.layouts[u.arg]
-                expr = self.load(u.arg, layout, self.p.dtypes[u.arg])
-            elif u.op == "col":
-                expr = self.column()
-            else:
-                expr = self.spell(u, [self.elem_names[id(s)] for s in u.src])
-            name = self.fresh("e")
-            self.emit(self.assign(name, expr, u))
-            self.elem_names[id(u)] = name
+            self._statement(u, self.elem_names, "e", None, "col", self.column)
         return self.elem_names[id(v)]
+
+    def _statement(self, u: Value, names: dict[int, str], stem: str, layout: str | None,
+                   leaf: str, leaf_expr: Callable[[], str]) -> str:
+        """Emit ``u`` as a statement naming it (in ``names``): an input loaded in ``layout``
+        (None: its own),
+        the level's ``leaf`` primitive (``rowlen``, ``col``) as ``leaf_expr()``, any other
+        primitive spelled over its sources' names."""
+        if u.op == "input":
+            expr = self.load(u.arg, layout or self.p.layouts[u.arg], self.p.dtypes[u.arg])
+        elif u.op == leaf:
+            expr = leaf_expr()
+        else:
+            expr = self.spell(u, [names[id(s)] for s in u.src])
+        name = self.fresh(stem)
+        self.emit(self.assign(name, expr, u))
+        names[id(u)] = name
+        return name
 
     def _open(self) -> None:
         if not self.one:
