@@ -7,7 +7,8 @@ log_softmax, layer_norm and rms_norm rows (with residual adds and casts), 2-D ma
 epilogues (bias, activation, residual, scale, cast), int and bool chains, strided and broadcast
 inputs, 0-d values.  Ints and bools must agree exactly; floats within `ember_fusion.testing.TOL`
 (reordered sums: see there).  Programs of the same generator (small shapes) run on opencl
-and the Triton interpreter in those packages' tests.  A failure prints the program and the call that replays it.
+and the Triton interpreter in those packages' tests.  A failure prints the program and the
+call that replays it.
 """
 
 from __future__ import annotations
