@@ -1,9 +1,10 @@
 """ember's single entry point for lint, typecheck, tests, conformance, benchmarks, docs, demo.
 
 ``bash scripts/test.sh`` runs ``nox --no-install -db none -s lint typecheck tests conformance
-conformance_compiled conformance_remote install``
-inside the workspace's ``.venv`` (set up by ``scripts/setup.sh``).  With a virtualenv backend
-(``nox -db uv``) each session installs the workspace into its own environment first.
+conformance_compiled conformance_remote install`` inside the workspace's ``.venv`` (set up by
+``scripts/setup.sh``), as two nox runs side by side (``EMBER_NOX_HALF``, `SLOW_STACKS`).  With
+a virtualenv backend (``nox -db uv``) each session installs the workspace into its own
+environment first.
 """
 
 from __future__ import annotations
@@ -85,6 +86,16 @@ PARAMETERS = {"conformance": CONFORMANCE_DEVICES, "conformance_compiled": list(C
               "conformance_remote": REMOTE_DEVICES}
 
 
+#: ``scripts/test.sh`` runs the default sessions as two nox runs side by side, one on each core:
+#: ``EMBER_NOX_HALF=b`` takes the sessions of these stacks (the slow ones), ``a`` the rest
+SLOW_STACKS = ("opencl", "triton")
+
+
+def _half(name: str) -> str:
+    """Which half of ``scripts/test.sh`` runs session ``name``."""
+    return "b" if any(s in name for s in SLOW_STACKS) else "a"
+
+
 def _expected(name: str) -> float:
     return EXPECTED_S.get(name, EXPECTED_S.get(name.split("(")[0], 60))
 
@@ -105,7 +116,8 @@ def _planned() -> list[str]:
     for name in names or nox.options.sessions or []:
         params = PARAMETERS.get(name)
         out += [f"{name}(device={d!r})" for d in params] if params else [name]
-    return out
+    half = os.environ.get("EMBER_NOX_HALF")
+    return [n for n in out if _half(n) == half] if half else out
 
 
 def _minutes(seconds: float) -> str:
@@ -163,6 +175,9 @@ PROGRESS = _Progress()
 
 
 def _install(session: nox.Session) -> None:
+    half = os.environ.get("EMBER_NOX_HALF")
+    if half and _half(session.name) != half:
+        session.skip(f"the other half of scripts/test.sh runs it (EMBER_NOX_HALF={half})")
     PROGRESS.start(session)
     if isinstance(session.virtualenv, nox.virtualenv.PassthroughEnv):
         return  # running in the workspace's own .venv: scripts/setup.sh installed everything
