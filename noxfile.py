@@ -174,11 +174,17 @@ class _Progress:
 PROGRESS = _Progress()
 
 
-def _install(session: nox.Session) -> None:
+def _start(session: nox.Session) -> None:
+    """Every session's first call: skipped when the other half of ``scripts/test.sh`` runs
+    it, else announced (`PROGRESS`)."""
     half = os.environ.get("EMBER_NOX_HALF")
     if half and _half(session.name) != half:
         session.skip(f"the other half of scripts/test.sh runs it (EMBER_NOX_HALF={half})")
     PROGRESS.start(session)
+
+
+def _install(session: nox.Session) -> None:
+    _start(session)
     if isinstance(session.virtualenv, nox.virtualenv.PassthroughEnv):
         return  # running in the workspace's own .venv: scripts/setup.sh installed everything
     editable = [arg for p in [*PACKAGES, TEMPLATE] for arg in ("-e", p)]
@@ -328,7 +334,7 @@ def install(session: nox.Session) -> None:
     import shutil
     import tempfile
 
-    PROGRESS.start(session)
+    _start(session)
     installs = [("cpu", ["cpu"], ["cpu", "testing"])]
     if _available("opencl:0")[0]:
         installs.append(("opencl", ["opencl", "testing"]))

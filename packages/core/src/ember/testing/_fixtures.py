@@ -1,12 +1,12 @@
 """Helpers for a backend package's own tests: its device or a clean skip, and a comparison
-of a tensor with a numpy oracle."""
+of a tensor with a numpy oracle.  pytest is imported where it is used: ``ember.testing`` imports
+this module, and ``python -m ember.testing`` must run without pytest (to say what to install)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
-import pytest
 
 from .._device import Device, device, devices
 from .._errors import DeviceUnavailableError
@@ -21,6 +21,8 @@ def device_or_skip(name: str, missing: str) -> Device:
     if row is None or not row.available:
         family = name.partition(":")[0]
         reason = row.reason if row is not None else f"the {family} plugin is not registered"
+        import pytest
+
         pytest.skip(f"{missing}: {reason}")
     return device(name)
 
@@ -43,5 +45,7 @@ def check_unavailable(family: str, reason: str) -> None:
     assert rows, f"the {family} plugin registered no device"
     assert not rows[0].available
     assert rows[0].reason == reason != ""
+    import pytest
+
     with pytest.raises(DeviceUnavailableError, match=reason.split("(")[0].strip()):
         device(f"{family}:0")
